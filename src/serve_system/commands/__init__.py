@@ -1,0 +1,1 @@
+"""Sub-commands of ``serve-system``; each module exposes ``register(subparsers)``."""

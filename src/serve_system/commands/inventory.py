@@ -1,0 +1,31 @@
+"""``serve-system inventory``: show the nodes an inventory file holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..nodes import read_inventory
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("inventory", help="list the nodes of an inventory written by launch.py")
+    p.add_argument("-i", "--inventory", type=Path, default=Path("inventory/hosts.yml"))
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    nodes = read_inventory(args.inventory)
+    if args.json:
+        print(json.dumps([{"name": n.name, **n.host_vars()} for n in nodes], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "address", "port", "user", "gpus", "provider")
+    for n in nodes:
+        table.add_row(n.name, n.address, str(n.port), n.user, str(n.gpus), n.provider)
+    Console().print(table)
+    return 0

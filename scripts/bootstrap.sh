@@ -45,7 +45,8 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.serve-system-stamp 2>/dev/null)"
   log "creating .venv with $("$PY" --version) and installing the project (a few minutes the first time)"
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # pip prints a warning per package for this machine's extra (local) indexes: keep only real output
+  .venv/bin/python -m pip install -q -e '.[test]' 2> >(grep -vE "is ignored: it is neither|^[[:space:]]*$" >&2)
   echo "$stamp" > .venv/.serve-system-stamp
 else
   log ".venv is up to date"

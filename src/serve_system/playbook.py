@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,11 @@ _RESULT_EVENTS = {
 }
 
 
-def _progress_handler(console: Console) -> Any:
+def _progress_handler(console: Console, seen_task: list[bool]) -> Any:
     def handle(event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
+        if kind == "playbook_on_task_start":
+            seen_task[0] = True
         data = event.get("event_data") or {}
         if kind == "playbook_on_play_start":
             console.print(f"[bold]PLAY[/] {data.get('play', '')}")
@@ -73,7 +77,12 @@ def run_playbook(
         raise ServeSystemError(f"{inventory}: inventory not found; run chi_scripts/launch.py first")
     project_dir = playbook.parent.parent if playbook.parent.name == "playbooks" else playbook.parent
     private = Path(tempfile.mkdtemp(prefix="serve-system-runner-"))
-    envvars: dict[str, str] = {}
+    seen_task = [False]
+    # the ansible-playbook of this environment (.venv/bin), even when .venv is not activated
+    bindir = Path(sys.executable).parent
+    envvars: dict[str, str] = {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if shutil.which("ansible-playbook", path=envvars["PATH"]) is None:
+        raise ServeSystemError("ansible-playbook not found: run scripts/bootstrap.sh to set up .venv")
     cfg = project_dir / "ansible.cfg"
     if cfg.is_file():
         envvars["ANSIBLE_CONFIG"] = str(cfg)
@@ -87,9 +96,14 @@ def run_playbook(
             limit=limit,
             envvars=envvars,
             quiet=True,
-            event_handler=_progress_handler(console),
+            event_handler=_progress_handler(console, seen_task),
         )
         rc = int(result.rc if result.rc is not None else 1)
+        if rc != 0 and not seen_task[0]:
+            # ansible failed before any task (syntax error, bad inventory): show its own words
+            tail = [ln for ln in result.stdout.read().splitlines() if ln.strip()][-5:]
+            for line in tail:
+                console.print(f"  {line}", markup=False)
         console.print(f"{playbook.name}: {result.status} (rc={rc})")
         return rc
     finally:

@@ -206,6 +206,12 @@ def _one_line(text: Any) -> str:
 
 
 def _api_message(exc: BaseException) -> str:
+    if exc.args and isinstance(exc.args[0], BaseException):
+        return _api_message(exc.args[0])  # python-chi's retry_create wraps errors in ResourceError(exc)
+    details = getattr(exc, "details", None)  # openstacksdk HttpException: the service's own words
+    status = getattr(exc, "status_code", None)
+    if isinstance(details, str) and details.strip():
+        return _one_line(details) + (f" (HTTP {status})" if status else "")
     msg = _one_line(exc) or type(exc).__name__
     return re.sub(r"^ERROR:\s*", "", msg)
 

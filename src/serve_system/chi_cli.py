@@ -180,6 +180,19 @@ def lease_main(argv: Sequence[str] | None = None) -> int:
     return _main(build_lease_parser, argv)
 
 
+def _rehearsal() -> Any:
+    """The local rehearsal provider, imported lazily: the chameleon path does not need it."""
+    try:
+        from . import rehearsal
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}.rehearsal":
+            raise
+        raise ServeSystemError(
+            "--provider local: the rehearsal provider (serve_system.rehearsal) is not installed in this checkout"
+        ) from exc
+    return rehearsal
+
+
 # --- launch --------------------------------------------------------------------------------------
 
 
@@ -233,8 +246,7 @@ def _launch(args: argparse.Namespace) -> int:
         if args.dry_run:
             console.print(f"[dry run] would start {args.count} local rehearsal node(s) named {prefix}*")
             return 0
-        from . import rehearsal  # imported lazily: the chameleon path does not need it
-
+        rehearsal = _rehearsal()
         nodes = rehearsal.launch_nodes(args.count, prefix, args.inventory, known_hosts)
     else:
         prefix = args.prefix or chm.default_prefix(_user())
@@ -288,9 +300,7 @@ def _teardown(args: argparse.Namespace) -> int:
         if args.dry_run:
             console.print(f"[dry run] would remove local rehearsal nodes named {prefix}*")
             return 0
-        from . import rehearsal
-
-        removed = rehearsal.teardown_nodes(prefix)
+        removed = _rehearsal().teardown_nodes(prefix)
         console.print(f"Removed {len(removed)} node(s)" + (": " + ", ".join(removed) if removed else ""))
         return 0
     site = _connect(args)

@@ -68,6 +68,10 @@ class FakeChameleon:
     lease_status_script: dict[str, list[str]] = field(default_factory=dict)
     #: refuse to authenticate (HTTP 401)
     reject_auth: bool = False
+    #: when set, Nova refuses new servers with this (status, message), e.g. a quota error
+    server_create_error: tuple[int, str] | None = None
+    #: when True, Neutron refuses to attach any floating IP to a port (HTTP 400)
+    refuse_association: bool = False
 
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -336,6 +340,10 @@ class FakeChameleon:
     def _create_server(self, request: Any, origin: str, body: dict[str, Any]) -> Any:
         self.server_create_bodies.append(body)
         srv = body["server"]
+        if self.server_create_error:
+            code, message = self.server_create_error
+            key = "forbidden" if code == 403 else "badRequest"
+            return self._nova_resp(request, code, {key: {"code": code, "message": message}})
         hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
         image_ids = {f"img-{i}": n for i, n in enumerate(self.images)}
         if srv.get("imageRef") not in image_ids:
@@ -428,6 +436,9 @@ class FakeChameleon:
                 return self._resp(request, 204)
             if request.method == "PUT":
                 port_id = body["floatingip"].get("port_id")
+                if port_id is not None and self.refuse_association:
+                    return self._resp(request, 400, {"NeutronError": {"type": "BadRequest",
+                                      "message": "External network is not reachable from subnet", "detail": ""}})
                 if port_id is not None:
                     port = self.ports.get(port_id)
                     if port is None:

@@ -189,6 +189,26 @@ def test_floating_ip_exhaustion_leaks_nothing(fake, sshd, chi_env, capsys) -> No
     assert len(fake.floatingips) == 1
 
 
+def test_failed_association_releases_the_new_ip(fake, sshd, chi_env, capsys) -> None:
+    fake.add_lease("serve_system_tester")
+    fake.refuse_association = True
+    assert _launch(chi_env, sshd) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "attaching floating IP 127.0.0.1 to node-serve-system-tester" in err
+    assert fake.floatingips == {}  # the IP we allocated was released again
+    assert [m for m, p in fake.log if p.endswith("/floatingips") and m == "POST"] == ["POST"]
+
+
+def test_quota_error_on_server_create(fake, sshd, chi_env, capsys) -> None:
+    fake.add_lease("serve_system_tester")
+    fake.server_create_error = (403, "Quota exceeded for instances: Requested 1, but already used 10 of 10")
+    assert _launch(chi_env, sshd) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "creating server node-serve-system-tester: Quota exceeded for instances" in err
+    assert fake.servers == {} and fake.floatingips == {}
+
+
 def test_unbound_ip_of_the_project_is_not_taken(fake, sshd, chi_env) -> None:
     """An unattached IP the project holds (someone else's) is left alone: we allocate our own."""
     fake.add_lease("serve_system_tester")

@@ -64,7 +64,7 @@ BLAZAR_TIME = "%Y-%m-%d %H:%M"
 LIVE_LEASE = ("PENDING", "STARTING", "ACTIVE", "UPDATING")
 
 _CRED_HELP = (
-    "source your Chameleon openrc (or pass --openrc FILE), or export OS_APPLICATION_CREDENTIAL_ID "
+    "source your Chameleon openrc, pass --openrc FILE, or export OS_APPLICATION_CREDENTIAL_ID "
     "and OS_APPLICATION_CREDENTIAL_SECRET of an unscoped application credential"
 )
 
@@ -165,7 +165,7 @@ def resolve_credentials(env: Mapping[str, str]) -> Credentials:
     if get("OS_APPLICATION_CREDENTIAL_ID") or get("OS_APPLICATION_CREDENTIAL_SECRET"):
         missing = [n for n in ("OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_SECRET") if not get(n)]
         if missing:
-            raise ServeSystemError(f"missing OpenStack credentials: {', '.join(missing)} ({_CRED_HELP})")
+            raise ServeSystemError(f"missing OpenStack credentials: {', '.join(missing)}; {_CRED_HELP}")
         # Application credentials carry their project; giving them a scope makes Keystone refuse.
         return Credentials(
             "v3applicationcredential",
@@ -180,21 +180,21 @@ def resolve_credentials(env: Mapping[str, str]) -> Credentials:
         scope = {"project_id": get("OS_PROJECT_ID")}
     if get("OS_TOKEN"):
         if not project:
-            raise ServeSystemError(f"missing OpenStack credentials: OS_PROJECT_NAME or OS_PROJECT_ID ({_CRED_HELP})")
+            raise ServeSystemError(f"missing OpenStack credentials: OS_PROJECT_NAME or OS_PROJECT_ID; {_CRED_HELP}")
         return Credentials("v3token", {"token": get("OS_TOKEN"), **scope}, project)
     if get("OS_USERNAME") or get("OS_PASSWORD"):
         missing = [n for n in ("OS_USERNAME", "OS_PASSWORD") if not get(n)]
         if not project:
             missing.append("OS_PROJECT_NAME")
         if missing:
-            raise ServeSystemError(f"missing OpenStack credentials: {', '.join(missing)} ({_CRED_HELP})")
+            raise ServeSystemError(f"missing OpenStack credentials: {', '.join(missing)}; {_CRED_HELP}")
         opts = {"username": get("OS_USERNAME"), "password": get("OS_PASSWORD"), **scope}
         if get("OS_USER_DOMAIN_NAME"):
             opts["user_domain_name"] = get("OS_USER_DOMAIN_NAME")
         return Credentials("v3password", opts, project)
     raise ServeSystemError(
         "missing OpenStack credentials: OS_APPLICATION_CREDENTIAL_ID and OS_APPLICATION_CREDENTIAL_SECRET, "
-        f"or OS_USERNAME, OS_PASSWORD and OS_PROJECT_NAME ({_CRED_HELP})"
+        f"or OS_USERNAME, OS_PASSWORD and OS_PROJECT_NAME; {_CRED_HELP}"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import inspect
 import json
 import os
 import re
@@ -247,7 +248,10 @@ def _launch(args: argparse.Namespace) -> int:
             console.print(f"[dry run] would start {args.count} local rehearsal node(s) named {prefix}*")
             return 0
         rehearsal = _rehearsal()
-        nodes = rehearsal.launch_nodes(args.count, prefix, args.inventory, known_hosts)
+        extra: dict[str, Any] = {}
+        if "report" in inspect.signature(rehearsal.launch_nodes).parameters:
+            extra["report"] = console.print  # progress lines, when the provider offers them
+        nodes = rehearsal.launch_nodes(args.count, prefix, args.inventory, known_hosts, **extra)
     else:
         prefix = args.prefix or chm.default_prefix(_user())
         site = _connect(args)

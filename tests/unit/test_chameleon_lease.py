@@ -119,7 +119,7 @@ def test_partial_credentials_name_the_missing_variable(chi_env, monkeypatch, cap
     monkeypatch.delenv("OS_APPLICATION_CREDENTIAL_SECRET")
     assert lease_main(["show"]) == 1
     line = _one_error_line(capsys)
-    assert "missing OpenStack credentials: OS_APPLICATION_CREDENTIAL_SECRET (" in line
+    assert "missing OpenStack credentials: OS_APPLICATION_CREDENTIAL_SECRET; " in line
 
 
 def test_rejected_credentials(fake, capsys) -> None:

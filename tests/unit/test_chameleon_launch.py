@@ -294,3 +294,21 @@ def test_status_json(fake, sshd, chi_env, capsys) -> None:
         "name": "node-serve-system-tester", "id": next(iter(fake.servers)), "status": "ACTIVE",
         "floating_ip": "127.0.0.1", "ssh": "up", "triton": "n/a"}]
     assert fake.writes()[n_writes:] == []
+
+
+def test_teardown_dry_run_and_status_table(fake, sshd, chi_env, capsys) -> None:
+    fake.add_lease("serve_system_tester")
+    assert _launch(chi_env, sshd) == 0
+    capsys.readouterr()
+    n_writes = len(fake.writes())
+    assert teardown_main(["--dry-run", "--delete-lease"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete server node-serve-system-tester" in out and "would delete lease serve_system_tester" in out
+    assert fake.writes()[n_writes:] == [] and len(fake.servers) == 1
+    closed = LoopbackListener(["127.0.0.1"])
+    port = closed.port
+    closed.close()
+    assert status_main(["--ssh-port", str(port), "--no-triton"]) == 0
+    out = capsys.readouterr().out
+    assert "Lease serve_system_tester" in out and "ACTIVE" in out and "min left" in out
+    assert "node-serve-system-tester" in out and "127.0.0.1" in out and "down" in out

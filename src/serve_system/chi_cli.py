@@ -254,11 +254,11 @@ def _launch(args: argparse.Namespace) -> int:
         nodes = rehearsal.launch_nodes(args.count, prefix, args.inventory, known_hosts, **extra)
     else:
         prefix = args.prefix or chm.default_prefix(_user())
+        site = _connect(args)  # credentials first: without them, one error line and nothing else
         key_path = str(Path(args.key_path).expanduser())
         if not Path(key_path).is_file():
             console.print(f"[yellow]warning:[/] --key-path {key_path} does not exist; Ansible needs the private "
                           f"key of key pair {args.key_name}")
-        site = _connect(args)
         opts = chm.LaunchOptions(
             lease_name=args.lease, prefix=prefix, key_name=args.key_name, key_path=key_path,
             count=args.count, image=args.image, network=args.network, node_type=args.node_type,

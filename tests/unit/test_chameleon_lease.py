@@ -210,3 +210,4 @@ def test_launch_script_without_credentials_exits_with_one_line(tmp_path) -> None
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "missing OpenStack credentials" in lines[0]
+    assert proc.stdout == ""  # nothing before the error (not even the key-path warning)

@@ -125,7 +125,7 @@ BOOKWORM_SLIM = BaseSpec("bookworm", ("python3", "python3-pip", "libpython3.11",
                          components=("main",))
 
 #: packages the docker / nvtop roles install on a rehearsal node, pre-downloaded (not installed)
-NODE_PREFETCH = ("docker.io", "docker-compose", "nvtop", "python3-requests", "python3-yaml", "rsync", "pciutils")
+NODE_PREFETCH = ("docker.io", "docker-cli", "docker-compose", "nvtop", "python3-requests", "python3-yaml", "rsync", "pciutils")
 
 NODE = ImageSpec("node", TRIXIE_NODE, {"PREFETCH": " ".join(NODE_PREFETCH)})
 TRITON = ImageSpec(

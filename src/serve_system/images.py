@@ -175,7 +175,7 @@ def ensure_base(spec: BaseSpec, report: Report = _quiet) -> str:
     require_podman()
     if image_exists(spec.ref):
         return spec.ref
-    with _lock(spec.name):
+    with _lock(f"{spec.name}-{spec.tag}"):
         if image_exists(spec.ref):
             return spec.ref
         require_root("debootstrap")
@@ -217,7 +217,7 @@ def ensure_image(spec: ImageSpec, report: Report = _quiet) -> str:
     if image_exists(spec.ref):
         return spec.ref
     ensure_base(spec.base, report)
-    with _lock(spec.name):
+    with _lock(f"{spec.name}-{spec.tag}"):
         if image_exists(spec.ref):
             return spec.ref
         report(f"podman build {spec.ref}")
@@ -252,7 +252,7 @@ def ensure_archive(spec: ImageSpec, report: Report = _quiet) -> Path:
     if path.is_file():
         return path
     ref = ensure_image(spec, report)
-    with _lock(spec.name + ".archive"):
+    with _lock(f"{spec.name}-{spec.tag}.archive"):
         if path.is_file():
             return path
         report(f"podman save {ref} -> {path}")

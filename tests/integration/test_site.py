@@ -103,9 +103,9 @@ def test_triton_ports_answer_on_loopback_only(rehearsal_cluster: RehearsalCluste
     host = rehearsal_cluster.host(node)
     other = host.check_output("ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -n1").strip()
     assert other and not other.startswith("127.")
-    for port in (8000, 8001, 8002):
-        assert host.run(f"curl -s -o /dev/null --max-time 3 http://127.0.0.1:{port}/").rc == 0, port
-        refused = host.run(f"curl -s -o /dev/null --max-time 3 http://{other}:{port}/")
+    for port in (8000, 8001, 8002):  # a TCP connect: 8001 is gRPC, curl would not speak it
+        assert host.run(f"timeout 3 bash -c '</dev/tcp/127.0.0.1/{port}'").rc == 0, port
+        refused = host.run(f"timeout 3 bash -c '</dev/tcp/{other}/{port}'")
         assert refused.rc != 0, f"Triton port {port} answers on {other}"
     listeners = host.check_output("ss -Hltn '( sport = :8000 or sport = :8001 or sport = :8002 )'")
     assert listeners.strip(), "no listener found for Triton's ports"

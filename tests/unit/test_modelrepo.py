@@ -75,3 +75,26 @@ def test_bad_config_names_the_file(tmp_path: Path) -> None:
     (bad / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batchsize: 4\n')
     with pytest.raises(ServeSystemError, match=r"config.pbtxt: not a valid Triton model config"):
         render(tmp_path / "src", tmp_path / "out", models=["m"], gpus=0, onnx_serving="onnxruntime", standin=[])
+
+
+def test_cli_render_prints_json_for_the_role(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from serve_system.cli import main
+
+    argv = ["models", "render", "--source", str(REPO), "--dest", str(tmp_path), "--model", "food_classifier",
+            "--gpus", "0", "--onnx-serving", "python_shim", "--standin", "food_classifier", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["changed"] is True
+    assert out["files"] == ["food_classifier/1/model.onnx", "food_classifier/1/model.py",
+                            "food_classifier/config.pbtxt", "models.json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["changed"] is False
+
+
+def test_cli_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from serve_system.cli import main
+
+    rc = main(["models", "render", "--source", str(tmp_path), "--dest", str(tmp_path / "o"), "--model", "x"])
+    assert rc == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("serve-system: error: ") and "config.pbtxt not found" in err and "\n" not in err

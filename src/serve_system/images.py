@@ -2,7 +2,7 @@
 
 No registry can be reached, so every image starts from a Debian root file system made by
 ``debootstrap`` and imported into podman (a *base*), then ``podman build --squash-all`` adds the rest
-(one layer: cheap to load into the vfs-backed Docker inside rehearsal nodes). Each image's tag is the
+(one layer: quick to load into the Docker engine inside rehearsal nodes). Each image's tag is the
 hash of everything that defines it (suite, packages, Containerfile, files next to it, pinned pip
 packages), so a recipe change rebuilds it and an unchanged recipe reuses it, across worktrees and
 sessions. The serve-stack images are also saved as docker-archive tarballs in the cache directory,

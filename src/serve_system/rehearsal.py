@@ -8,7 +8,7 @@ with password-less sudo (like Chameleon's CC-* images) and the project's generat
 :func:`launch_nodes` returns :class:`~serve_system.nodes.Node` records; the caller writes the
 inventory and records host keys (:mod:`serve_system.nodes`), exactly as for Chameleon nodes. Nodes
 carry host variables that adapt the roles to a container (``docker_source: distro``,
-``docker_storage_driver: vfs``, the locally built stack images and their archives, the ONNX shim).
+``docker_storage_driver: overlay2`` on a volume, the locally built stack images and their archives, the ONNX shim).
 
 Containers are labelled ``serve-system.rehearsal.prefix=<prefix>``: :func:`teardown_nodes` removes
 only the containers of that prefix, never anyone else's.
@@ -110,6 +110,10 @@ def _start(name: str, prefix: str, image: str, archive_dir: Path) -> None:
         "--label", f"{LABEL}={prefix}",
         "--privileged", "--systemd=always", "--cgroupns=host",
         "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        # Docker's data on an (anonymous) volume, i.e. on the host's file system rather than the
+        # container's overlayfs root: dockerd can then use overlay2 instead of the slow, space-hungry
+        # vfs driver. Removed with the node (podman rm -v).
+        "-v", "/var/lib/docker",
         # the serve-stack image archives, read-only at the same path as on the controller
         "-v", f"{archive_dir}:{archive_dir}:ro",
         "-p", "127.0.0.1::22",
@@ -142,7 +146,7 @@ def node_vars(stack: dict[str, images.StackImage]) -> dict[str, Any]:
     """Host variables that adapt the roles to a rehearsal node (see each role's README)."""
     return {
         "docker_source": "distro",
-        "docker_storage_driver": "vfs",
+        "docker_storage_driver": "overlay2",
         "serve_stack_triton_image": stack["triton"].ref,
         "serve_stack_jupyter_image": stack["client"].ref,
         "serve_stack_image_archives": [
@@ -223,5 +227,5 @@ def teardown_nodes(prefix: str) -> list[str]:
         raise ServeSystemError("teardown needs a non-empty --prefix")
     names = [r["name"] for r in list_nodes(prefix) if r["prefix"] == prefix]
     if names:
-        podman("rm", "-f", "-t", "5", *names, timeout=300)
+        podman("rm", "-f", "-v", "-t", "5", *names, timeout=300)
     return names

@@ -31,6 +31,11 @@ class PlaybookResult:
         r = self.recap.get(host)
         return r is not None and r["failed"] == 0 and r["unreachable"] == 0
 
+    @property
+    def flat(self) -> str:
+        """The output with all whitespace runs collapsed (the yaml callback wraps long messages)."""
+        return " ".join(self.stdout.split())
+
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.stdout.splitlines()[-lines:])
 

@@ -12,7 +12,7 @@ def test_unknown_role_variable_is_rejected_by_name(rehearsal_cluster: RehearsalC
     node = rehearsal_cluster.nodes[0].name
     res = rehearsal_cluster.playbook("deploy.yml", "-e", "serve_stack_wait_timout=5", limit=node)
     assert res.rc != 0
-    assert "unknown variable(s) serve_stack_wait_timout for role serve_stack" in res.stdout
+    assert "unknown variable(s) serve_stack_wait_timout for role serve_stack" in res.flat
     assert res.recap[node]["changed"] == 0
 
 

@@ -23,5 +23,5 @@ def test_reset_then_deploy(rehearsal_cluster: RehearsalCluster) -> None:
 
     deploy = rehearsal_cluster.playbook("deploy.yml", limit=node.name)
     assert deploy.rc == 0, deploy.tail()
-    assert "| READY" in deploy.stdout
+    assert "| READY" in deploy.flat
     assert host.run("curl -fsS http://127.0.0.1:8000/v2/models/food_classifier/ready").rc == 0

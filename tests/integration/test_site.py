@@ -34,7 +34,7 @@ def test_docker_and_compose_services_running(rehearsal_cluster: RehearsalCluster
     assert states.get("triton_server") == "running", states
     assert states.get("jupyter") == "running", states
     assert "flask" not in states  # no build context on rehearsal nodes: skipped, and the play said so
-    assert "the stack runs without the Flask app" in rehearsal_cluster.site.stdout
+    assert "the stack runs without the Flask app" in rehearsal_cluster.site.flat
     user = rehearsal_cluster.nodes[index].user
     assert "docker" in host.user(user).groups
 
@@ -78,7 +78,7 @@ def test_onnx_model_through_the_shim_from_the_jupyter_container(rehearsal_cluste
     res = rehearsal_cluster.exec(rehearsal_cluster.nodes[1], "docker", "exec", "jupyter", "python3", "-c", script)
     assert res.stdout.split() == ["(3,", "11)", "python"]
     # and the play's model table said which backend serves it and that the weights are a stand-in
-    site = rehearsal_cluster.site.stdout
+    site = rehearsal_cluster.site.flat
     assert "food_classifier_onnx | python | serve-system ONNX shim" in site
     assert "stand-in" in site
 
@@ -116,17 +116,19 @@ def test_daemon_json_merged_keeping_the_nvidia_runtime(rehearsal_cluster: Rehear
     seeded = json.loads(rehearsal_cluster.host(rehearsal_cluster.nodes[0]).file("/etc/docker/daemon.json").content_string)
     assert seeded["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
     assert seeded["exec-opts"] == ["native.cgroupdriver=cgroupfs"]
-    assert seeded["storage-driver"] == "vfs"
+    assert seeded["storage-driver"] == "overlay2"
     fresh = json.loads(rehearsal_cluster.host(rehearsal_cluster.nodes[1]).file("/etc/docker/daemon.json").content_string)
     assert "runtimes" not in fresh
     assert fresh["exec-opts"] == ["native.cgroupdriver=cgroupfs"]
-    info = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "info", "--format", "{{json .Runtimes}}")
-    assert "nvidia" in json.loads(info.stdout)  # dockerd really loaded the merged file
+    info = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "info", "--format", "{{json .Runtimes}} {{.Driver}}")
+    runtimes, driver = info.stdout.rsplit(" ", 1)
+    assert "nvidia" in json.loads(runtimes)  # dockerd really loaded the merged file
+    assert driver.strip() == "overlay2"
 
 
 def test_gpu_role_skips_cleanly_without_gpus(rehearsal_cluster: RehearsalCluster) -> None:
     for node in rehearsal_cluster.nodes:
-        assert f"{node.name}: no NVIDIA GPU found (lspci): skipping the NVIDIA container toolkit" in rehearsal_cluster.site.stdout
+        assert f"{node.name}: no NVIDIA GPU found (lspci): skipping the NVIDIA container toolkit" in rehearsal_cluster.site.flat
         assert not rehearsal_cluster.host(node).package("nvidia-container-toolkit").is_installed
         assert rehearsal_cluster.host(node).package("nvtop").is_installed
 

@@ -31,7 +31,7 @@ def test_node_vars_adapt_the_roles(tmp_path: Path) -> None:
     stack = {k: StackImage(k, f"localhost/serve-system-{k}:abc", tmp_path / f"{k}.tar") for k in ("triton", "client")}
     hv = rehearsal.node_vars(stack)
     assert hv["docker_source"] == "distro"
-    assert hv["docker_storage_driver"] == "vfs"
+    assert hv["docker_storage_driver"] == "overlay2"
     assert hv["serve_stack_onnx_serving"] == "python_shim"
     assert hv["serve_stack_triton_image"] == "localhost/serve-system-triton:abc"
     assert {a["image"] for a in hv["serve_stack_image_archives"]} == {

@@ -139,12 +139,12 @@ def resolve(spec_path: Path, rel: str) -> Path:
     p = Path(rel)
     if p.is_absolute():
         return p
-    first = spec_path.parent / p
+    first = (spec_path.parent / p).resolve()
     if first.exists():
         return first
     root = repo_root(spec_path.parent.resolve())
     if root is not None and (root / p).exists():
-        return root / p
+        return (root / p).resolve()
     return first
 
 

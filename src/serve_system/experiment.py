@@ -109,6 +109,8 @@ class VariantPlan:
     input_data: str | None
     perf: dict[str, Any]
     warmup_argv: list[str] = field(default_factory=list)
+    #: the base config says its weights are a generated stand-in (serve_system_weights parameter)
+    stand_in: str | None = None
 
 
 @dataclass
@@ -433,9 +435,16 @@ def plan(
         if cfg.name and cfg.name != model:
             errs.append(f"{where}: {vname}: config.name: {cfg.name!r} differs from the model name {model!r}")
         notes: list[str] = []
+        stand_in = None
+        params = cfg.parameters
+        if "serve_system_weights" in params and params["serve_system_weights"].string_value.startswith("stand-in"):
+            stand_in = params["serve_system_weights"].string_value
+        if "serve_system_served_by" in params:
+            notes.append(f"served by: {params['serve_system_served_by'].string_value}")
         if tc.gpus_needed(cfg) > host_gpus:
             if policy == "adapt":
-                cfg, notes = tc.adapt_to_host(cfg, host_gpus)
+                cfg, adapted = tc.adapt_to_host(cfg, host_gpus)
+                notes += adapted
             else:
                 errs.append(f"{where}: {vname}: instance_group: uses {tc.gpus_needed(cfg)} GPU(s), the host has "
                             f"{host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
@@ -486,7 +495,8 @@ def plan(
                                          perf=warm_perf) if warm_n > 0 else []
         out.append(VariantPlan(name=vname, model=model, version=version, config_pbtxt=tc.render_pbtxt(cfg),
                                load_body=tc.load_api_body(cfg), notes=notes, levels=lplans,
-                               input_data=input_data, perf=perf, warmup_argv=warmup_argv))
+                               input_data=input_data, perf=perf, warmup_argv=warmup_argv,
+                               stand_in=stand_in))
     if errs:
         raise SpecError(errs)
     return out

@@ -222,7 +222,7 @@ def write_report(run_dir: str | Path) -> dict[str, Any]:
             lines.append(f"- {f}")
     notes = res._read_json(run / "notes.json") or {}
     for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and p.name != "plots"):
-        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir()):
+        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             vm = res._read_json(vdir / "variant.json") or {}
             for n in vm.get("notes") or []:
                 notes.setdefault("adapted", []).append(f"{host_dir.name}/{vdir.name}: {n}")

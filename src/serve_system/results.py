@@ -121,7 +121,7 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
     stand_in = manifest.get("stand_in")
     rows: list[dict[str, Any]] = []
     for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots"))):
-        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir()):
+        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             vmeta = _read_json(vdir / "variant.json") or {}
             base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
                     "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}

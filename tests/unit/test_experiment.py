@@ -144,3 +144,24 @@ def test_shipped_specs_on_a_rehearsal_node_adapt_or_refuse() -> None:
     sweep = exp.load_spec(SPECS / "mnist_cpu_sweep.yml")
     assert len(sweep.variants) == 28
     assert len(exp.plan(sweep, 0)[0].levels) == 8
+
+
+def test_node_base_configs_keep_their_serving_edits(tmp_path: Path) -> None:
+    """A node's rendered config (CPU, ONNX shim, stand-in weights) is the base the overrides apply to."""
+    node = tmp_path / "node_base" / "food_classifier_onnx"
+    node.mkdir(parents=True)
+    (node / "config.pbtxt").write_text(
+        'name: "food_classifier_onnx"\nbackend: "python"\nmax_batch_size: 16\n'
+        'input [ { name: "input" data_type: TYPE_FP32 dims: [3, 224, 224] } ]\n'
+        'output [ { name: "output" data_type: TYPE_FP32 dims: [11] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
+        'parameters { key: "serve_system_served_by" value { string_value: "onnx_python_shim: no onnxruntime" } }\n'
+        'parameters { key: "serve_system_weights" value { string_value: "stand-in: generated" } }\n')
+    plans = exp.plan(exp.load_spec(SPECS / "arrivals.yml"), 0, repository=tmp_path / "node_base")
+    dyn = plans[2]
+    assert 'backend: "python"' in dyn.config_pbtxt and "preferred_batch_size: 4" in dyn.config_pbtxt
+    assert dyn.stand_in == "stand-in: generated"
+    assert dyn.notes[0] == "served by: onnx_python_shim: no onnxruntime"
+    assert any("KIND_GPU x1 -> KIND_CPU x1" in n for n in dyn.notes)  # the variant itself asked for GPU 0
+    with pytest.raises(exp.SpecError, match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
+        exp.plan(exp.load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")

@@ -31,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--url", default="triton_server:8000", help="Triton as the client container sees it")
     p.add_argument("--node-work-dir", default="/work",
                    help="this run's folder as the client container sees it (inputs, CSV exports)")
+    p.add_argument("--base-dir", action="append", default=[], metavar="NAME=DIR",
+                   help="a host's own base configs (DIR/<model>/config.pbtxt, as its Triton serves them); "
+                        "default: the spec's base_config")
+    p.add_argument("--no-manifest", action="store_true", help="leave RUN_DIR/manifest.json and spec.yml alone")
     p.add_argument("--fresh", action="store_true", help="forget earlier results of these hosts in RUN_DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the plan")
     p.set_defaults(func=_run)
@@ -50,32 +54,35 @@ def _run(args: argparse.Namespace) -> int:
     try:
         spec = exp.load_spec(args.spec)
         hosts = _hosts(args.host) or [("localhost", 0)]
-        plans = {h: exp.plan(spec, g, url=args.url, node_work_dir=args.node_work_dir) for h, g in hosts}
+        bases = {name: Path(d) for name, _, d in (b.partition("=") for b in args.base_dir)}
+        for h, g in hosts:
+            exp.plan(spec, g, url=args.url, node_work_dir=args.node_work_dir, repository=bases.get(h))
     except exp.SpecError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return 1
     run = args.run_dir
     run.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(args.spec, run / "spec.yml")
-    manifest_path = run / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    manifest.setdefault("start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    manifest.update(
-        experiment=spec.name, run_id=run.name, description=spec.data.get("description"),
-        spec_file=str(args.spec), spec=spec.data, stand_in=spec.data.get("stand_in"),
-        hosts=sorted(set(manifest.get("hosts", [])) | {h for h, _ in hosts}),
-        objectives=[asdict(o) for o in spec.objectives],
-    )
-    manifest.pop("end", None)
-    manifest_path.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    if not args.no_manifest:
+        shutil.copyfile(args.spec, run / "spec.yml")
+        manifest_path = run / "manifest.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        manifest.setdefault("start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        manifest.update(
+            experiment=spec.name, run_id=run.name, description=spec.data.get("description"),
+            spec_file=str(args.spec), spec=spec.data, stand_in=spec.data.get("stand_in"),
+            hosts=sorted(set(manifest.get("hosts", [])) | {h for h, _ in hosts}),
+            objectives=[asdict(o) for o in spec.objectives],
+        )
+        manifest_path.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
     out = {}
     for (host, gpus) in hosts:
         hdir = run / host
         if args.fresh and hdir.exists():
             shutil.rmtree(hdir)
         done = res.done_pairs(hdir)
-        variants = exp.plan(spec, gpus, url=args.url, node_work_dir=args.node_work_dir, done=done)
+        variants = exp.plan(spec, gpus, url=args.url, node_work_dir=args.node_work_dir, done=done,
+                            repository=bases.get(host))
         for v in variants:
             vdir = hdir / v.name
             vdir.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import pytest
 import requests
 import yaml
 
-from engine_local import LocalTriton, perf_client_image, run_perf, start_triton
+from .engine_local import LocalTriton, perf_client_image, run_perf, start_triton
 from serve_system import experiment as exp
 from serve_system import perf as perfmod
 from serve_system import report, results

@@ -51,12 +51,13 @@ class LocalTriton:
             self.proc.wait(timeout=10)
 
 
-def start_triton(workdir: Path) -> LocalTriton:
+def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
+    """Start tritonserver on a copy of ``models`` (a model repository) in ``workdir``."""
     venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "engine_triton_venv.sh")], check=True,
                                capture_output=True, text=True).stdout.strip().splitlines()[-1])
     tri = next(venv.glob("lib/python3*/site-packages/pytriton/tritonserver"))
     repo = workdir / "model_repository"
-    shutil.copytree(MODELS, repo)
+    shutil.copytree(models, repo)
     http, grpc, metrics = _free_ports(3)
     log = workdir / "tritonserver.log"
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}

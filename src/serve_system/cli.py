@@ -17,7 +17,9 @@ from . import __version__
 from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
-COMMANDS: tuple[str, ...] = ("inventory", "models", "rehearsal")
+COMMANDS: tuple[str, ...] = (
+    "inventory", "rehearsal", "models", "validate", "plan", "import_logs", "stats_delta", "report",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

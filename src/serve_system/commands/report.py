@@ -1,0 +1,24 @@
+"""``serve-system report RUN_DIR``: summary.csv/json, plots and report.md from a run's raw files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import report
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("report", help="summarise a run folder results/<experiment>/<run-id> (recomputed from raw files)")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    out = report.write_report(args.run_dir)
+    print(f"{out['rows']} row(s) -> {out['report']} ({len(out['plots'])} plot(s))")
+    for b in out["best"]:
+        if b:
+            print(f"best {b['objective']}: {b['variant']} on {b['host']} at {b['mode']} {b['load']:g} "
+                  f"({b['metric']} = {b['value']:.1f})")
+    return 0

@@ -1,0 +1,32 @@
+"""``serve-system stats BEFORE.json AFTER.json [--json]``: what Triton did between two snapshots."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .. import stats
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("stats", help="per model: inference/execution count deltas, average batch size, histogram")
+    p.add_argument("before", type=Path, metavar="BEFORE.json")
+    p.add_argument("after", type=Path, metavar="AFTER.json")
+    p.add_argument("--json", action="store_true", help="a JSON list, one object per model")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    deltas = stats.delta_files(args.before, args.after)
+    if args.json:
+        print(json.dumps([d.to_json() for d in deltas], indent=1))
+        return 0
+    for d in deltas:
+        j = d.to_json()
+        avg = "-" if j["avg_batch_size"] is None else f"{j['avg_batch_size']:.2f}"
+        print(f"{d.name} v{d.version}: {d.inference_count} inferences in {d.execution_count} executions "
+              f"(avg batch {avg}){' [counters reset: model reloaded]' if d.reset else ''}")
+        for size, n in sorted(d.histogram.items()):
+            print(f"  batch {size:>3}: {n:>7} {'#' * min(60, n * 60 // max(d.histogram.values()))}")
+    return 0

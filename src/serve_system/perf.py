@@ -1,0 +1,361 @@
+"""perf_analyzer: build its command line, and parse what it prints and exports.
+
+Three inputs are understood, all giving the same :class:`Level` rows (one per load level):
+
+* plain stdout, whole or pasted in pieces as in the labs: the per-level blocks
+  (``Request concurrency: 8`` / ``Request Rate: 120``, client p50..p99 lines, the server's
+  ``Avg request latency: ... (overhead + queue + compute input + compute infer + compute output)``)
+  and the summary lines (``Concurrency: 8, throughput: 52.3 infer/sec, latency 151983 usec``);
+* the ``-f`` CSV export (plain or ``--verbose-csv``), whose rows are sorted by throughput;
+* perf_analyzer's ``Failed to obtain stable measurement ... for concurrency 4`` error: that level is
+  reported as unmeasured, never as numbers.
+
+All times are microseconds, as perf_analyzer reports them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Level.mode values
+CONCURRENCY = "concurrency"
+REQUEST_RATE = "request_rate"
+
+#: numeric keys of a measured level, in report order
+METRIC_KEYS: tuple[str, ...] = (
+    "throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
+    "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
+    "overhead_us", "server_latency_us", "client_send_us", "client_recv_us", "network_us",
+)
+
+
+@dataclass
+class Level:
+    """What perf_analyzer measured at one load level (or why it could not)."""
+
+    mode: str
+    load: float
+    status: str = "ok"  # "ok" or "unmeasured"
+    error: str | None = None
+    batch_size: int | None = None
+    throughput: float | None = None
+    latency_avg_us: float | None = None
+    p50_us: float | None = None
+    p90_us: float | None = None
+    p95_us: float | None = None
+    p99_us: float | None = None
+    queue_us: float | None = None
+    compute_input_us: float | None = None
+    compute_infer_us: float | None = None
+    compute_output_us: float | None = None
+    overhead_us: float | None = None
+    server_latency_us: float | None = None
+    client_send_us: float | None = None
+    client_recv_us: float | None = None
+    network_us: float | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, float]:
+        return (self.mode, self.load)
+
+    def to_json(self) -> dict[str, Any]:
+        """The import/report JSON object: fixed keys, the breakdown only where present."""
+        out: dict[str, Any] = {"mode": self.mode, "load": _num(self.load), "status": self.status}
+        if self.status != "ok":
+            out["error"] = self.error
+            for key in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us"):
+                out[key] = None
+            return out
+        for key in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us"):
+            out[key] = _num(getattr(self, key))
+        for key in ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
+            if getattr(self, key) is not None:
+                out[key] = _num(getattr(self, key))
+        if self.batch_size is not None:
+            out["batch_size"] = self.batch_size
+        return out
+
+    def merge(self, other: "Level") -> None:
+        """Fill fields this level lacks from ``other`` (same load level)."""
+        for name, value in asdict(other).items():
+            if name in ("mode", "load", "extra"):
+                continue
+            if getattr(self, name) is None and value is not None:
+                setattr(self, name, value)
+        if other.status != "ok" and self.throughput is None:
+            self.status, self.error = other.status, other.error
+        for k, v in other.extra.items():
+            self.extra.setdefault(k, v)
+
+
+def _num(value: float | None) -> float | int | None:
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+# --------------------------------------------------------------------------------- command line
+
+def build_argv(
+    *,
+    model: str,
+    url: str,
+    mode: str,
+    load: float,
+    perf: dict[str, Any],
+    csv_path: str | None = None,
+    version: str | None = None,
+) -> list[str]:
+    """perf_analyzer's argument vector for one load level of an experiment.
+
+    ``perf`` holds the spec's perf_analyzer settings (see :mod:`serve_system.experiment`).
+    """
+    argv = ["perf_analyzer", "-m", model, "-u", url, "-i", perf.get("protocol", "http")]
+    if version:
+        argv += ["-x", str(version)]
+    argv += ["-b", str(perf.get("batch_size", 1))]
+    if mode == CONCURRENCY:
+        argv += ["--concurrency-range", str(int(load))]
+    elif mode == REQUEST_RATE:
+        argv += ["--request-rate-range", _fmt(load),
+                 "--request-distribution", perf.get("distribution", "constant")]
+    else:
+        raise ValueError(f"unknown load mode {mode!r}")
+    if perf.get("input_data"):
+        argv += ["--input-data", str(perf["input_data"])]
+    for name, dims in (perf.get("shapes") or {}).items():
+        argv += ["--shape", f"{name}:{','.join(str(d) for d in dims)}"]
+    opts = (
+        ("warmup_request_count", "--warmup-request-count"),
+        ("request_count", "--request-count"),
+        ("measurement_mode", "--measurement-mode"),
+        ("measurement_interval_ms", "--measurement-interval"),
+        ("measurement_request_count", "--measurement-request-count"),
+        ("percentile", "--percentile"),
+        ("latency_threshold_ms", "--latency-threshold"),
+        ("stability_percentage", "--stability-percentage"),
+        ("max_trials", "--max-trials"),
+        ("max_threads", "--max-threads"),
+    )
+    for key, flag in opts:
+        if perf.get(key) is not None:
+            argv += [flag, str(perf[key])]
+    if perf.get("async"):
+        argv.append("--async")
+    if csv_path:
+        argv += ["-f", csv_path]
+        if perf.get("verbose_csv", True):
+            argv.append("--verbose-csv")
+    return argv
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def longer_window(perf: dict[str, Any], factor: int = 2) -> dict[str, Any]:
+    """perf settings with a longer measurement window, for a retry after an unstable measurement."""
+    out = dict(perf)
+    if out.get("measurement_mode") == "count_windows":
+        out["measurement_request_count"] = int(out.get("measurement_request_count") or 50) * factor
+    else:
+        out["measurement_interval_ms"] = int(out.get("measurement_interval_ms") or 5000) * factor
+    out["max_trials"] = int(out.get("max_trials") or 10) * factor
+    return out
+
+
+UNSTABLE = re.compile(
+    r"Failed to obtain stable measurement within (?P<windows>\d+) measurement windows for "
+    r"(?P<what>concurrency|request rate) (?P<load>\d+(?:\.\d+)?)", re.I)
+
+
+def is_unstable(text: str) -> bool:
+    """Whether perf_analyzer's output says some level could not be measured stably."""
+    return UNSTABLE.search(text) is not None
+
+
+# --------------------------------------------------------------------------------- stdout
+
+_F = r"([\d.]+(?:e[+-]?\d+)?)"
+SUMMARY = re.compile(
+    rf"^\s*(?P<what>Concurrency|Request Rate):\s*{_F},\s*throughput:\s*{_F}\s*infer/sec,\s*latency\s*{_F}\s*usec",
+    re.I)
+SUMMARY_HEADER = re.compile(r"Inferences/Second vs\. Client (?P<stat>Average|p\d+) Batch Latency", re.I)
+BLOCK = re.compile(rf"^\s*(?:Request concurrency|Request Rate):\s*{_F}(?!\s*,)", re.I)
+BLOCK_KIND = re.compile(r"^\s*(Request concurrency|Request Rate)", re.I)
+BATCH = re.compile(r"^\s*Batch size:\s*(\d+)", re.I)
+CLIENT_THROUGHPUT = re.compile(rf"^\s*Throughput:\s*{_F}\s*infer/sec", re.I)
+AVG_LATENCY = re.compile(rf"^\s*Avg latency:\s*{_F}\s*usec", re.I)
+PCT = re.compile(rf"^\s*p(\d+) latency:\s*{_F}\s*usec", re.I)
+SERVER = re.compile(rf"Avg request latency:\s*{_F}\s*usec\s*\((?P<parts>[^)]*)\)", re.I)
+PART = re.compile(rf"(overhead|queue|compute input|compute infer|compute output)\s+{_F}\s*usec", re.I)
+PART_KEYS = {"overhead": "overhead_us", "queue": "queue_us", "compute input": "compute_input_us",
+             "compute infer": "compute_infer_us", "compute output": "compute_output_us"}
+
+
+def parse_stdout(text: str) -> list[Level]:
+    """Levels from perf_analyzer's plain output (whole runs or fragments pasted from a lab)."""
+    batch: int | None = None
+    summaries: list[Level] = []
+    blocks: list[Level] = []
+    orphan = Level(mode="?", load=0)  # details seen before any block header (pasted fragments)
+    current: Level | None = None
+    summary_stat = "Average"
+    for line in text.splitlines():
+        if m := BATCH.match(line):
+            batch = int(m.group(1))
+            continue
+        if m := SUMMARY_HEADER.search(line):
+            summary_stat = m.group("stat")
+            current = None
+            continue
+        if m := SUMMARY.match(line):
+            mode = CONCURRENCY if m.group("what").lower() == "concurrency" else REQUEST_RATE
+            lvl = Level(mode=mode, load=float(m.group(2)), throughput=float(m.group(3)))
+            lat = float(m.group(4))
+            if summary_stat.lower() == "average":
+                lvl.latency_avg_us = lat
+            else:
+                setattr_pct(lvl, int(summary_stat[1:]), lat)
+            summaries.append(lvl)
+            continue
+        if m := BLOCK.match(line):
+            kind = BLOCK_KIND.match(line).group(1).lower()  # type: ignore[union-attr]
+            mode = CONCURRENCY if kind == "request concurrency" else REQUEST_RATE
+            current = Level(mode=mode, load=float(m.group(1)))
+            blocks.append(current)
+            continue
+        target = current if current is not None else orphan
+        if m := CLIENT_THROUGHPUT.match(line):
+            target.throughput = float(m.group(1))
+        elif m := AVG_LATENCY.match(line):
+            target.latency_avg_us = float(m.group(1))
+        elif m := PCT.match(line):
+            setattr_pct(target, int(m.group(1)), float(m.group(2)))
+        elif m := SERVER.search(line):
+            target.server_latency_us = float(m.group(1))
+            for part in PART.finditer(m.group("parts")):
+                setattr(target, PART_KEYS[part.group(1).lower()], float(part.group(2)))
+    levels: dict[tuple[str, float], Level] = {}
+    for lvl in summaries + blocks:
+        if lvl.key in levels:
+            levels[lvl.key].merge(lvl)
+        else:
+            levels[lvl.key] = lvl
+    if len(levels) == 1 and any(v is not None for v in asdict(orphan).values() if not isinstance(v, (str, dict))):
+        only = next(iter(levels.values()))
+        orphan.mode, orphan.load = only.mode, only.load
+        only.merge(orphan)
+    for m in UNSTABLE.finditer(text):
+        mode = CONCURRENCY if m.group("what").lower() == "concurrency" else REQUEST_RATE
+        key = (mode, float(m.group("load")))
+        lvl = levels.setdefault(key, Level(mode=mode, load=key[1]))
+        if lvl.throughput is None or key not in {s.key for s in summaries}:
+            lvl.status = "unmeasured"
+            lvl.error = m.group(0)
+    for lvl in levels.values():
+        if lvl.batch_size is None:
+            lvl.batch_size = batch
+        if lvl.status == "ok" and lvl.throughput is None:
+            lvl.status = "unmeasured"
+            lvl.error = lvl.error or "no throughput reported for this level"
+    return sorted(levels.values(), key=lambda x: (x.mode, x.load))
+
+
+def setattr_pct(lvl: Level, pct: int, value: float) -> None:
+    name = f"p{pct}_us"
+    if hasattr(lvl, name):
+        setattr(lvl, name, value)
+    else:
+        lvl.extra[name] = value
+
+
+# --------------------------------------------------------------------------------- CSV
+
+CSV_COLUMNS = {
+    "Inferences/Second": "throughput",
+    "Client Send": "client_send_us",
+    "Network+Server Send/Recv": "network_us",
+    "Server Queue": "queue_us",
+    "Server Compute Input": "compute_input_us",
+    "Server Compute Infer": "compute_infer_us",
+    "Server Compute Output": "compute_output_us",
+    "Client Recv": "client_recv_us",
+    "p50 latency": "p50_us",
+    "p90 latency": "p90_us",
+    "p95 latency": "p95_us",
+    "p99 latency": "p99_us",
+    "Avg latency": "latency_avg_us",
+}
+
+
+def looks_like_csv(text: str) -> bool:
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    return first.startswith(("Concurrency,", "Request Rate,"))
+
+
+def parse_csv(text: str, batch_size: int | None = None) -> list[Level]:
+    """Levels from perf_analyzer's ``-f`` export (rows come sorted by throughput: re-sort by load)."""
+    reader = csv.DictReader(io.StringIO(text.strip()))
+    levels: list[Level] = []
+    for row in reader:
+        if not row:
+            continue
+        if "Concurrency" in row:
+            mode, load = CONCURRENCY, row["Concurrency"]
+        elif "Request Rate" in row:
+            mode, load = REQUEST_RATE, row["Request Rate"]
+        else:
+            continue
+        if load in (None, ""):
+            continue  # trailing blocks of --verbose-csv exports (server-side metrics) have no load
+        try:
+            lvl = Level(mode=mode, load=float(load), batch_size=batch_size)
+        except ValueError:
+            continue
+        for col, value in row.items():
+            if col is None or value in (None, ""):
+                continue
+            col = col.strip()
+            try:
+                num = float(value)
+            except ValueError:
+                continue
+            if col in CSV_COLUMNS:
+                setattr(lvl, CSV_COLUMNS[col], num)
+            elif col not in ("Concurrency", "Request Rate"):
+                lvl.extra[col] = num
+        if lvl.latency_avg_us is None:
+            parts = [lvl.client_send_us, lvl.network_us, lvl.queue_us, lvl.compute_input_us,
+                     lvl.compute_infer_us, lvl.compute_output_us, lvl.client_recv_us]
+            if all(p is not None for p in parts):
+                lvl.latency_avg_us = float(sum(parts))  # type: ignore[arg-type]
+        levels.append(lvl)
+    return sorted(levels, key=lambda x: (x.mode, x.load))
+
+
+def parse_any(text: str, batch_size: int | None = None) -> list[Level]:
+    """Parse a CSV export or plain output, whichever ``text`` is."""
+    if looks_like_csv(text):
+        return parse_csv(text, batch_size)
+    levels = parse_stdout(text)
+    for lvl in levels:
+        if lvl.batch_size is None:
+            lvl.batch_size = batch_size
+    return levels
+
+
+def combine(csv_levels: list[Level], stdout_levels: list[Level]) -> list[Level]:
+    """CSV numbers first, completed from stdout (server breakdown, unmeasured levels)."""
+    out = {lvl.key: lvl for lvl in csv_levels}
+    for lvl in stdout_levels:
+        if lvl.key in out:
+            out[lvl.key].merge(lvl)
+        else:
+            out[lvl.key] = lvl
+    return sorted(out.values(), key=lambda x: (x.mode, x.load))

@@ -1,0 +1,162 @@
+"""The raw results tree -> one tidy table (a row per host x variant x load level x repetition).
+
+Layout written by the ``triton_experiment`` role (everything raw, nothing computed)::
+
+    results/<experiment>/<run-id>/
+      manifest.json                 run: spec, start/end, hosts, versions, failures
+      spec.yml                      the spec as run
+      <host>/facts.json             node facts (GPUs, OS, Triton and perf_analyzer versions)
+      <host>/<variant>/variant.json status (measured | refused), Triton's error, adaptation notes
+      <host>/<variant>/config.pbtxt, load_body.json   the exact config sent
+      <host>/<variant>/<level>/     level.json (mode, load, repetition, attempts, start/end),
+                                    perf.stdout, perf.csv, stats_before.json, stats_after.json,
+                                    metrics.jsonl (sampled :8002/metrics)
+
+Rows are recomputed from these files every time, so a parser fix re-reports old runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import perf as perfmod
+from . import stats as statsmod
+from .errors import ServeSystemError
+
+#: summary columns, in order
+COLUMNS: tuple[str, ...] = (
+    "experiment", "run_id", "host", "variant", "model", "mode", "load", "repetition", "status", "error",
+    "throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
+    "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
+    "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
+    "gpu_util", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s", "stand_in",
+)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
+    """One tidy row from a level folder."""
+    meta = _read_json(level_dir / "level.json") or {}
+    row: dict[str, Any] = {c: None for c in COLUMNS}
+    row.update(base)
+    mode = meta.get("mode", perfmod.CONCURRENCY)
+    load = float(meta.get("load", 0))
+    row.update(mode=mode, load=_num(load), repetition=meta.get("repetition", 1))
+    attempts = meta.get("attempts") or []
+    row["attempts"] = len(attempts) or None
+    row["retried"] = len(attempts) > 1
+    if meta.get("start") is not None and meta.get("end") is not None:
+        row["duration_s"] = round(float(meta["end"]) - float(meta["start"]), 3)
+    stdout = _read_text(level_dir / "perf.stdout")
+    csv_text = _read_text(level_dir / "perf.csv")
+    batch = meta.get("batch_size")
+    levels = perfmod.combine(perfmod.parse_csv(csv_text, batch) if csv_text.strip() else [],
+                             perfmod.parse_stdout(stdout))
+    match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
+    if match is None:
+        row["status"] = meta.get("status") if meta.get("status") not in (None, "ok") else "failed"
+        row["error"] = meta.get("error") or _last_error(stdout) or "perf_analyzer reported nothing for this level"
+    else:
+        row["status"] = match.status
+        row["error"] = match.error
+        if match.status == "ok":
+            for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
+                      "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
+                row[k] = getattr(match, k)
+    before, after = level_dir / "stats_before.json", level_dir / "stats_after.json"
+    if after.exists():
+        deltas = statsmod.delta(_read_json(before) if before.exists() else None, _read_json(after) or {})
+        d = next((x for x in deltas if x.name == row.get("model")), deltas[0] if len(deltas) == 1 else None)
+        if d is not None:
+            row["inference_count"] = d.inference_count
+            row["execution_count"] = d.execution_count
+            row["avg_batch_size"] = None if d.avg_batch_size is None else round(d.avg_batch_size, 4)
+            row["batch_size_histogram"] = {str(k): v for k, v in sorted(d.histogram.items())}
+            if row["status"] == "ok" and row["queue_us"] is None:
+                row["queue_us"] = d.avg_us("queue")
+                row["compute_input_us"] = d.avg_us("compute_input")
+                row["compute_infer_us"] = d.avg_us("compute_infer")
+                row["compute_output_us"] = d.avg_us("compute_output")
+    samples = statsmod.read_samples(level_dir / "metrics.jsonl")
+    row["gpu_util"] = statsmod.mean_gpu_util(samples)
+    row["gpu_mem_max_bytes"] = statsmod.max_gpu_mem(samples)
+    row["cpu_util"] = statsmod.mean_cpu_util(samples)
+    return row
+
+
+def _last_error(text: str) -> str | None:
+    for line in reversed(text.splitlines()):
+        if "error" in line.lower() or "failed" in line.lower():
+            return line.strip()
+    return None
+
+
+def _num(v: float) -> float | int:
+    return int(v) if float(v).is_integer() else v
+
+
+def collect(run_dir: str | Path) -> list[dict[str, Any]]:
+    """All rows of a run folder (refused variants give one row with status ``refused``)."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ServeSystemError(f"{run}: no such run folder (expected results/<experiment>/<run-id>)")
+    manifest = _read_json(run / "manifest.json") or {}
+    experiment = manifest.get("experiment") or run.parent.name
+    run_id = manifest.get("run_id") or run.name
+    stand_in = manifest.get("stand_in")
+    rows: list[dict[str, Any]] = []
+    for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots"))):
+        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            vmeta = _read_json(vdir / "variant.json") or {}
+            base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
+                    "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
+            levels = sorted(p for p in vdir.iterdir() if p.is_dir() and (p / "level.json").exists())
+            if vmeta.get("status") == "refused" and not levels:
+                row = {c: None for c in COLUMNS}
+                row.update(base, status="refused", error=vmeta.get("error"))
+                rows.append(row)
+                continue
+            for ldir in levels:
+                rows.append(level_row(ldir, base))
+    rows.sort(key=lambda r: (r["host"], r["variant"], r["mode"] or "", r["load"] or 0, r["repetition"] or 0))
+    return rows
+
+
+def done_pairs(host_dir: str | Path) -> set[tuple[str, str]]:
+    """(variant, level id) pairs already measured under a host folder (for resume)."""
+    out: set[tuple[str, str]] = set()
+    h = Path(host_dir)
+    if not h.is_dir():
+        return out
+    for level_json in h.glob("*/*/level.json"):
+        meta = _read_json(level_json) or {}
+        if meta.get("end") is not None:
+            out.add((level_json.parent.parent.name, level_json.parent.name))
+    return out
+
+
+def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(host, variant) -> metrics samples over the run, in time order (for the utilisation plot)."""
+    run = Path(run_dir)
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in sorted(run.glob("*/*/*/metrics.jsonl")):
+        key = (f.parent.parent.parent.name, f.parent.parent.name)
+        out.setdefault(key, []).extend(statsmod.read_samples(f))
+    for v in out.values():
+        v.sort(key=lambda s: s["t"])
+    return out

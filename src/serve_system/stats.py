@@ -1,0 +1,217 @@
+"""Triton statistics: deltas between two ``/v2/models/<m>/versions/<v>/stats`` snapshots, and
+Prometheus metrics from ``:8002/metrics`` (GPU utilisation and memory; absent on a CPU-only host).
+
+A snapshot's counters are cumulative since the model was loaded; the delta of two snapshots is what
+happened in between (one perf_analyzer run). The batch-size histogram is the number of executions
+per batch size, from ``batch_stats[].compute_infer.count``. When a model was reloaded between the
+snapshots (counters went down), the "after" snapshot alone is the delta.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ServeSystemError
+
+DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
+
+
+@dataclass
+class ModelDelta:
+    """What one model did between two snapshots."""
+
+    name: str
+    version: str
+    inference_count: int
+    execution_count: int
+    success_count: int
+    fail_count: int
+    #: total nanoseconds per phase, and counts, over the interval
+    ns: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    #: batch size -> executions with that size
+    histogram: dict[int, int] = field(default_factory=dict)
+    reset: bool = False
+
+    @property
+    def avg_batch_size(self) -> float | None:
+        """Inferences per execution (the dynamic batcher's average batch)."""
+        if self.execution_count <= 0:
+            return None
+        return self.inference_count / self.execution_count
+
+    def avg_us(self, phase: str) -> float | None:
+        """Average microseconds per request of a phase (queue, compute_infer, ...)."""
+        count = self.counts.get(phase, 0)
+        if count <= 0:
+            return None
+        return self.ns.get(phase, 0) / count / 1000.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.name,
+            "version": self.version,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "success_count": self.success_count,
+            "fail_count": self.fail_count,
+            "avg_batch_size": None if self.avg_batch_size is None else round(self.avg_batch_size, 4),
+            "batch_size_histogram": {str(k): v for k, v in sorted(self.histogram.items())},
+            "avg_queue_us": _round(self.avg_us("queue")),
+            "avg_compute_infer_us": _round(self.avg_us("compute_infer")),
+            "counters_reset": self.reset,
+        }
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def load_snapshot(path: str | Path) -> dict[str, Any]:
+    """Read a stats JSON file (as returned by Triton)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ServeSystemError(f"{p}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ServeSystemError(f"{p}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model_stats"), list):
+        raise ServeSystemError(f"{p}: not a Triton stats document (no 'model_stats' list)")
+    return data
+
+
+def _by_model(snapshot: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(m.get("name", "?"), str(m.get("version", ""))): m for m in snapshot.get("model_stats", [])}
+
+
+def _histogram(model: dict[str, Any]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for entry in model.get("batch_stats") or []:
+        size = int(entry.get("batch_size", 0))
+        out[size] = int((entry.get("compute_infer") or {}).get("count", 0))
+    return out
+
+
+def _phase(model: dict[str, Any], phase: str) -> tuple[int, int]:
+    stat = (model.get("inference_stats") or {}).get(phase) or {}
+    return int(stat.get("count", 0)), int(stat.get("ns", 0))
+
+
+def delta(before: dict[str, Any] | None, after: dict[str, Any]) -> list[ModelDelta]:
+    """Per model (and version) in ``after``: the difference to ``before`` (None: since load)."""
+    prev = _by_model(before or {"model_stats": []})
+    out: list[ModelDelta] = []
+    for key, cur in _by_model(after).items():
+        old = prev.get(key, {})
+        reset = bool(old) and int(cur.get("execution_count", 0)) < int(old.get("execution_count", 0))
+        if reset:
+            old = {}
+        d = ModelDelta(
+            name=key[0], version=key[1],
+            inference_count=int(cur.get("inference_count", 0)) - int(old.get("inference_count", 0)),
+            execution_count=int(cur.get("execution_count", 0)) - int(old.get("execution_count", 0)),
+            success_count=_phase(cur, "success")[0] - _phase(old, "success")[0],
+            fail_count=_phase(cur, "fail")[0] - _phase(old, "fail")[0],
+            reset=reset,
+        )
+        for phase in DURATIONS:
+            c1, n1 = _phase(cur, phase)
+            c0, n0 = _phase(old, phase)
+            d.counts[phase], d.ns[phase] = c1 - c0, n1 - n0
+        h1, h0 = _histogram(cur), _histogram(old)
+        for size in sorted(set(h1) | set(h0)):
+            n = h1.get(size, 0) - h0.get(size, 0)
+            if n:
+                d.histogram[size] = n
+        out.append(d)
+    return out
+
+
+def delta_files(before: str | Path, after: str | Path) -> list[ModelDelta]:
+    return delta(load_snapshot(before), load_snapshot(after))
+
+
+# --------------------------------------------------------------------------------- Prometheus
+
+METRIC_LINE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>[-+0-9.eEnaNIinf]+)")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+#: metrics kept from each sample (GPU ones are simply absent on a CPU-only Triton)
+GPU_METRICS = ("nv_gpu_utilization", "nv_gpu_memory_used_bytes", "nv_gpu_memory_total_bytes",
+               "nv_gpu_power_usage")
+CPU_METRICS = ("nv_cpu_utilization", "nv_cpu_memory_used_bytes", "nv_cpu_memory_total_bytes")
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Prometheus text exposition -> (name, labels, value) triples (comments skipped)."""
+    out: list[tuple[str, dict[str, str], float]] = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = METRIC_LINE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        labels = dict(LABEL.findall(m.group("labels") or ""))
+        out.append((m.group("name"), labels, value))
+    return out
+
+
+def utilisation(text: str) -> dict[str, Any]:
+    """One metrics sample summarised: per-GPU utilisation (0..1) and memory, CPU utilisation."""
+    gpus: dict[str, dict[str, float]] = {}
+    cpu: dict[str, float] = {}
+    for name, labels, value in parse_metrics(text):
+        if name in GPU_METRICS:
+            gpu = labels.get("gpu_uuid") or labels.get("gpu") or "gpu"
+            gpus.setdefault(gpu, {})[name] = value
+        elif name in CPU_METRICS:
+            cpu[name] = value
+    return {"gpus": gpus, "cpu": cpu}
+
+
+def read_samples(path: str | Path) -> list[dict[str, Any]]:
+    """A sampler's JSON-lines file: one ``{"t": epoch_seconds, "text": metrics}`` per line.
+
+    Returns ``{"t", "gpus", "cpu"}`` per sample; unreadable lines are skipped.
+    """
+    out: list[dict[str, Any]] = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(rec, dict) or "text" not in rec:
+            continue
+        u = utilisation(str(rec["text"]))
+        out.append({"t": float(rec.get("t", 0.0)), **u})
+    return out
+
+
+def mean_gpu_util(samples: list[dict[str, Any]]) -> float | None:
+    """Mean GPU utilisation (0..1) over samples and GPUs; None where no GPU was reported."""
+    vals = [g["nv_gpu_utilization"] for s in samples for g in s["gpus"].values() if "nv_gpu_utilization" in g]
+    return sum(vals) / len(vals) if vals else None
+
+
+def max_gpu_mem(samples: list[dict[str, Any]]) -> float | None:
+    vals = [g["nv_gpu_memory_used_bytes"] for s in samples for g in s["gpus"].values()
+            if "nv_gpu_memory_used_bytes" in g]
+    return max(vals) if vals else None
+
+
+def mean_cpu_util(samples: list[dict[str, Any]]) -> float | None:
+    vals = [s["cpu"]["nv_cpu_utilization"] for s in samples if "nv_cpu_utilization" in s["cpu"]]
+    return sum(vals) / len(vals) if vals else None

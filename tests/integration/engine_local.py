@@ -1,0 +1,95 @@
+"""Session helpers for the engine's local integration tests: a real CPU Triton (nvidia-pytriton's
+tritonserver, Python backend) on free loopback ports, and the real perf_analyzer 2.60.0 in a
+Debian 13 podman image. Both are built by the project's scripts (cached by recipe hash)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = Path(__file__).parent / "engine_models"
+CONTAINERS_CONF = ROOT / "scripts" / "engine_containers.conf"
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@dataclass
+class LocalTriton:
+    proc: subprocess.Popen  # type: ignore[type-arg]
+    repo: Path
+    http: int
+    grpc: int
+    metrics: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
+    """Start tritonserver on a copy of ``models`` (a model repository) in ``workdir``."""
+    venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "engine_triton_venv.sh")], check=True,
+                               capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    tri = next(venv.glob("lib/python3*/site-packages/pytriton/tritonserver"))
+    repo = workdir / "model_repository"
+    shutil.copytree(models, repo)
+    http, grpc, metrics = _free_ports(3)
+    log = workdir / "tritonserver.log"
+    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
+    proc = subprocess.Popen(
+        [str(tri / "bin" / "tritonserver"), f"--model-repository={repo}", f"--backend-directory={tri / 'backends'}",
+         "--model-control-mode=explicit", "--load-model=engine_echo",
+         "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
+         "--metrics-address=127.0.0.1", f"--metrics-port={metrics}"],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    server = LocalTriton(proc, repo, http, grpc, metrics, log)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"tritonserver exited: {log.read_text()[-2000:]}")
+        try:
+            if requests.get(f"{server.url}/v2/models/engine_echo/ready", timeout=2).status_code == 200:
+                return server
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.5)
+    server.stop()
+    raise RuntimeError(f"tritonserver not ready in 120 s: {log.read_text()[-2000:]}")
+
+
+def perf_client_image() -> str:
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "engine_client_image.sh")], check=True,
+                         capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def run_perf(image: str, argv: list[str], mount: Path, timeout: int = 300) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """perf_analyzer ``argv`` in the client image, host network, ``mount`` visible at the same path."""
+    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    return subprocess.run(["podman", "run", "--rm", "--network", "host", "-v", f"{mount}:{mount}", image, *argv],
+                          capture_output=True, text=True, timeout=timeout, env=env)

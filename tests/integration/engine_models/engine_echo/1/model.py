@@ -1,0 +1,26 @@
+"""A tiny Python-backend model for the engine's integration tests: doubles its input.
+
+Each execution sleeps a fixed time (like a real model's compute), so that under concurrency the
+dynamic batcher has requests waiting and forms batches larger than 1.
+"""
+
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+EXEC_SECONDS = 0.004
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.calls = 0
+
+    def execute(self, requests):
+        time.sleep(EXEC_SECONDS)
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            out = pb_utils.Tensor("OUTPUT0", (x * 2).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+        return responses

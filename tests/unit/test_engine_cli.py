@@ -1,0 +1,189 @@
+"""The engine's CLI commands: validate, import, stats, plan, report (in-process, real files)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from serve_system import report, results
+from serve_system.cli import main
+
+FIX = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_validate_pbtxt_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = FIX / "model_repository" / "food_classifier" / "config.pbtxt"
+    assert main(["validate", str(good)]) == 0
+    bad = tmp_path / "config.pbtxt"
+    bad.write_text('name: "m"\nmax_batch_size: 4\ndynamic_batching { preferred_batch_size: [8] }\n')
+    typo = tmp_path / "typo.pbtxt"
+    typo.write_text('name: "m"\n  instance_groups [ ]\n')
+    capsys.readouterr()
+    assert main(["validate", str(good), str(bad), str(typo)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"{bad}:1:1: dynamic_batching.preferred_batch_size: preferred batch size 8 > max_batch_size 4 "
+        "(Triton: dynamic batching preferred size must be <= max batch size)",
+        f'{typo}:2:3: Message type "inference.ModelConfig" has no field named "instance_groups".',
+    ]
+
+
+def test_validate_gpu_host_count(capsys: pytest.CaptureFixture[str]) -> None:
+    pbtxt = FIX / "model_repository" / "food_classifier" / "config.pbtxt"
+    assert main(["validate", "--gpus", "0", str(pbtxt)]) == 1
+    assert "KIND_GPU on a host with no GPU" in capsys.readouterr().err
+
+
+def test_validate_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs = ROOT / "experiments" / "specs"
+    # the specs whose base config is inline validate anywhere; a 0-GPU host refuses blip's GPU variants
+    assert main(["validate", str(specs / "mnist_cpu_sweep.yml"), str(specs / "dli_bert.yml"),
+                 str(specs / "blip.yml")]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--gpus", "0", str(specs / "blip.yml")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and lines[0].startswith(f"{specs / 'blip.yml'}: gpu_dynbatch: instance_group: ")
+    bad = tmp_path / "s.yml"
+    bad.write_text((specs / "dli_bert.yml").read_text().replace("percentile: 85", "percentil: 85"))
+    assert main(["validate", str(bad)]) == 1
+    assert capsys.readouterr().err.startswith(f"{bad}: -: perf.percentil: unknown key")
+
+
+def test_import_seed_logs_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", "--json", str(FIX / "perf" / "notebook_05.txt"), str(FIX / "perf" / "blip_01.txt")]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 5
+    nb = rows[0]
+    assert {k: nb[k] for k in ("mode", "load", "throughput", "latency_avg_us", "queue_us", "compute_input_us",
+                               "compute_infer_us", "compute_output_us")} == {
+        "mode": "concurrency", "load": 8, "throughput": 78.6276, "latency_avg_us": 101232, "queue_us": 44892,
+        "compute_input_us": 197, "compute_infer_us": 55111, "compute_output_us": 216}
+    assert {"p50_us", "p90_us", "p95_us", "p99_us"} <= set(nb) and "batch_size" not in nb
+    assert [r["load"] for r in rows[1:]] == [1, 2, 3, 4] and "queue_us" not in rows[1]
+
+
+def test_import_unmeasured_level_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
+    p260 = FIX / "perf260"
+    assert main(["import", "--json", "-b", "1", str(p260 / "unstable_count_windows.txt"),
+                 str(p260 / "rate_40_poisson_grpc.csv")]) == 0
+    bad, rate = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert bad["status"] == "unmeasured" and bad["throughput"] is None and "stable measurement" in bad["error"]
+    assert rate["mode"] == "request_rate" and rate["load"] == 40 and rate["p95_us"] == 38509
+    assert rate["batch_size"] == 1
+
+
+def test_import_table_and_nothing_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", str(FIX / "perf" / "mnist_01.txt")]) == 0
+    assert "709.111" in capsys.readouterr().out
+    empty = tmp_path / "x.txt"
+    empty.write_text("hello\n")
+    assert main(["import", str(empty)]) == 1
+    assert "no perf_analyzer results found" in capsys.readouterr().err
+
+
+def test_stats_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps({"model_stats": []}))
+    after = FIX / "notebook_stats_after.json"
+    assert main(["stats", str(before), str(after), "--json"]) == 0
+    (d,) = json.loads(capsys.readouterr().out)
+    assert d["inference_count"] == 1436 and d["execution_count"] == 386 and d["avg_batch_size"] == 3.7202
+    assert d["batch_size_histogram"] == {"1": 26, "2": 127, "3": 55, "4": 9, "5": 73, "6": 82, "7": 14}
+    assert main(["stats", str(before), str(after)]) == 0
+    assert "1436 inferences in 386 executions (avg batch 3.72)" in capsys.readouterr().out
+
+
+def _fake_run(run: Path) -> None:
+    """A run tree as the role writes it, from real perf_analyzer 2.60 outputs and the notebook stats."""
+    p260 = FIX / "perf260"
+    (run / "node-1").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({
+        "experiment": "demo", "run_id": "r1", "stand_in": "Generated stand-in weights.",
+        "objectives": [{"name": "fast", "metric": "throughput", "goal": "max", "at_load": 4},
+                       {"name": "tight", "metric": "p99_us", "goal": "min", "constraints": {"throughput": {"min": 10000}}}]}))
+    after = json.loads((FIX / "notebook_stats_after.json").read_text())
+    for variant in ("a", "b"):
+        for load in (1, 4):
+            d = run / "node-1" / variant / f"c{load}_r1"
+            d.mkdir(parents=True)
+            (d / "perf.stdout").write_text((p260 / "concurrency_1_4.stdout").read_text())
+            (d / "perf.csv").write_text((p260 / "concurrency_1_4.csv").read_text())
+            (d / "stats_after.json").write_text(json.dumps(after))
+            (d / "level.json").write_text(json.dumps({"mode": "concurrency", "load": load, "repetition": 1,
+                                                      "start": 10.0, "end": 15.5, "attempts": [{}, {}]}))
+            (d / "metrics.jsonl").write_text(json.dumps({"t": 1.0, "text": "nv_cpu_utilization 0.5\n"}) + "\n")
+        (run / "node-1" / variant / "variant.json").write_text(json.dumps({"status": "measured", "model": "food_classifier"}))
+    ref = run / "node-1" / "c_refused"
+    ref.mkdir()
+    (ref / "variant.json").write_text(json.dumps({"status": "refused", "error": "default priority level out of range"}))
+
+
+def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "results" / "demo" / "r1"
+    _fake_run(run)
+    assert main(["report", str(run)]) == 0
+    assert "5 row(s)" in capsys.readouterr().out
+    rows = json.loads((run / "summary.json").read_text())
+    a4 = next(r for r in rows if r["variant"] == "a" and r["load"] == 4)
+    assert a4["throughput"] == 158.156 and a4["queue_us"] == 15154 and a4["p99_us"] == 158118
+    assert a4["avg_batch_size"] == round(1436 / 386, 4) and a4["batch_size_histogram"]["2"] == 127
+    assert a4["retried"] is True and a4["duration_s"] == 5.5 and a4["cpu_util"] == 0.5 and a4["gpu_util"] is None
+    assert rows[-1]["status"] == "refused"
+    md = (run / "report.md").read_text()
+    assert "Stand-in model" in md and "default priority level out of range" in md
+    assert "**fast** (max throughput at load 4): `a` on node-1 at concurrency 4" in md
+    assert "**tight**" in md and "no measured level qualifies" in md
+    assert sorted(p.name for p in (run / "plots").iterdir()) == [
+        "node-1_batch_sizes.png", "node-1_latency_breakdown.png", "node-1_throughput_latency.png", "utilisation.png"]
+    assert (run / "summary.csv").read_text().splitlines()[0].split(",")[:4] == ["experiment", "run_id", "host", "variant"]
+
+
+def test_best_respects_constraints() -> None:
+    rows = [{"host": "h", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t, "p95_us": p}
+            for v, t, p in (("x", 100.0, 9000.0), ("y", 300.0, 60000.0), ("z", 200.0, 20000.0))]
+    assert report.best(rows, {"metric": "throughput", "goal": "max"})["variant"] == "y"  # type: ignore[index]
+    b = report.best(rows, {"metric": "throughput", "goal": "max", "constraints": {"p95_us": {"max": 50000}}})
+    assert b["variant"] == "z"  # type: ignore[index]
+    assert report.best(rows, {"metric": "p95_us", "goal": "min", "at_load": 16}) is None
+
+
+def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "experiments", repo / "experiments")
+    shutil.copytree(FIX / "model_repository", repo / "model_repository")
+    (repo / "ansible.cfg").write_text("[defaults]\n")
+    spec = repo / "experiments" / "specs" / "dynbatch.yml"
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    args = ["plan", str(spec), "--run-dir", str(run), "--host", "node-1=0", "--host", "node-2=2",
+            "--node-work-dir", "/work/dynbatch/r1"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"node-1", "node-2"} and out["node-1"]["models"] == ["food_classifier"]
+    v1 = {v["name"]: v for v in out["node-1"]["variants"]}
+    assert v1["dynbatch"]["todo"] == 3 and "KIND_CPU" in (run / "node-1" / "dynbatch" / "config.pbtxt").read_text()
+    assert "KIND_GPU" in (run / "node-2" / "dynbatch" / "config.pbtxt").read_text()
+    assert v1["baseline"]["input_data"].endswith("experiments/files/food_input.json")
+    assert "/work/dynbatch/r1/food_input.json" in v1["baseline"]["levels"][0]["argv"]
+    assert json.loads((run / "manifest.json").read_text())["objectives"][0]["name"] == "most_throughput_at_8"
+    lvl = run / "node-1" / "baseline" / "c1_r1"
+    lvl.mkdir()
+    (lvl / "level.json").write_text(json.dumps({"end": 1.0}))
+    assert results.done_pairs(run / "node-1") == {("baseline", "c1_r1")}
+    assert main(args + ["--quiet"]) == 0
+    plan = json.loads((run / "node-1" / "plan.json").read_text())
+    assert [v["todo"] for v in plan["variants"]] == [2, 3]
+    assert main(args + ["--quiet", "--fresh"]) == 0
+    plan = json.loads((run / "node-1" / "plan.json").read_text())
+    assert [v["todo"] for v in plan["variants"]] == [3, 3] and not lvl.exists()
+
+
+def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    assert main(["plan", str(ROOT / "experiments" / "specs" / "blip.yml"), "--run-dir", str(run),
+                 "--host", "node-1=0"]) == 1
+    assert "gpu_dynbatch: instance_group: uses 1 GPU(s), the host has 0" in capsys.readouterr().err
+    assert not run.exists()

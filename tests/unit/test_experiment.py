@@ -1,0 +1,167 @@
+"""Experiment specs: schema, expansion, validation messages, adaptation, and the shipped specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from serve_system import experiment as exp
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = ROOT / "experiments" / "specs"
+REPO = Path(__file__).parent / "fixtures" / "model_repository"
+
+
+def _write(tmp_path: Path, data: dict) -> Path:  # type: ignore[type-arg]
+    (tmp_path / "food_classifier").mkdir(exist_ok=True)
+    (tmp_path / "food_classifier" / "config.pbtxt").write_text(
+        (REPO / "food_classifier" / "config.pbtxt").read_text())
+    p = tmp_path / "spec.yml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def _spec(**kw) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    base = {"name": "t", "model": "food_classifier", "base_config": "food_classifier/config.pbtxt",
+            "on_missing_gpus": "adapt", "load": {"mode": "concurrency", "levels": [1, 8]},
+            "perf": {"batch_size": 1},
+            "variants": [{"name": "baseline"},
+                         {"name": "dyn", "config": {"dynamic_batching": {"preferred_batch_size": [4, 8]}}}]}
+    base.update(kw)
+    return base
+
+
+def test_plan_renders_each_variant_and_level(tmp_path: Path) -> None:
+    spec = exp.load_spec(_write(tmp_path, _spec(repetitions=2)))
+    plans = exp.plan(spec, 0, url="triton_server:8000", node_work_dir="/work/t/r1")
+    assert [p.name for p in plans] == ["baseline", "dyn"]
+    dyn = plans[1]
+    assert [lv.id for lv in dyn.levels] == ["c1_r1", "c8_r1", "c1_r2", "c8_r2"]
+    assert "dynamic_batching" in dyn.config_pbtxt and "KIND_CPU" in dyn.config_pbtxt  # adapted to 0 GPUs
+    assert dyn.notes == ["instance_group[0]: KIND_GPU x1 -> KIND_CPU x1 (host has no GPU)"]
+    lv = dyn.levels[1]
+    assert lv.argv[-3:] == ["-f", "/work/t/r1/dyn/c8_r1/perf.csv", "--verbose-csv"]
+    assert "--concurrency-range" in lv.argv and lv.argv[lv.argv.index("--concurrency-range") + 1] == "8"
+    assert len(lv.retry_argv) == 1 and "--measurement-interval" in lv.retry_argv[0]
+    assert dyn.warmup_argv and "-f" not in dyn.warmup_argv
+    on_gpu = exp.plan(spec, 2)
+    assert on_gpu[0].notes == [] and "KIND_GPU" in on_gpu[0].config_pbtxt
+
+
+def test_refuse_policy_stops_before_anything_runs(tmp_path: Path) -> None:
+    p = _write(tmp_path, _spec(on_missing_gpus="refuse"))
+    with pytest.raises(exp.SpecError) as exc:
+        exp.plan(exp.load_spec(p), 0)
+    assert exc.value.lines[0] == (f"{p}: baseline: instance_group: uses 1 GPU(s), the host has 0: run it on a "
+                                  "GPU node, or set on_missing_gpus: adapt")
+    assert len(exc.value.lines) == 2
+
+
+def test_validation_messages_name_spec_variant_field(tmp_path: Path) -> None:
+    data = _spec(bogus=1, load={"mode": "concurrency", "levels": "8:1"},
+                 variants=[{"name": "big", "config": {"dynamic_batching": {"preferred_batch_size": [32]}}},
+                           {"name": "typo", "config": {"instance_groups": []}},
+                           {"name": "shape", "perf": {"shapes": {"IMAGE": [3, 224, 224]}}},
+                           {"name": "big", "colour": "red"}])
+    p = _write(tmp_path, data)
+    with pytest.raises(exp.SpecError) as exc:
+        exp.load_spec(p)
+    lines = exc.value.lines
+    assert f"{p}: -: bogus: unknown key (known: " in lines[0]
+    assert any(line.startswith(f"{p}: -: load.levels: a range needs step > 0 and end >= start") for line in lines)
+    assert any(line.startswith(f"{p}: big: colour: unknown key") for line in lines)
+    assert f"{p}: big: name: duplicate variant name" in lines
+    data["bogus"] = None
+    del data["bogus"]
+    data["load"] = {"levels": [1]}
+    data["variants"] = data["variants"][:3]
+    with pytest.raises(exp.SpecError) as exc:
+        exp.plan(exp.load_spec(_write(tmp_path, data)), 1)
+    lines = exc.value.lines
+    assert lines[0] == (f"{p}: big: config.dynamic_batching.preferred_batch_size: preferred batch size 32 > "
+                        "max_batch_size 16 (Triton: dynamic batching preferred size must be <= max batch size)")
+    assert lines[1].startswith(f"{p}: typo: config: ") and '"instance_groups"' in lines[1]
+    assert lines[2] == (f"{p}: shape: perf.shapes.IMAGE: the model has no input named 'IMAGE' "
+                        "(its inputs: INPUT_IMAGE)")
+
+
+def test_level_ranges() -> None:
+    assert exp.expand_levels("1:4:1") == [1, 2, 3, 4]
+    assert exp.expand_levels("1:8") == list(range(1, 9))
+    assert exp.expand_levels({"start": 120, "end": 300, "step": 60}) == [120, 180, 240, 300]
+    assert exp.expand_levels([16]) == [16]
+    with pytest.raises(ValueError):
+        exp.expand_levels([0])
+    assert exp.level_id("request_rate", 120, 1) == "rr120_r1"
+    assert exp.level_id("request_rate", 2.5, 3) == "rr2p5_r3"
+
+
+def test_sweep_expands_typed_values(tmp_path: Path) -> None:
+    data = _spec(variants=None, sweep={"name": "i{n}_d{d}", "grid": {"n": [1, 2], "d": [100, 200]},
+                                       "config": {"instance_group": [{"count": "{n}", "kind": "KIND_CPU"}],
+                                                  "dynamic_batching": {"max_queue_delay_microseconds": "{d}"}}})
+    spec = exp.load_spec(_write(tmp_path, data))
+    assert [v["name"] for v in spec.variants] == ["i1_d100", "i1_d200", "i2_d100", "i2_d200"]
+    plans = exp.plan(spec, 0)
+    assert "count: 2" in plans[3].config_pbtxt and "max_queue_delay_microseconds: 200" in plans[3].config_pbtxt
+
+
+def test_resume_marks_done_levels(tmp_path: Path) -> None:
+    spec = exp.load_spec(_write(tmp_path, _spec()))
+    plans = exp.plan(spec, 0, done={("baseline", "c1_r1")})
+    assert [(lv.id, lv.done) for lv in plans[0].levels] == [("c1_r1", True), ("c8_r1", False)]
+    assert not any(lv.done for lv in plans[1].levels)
+
+
+EXPECTED = {"dynbatch", "instances", "backends", "arrivals", "dli_bert", "blip", "mnist_cpu_sweep"}
+
+
+def test_every_shipped_spec_is_valid_on_a_two_gpu_node() -> None:
+    names = set()
+    for f in sorted(SPECS.glob("*.yml")):
+        spec = exp.load_spec(f)
+        plans = exp.plan(spec, 2, repository=REPO if spec.data.get("base_config") else None)
+        assert plans and all(p.levels for p in plans), f
+        names.add(spec.name)
+    assert names == EXPECTED
+    # and each has a playbook pointing the generic role at it
+    for name in EXPECTED:
+        play = yaml.safe_load((ROOT / "experiments" / f"{name}.yml").read_text())
+        assert play[0]["roles"][0]["role"] == "triton_experiment"
+        assert play[0]["roles"][0]["triton_experiment_spec"].endswith(f"specs/{name}.yml")
+
+
+def test_shipped_specs_on_a_rehearsal_node_adapt_or_refuse() -> None:
+    adapted = exp.plan(exp.load_spec(SPECS / "instances.yml"), 0, repository=REPO)
+    assert [p.config_pbtxt.count("KIND_CPU") for p in adapted] == [1, 2, 2]
+    assert "count: 4" in adapted[2].config_pbtxt
+    with pytest.raises(exp.SpecError) as exc:
+        exp.plan(exp.load_spec(SPECS / "blip.yml"), 0)
+    assert all(": instance_group: uses" in line for line in exc.value.lines)
+    assert len(exc.value.lines) == 3  # gpu_dynbatch, two_gpus, tensorrt; the cpu variant is fine
+    sweep = exp.load_spec(SPECS / "mnist_cpu_sweep.yml")
+    assert len(sweep.variants) == 28
+    assert len(exp.plan(sweep, 0)[0].levels) == 8
+
+
+def test_node_base_configs_keep_their_serving_edits(tmp_path: Path) -> None:
+    """A node's rendered config (CPU, ONNX shim, stand-in weights) is the base the overrides apply to."""
+    node = tmp_path / "node_base" / "food_classifier_onnx"
+    node.mkdir(parents=True)
+    (node / "config.pbtxt").write_text(
+        'name: "food_classifier_onnx"\nbackend: "python"\nmax_batch_size: 16\n'
+        'input [ { name: "input" data_type: TYPE_FP32 dims: [3, 224, 224] } ]\n'
+        'output [ { name: "output" data_type: TYPE_FP32 dims: [11] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
+        'parameters { key: "serve_system_served_by" value { string_value: "onnx_python_shim: no onnxruntime" } }\n'
+        'parameters { key: "serve_system_weights" value { string_value: "stand-in: generated" } }\n')
+    plans = exp.plan(exp.load_spec(SPECS / "arrivals.yml"), 0, repository=tmp_path / "node_base")
+    dyn = plans[2]
+    assert 'backend: "python"' in dyn.config_pbtxt and "preferred_batch_size: 4" in dyn.config_pbtxt
+    assert dyn.stand_in == "stand-in: generated"
+    assert dyn.notes[0] == "served by: onnx_python_shim: no onnxruntime"
+    assert any("KIND_GPU x1 -> KIND_CPU x1" in n for n in dyn.notes)  # the variant itself asked for GPU 0
+    with pytest.raises(exp.SpecError, match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
+        exp.plan(exp.load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")

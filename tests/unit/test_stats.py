@@ -1,0 +1,88 @@
+"""Triton statistics deltas (the lab notebook's real stats JSON) and metrics parsing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from serve_system import stats
+from serve_system.errors import ServeSystemError
+
+AFTER = json.loads((Path(__file__).parent / "fixtures" / "notebook_stats_after.json").read_text())
+
+
+def test_delta_since_load_from_the_notebook() -> None:
+    (d,) = stats.delta(None, AFTER)
+    assert (d.name, d.version, d.inference_count, d.execution_count) == ("food_classifier", "1", 1436, 386)
+    assert d.avg_batch_size == pytest.approx(1436 / 386)
+    assert d.histogram == {1: 26, 2: 127, 3: 55, 4: 9, 5: 73, 6: 82, 7: 14}
+    assert sum(k * v for k, v in d.histogram.items()) == 1436  # the histogram accounts for every inference
+    assert d.avg_us("queue") == pytest.approx(64542800676 / 1436 / 1000)
+
+
+def test_delta_between_snapshots() -> None:
+    before = copy.deepcopy(AFTER)
+    m = before["model_stats"][0]
+    m["inference_count"], m["execution_count"] = 436, 186
+    m["batch_stats"] = [{"batch_size": 1, "compute_infer": {"count": 26, "ns": 1}},
+                        {"batch_size": 2, "compute_infer": {"count": 27, "ns": 1}}]
+    m["inference_stats"]["queue"] = {"count": 436, "ns": 1000}
+    (d,) = stats.delta(before, AFTER)
+    assert (d.inference_count, d.execution_count) == (1000, 200)
+    assert d.avg_batch_size == 5.0
+    assert d.histogram == {2: 100, 3: 55, 4: 9, 5: 73, 6: 82, 7: 14}
+    assert d.counts["queue"] == 1000 and not d.reset
+
+
+def test_counters_reset_by_reload() -> None:
+    before = copy.deepcopy(AFTER)
+    before["model_stats"][0]["execution_count"] = 10_000
+    (d,) = stats.delta(before, AFTER)
+    assert d.reset and d.execution_count == 386
+
+
+def test_bad_snapshot_file(tmp_path: Path) -> None:
+    p = tmp_path / "s.json"
+    p.write_text('{"nope": 1}')
+    with pytest.raises(ServeSystemError, match="no 'model_stats' list"):
+        stats.load_snapshot(p)
+    p.write_text("{")
+    with pytest.raises(ServeSystemError, match=r"s.json:1:2: not JSON"):
+        stats.load_snapshot(p)
+
+
+GPU_METRICS = """# HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)
+# TYPE nv_gpu_utilization gauge
+nv_gpu_utilization{gpu_uuid="GPU-aaa"} 0.75
+nv_gpu_utilization{gpu_uuid="GPU-bbb"} 0.25
+nv_gpu_memory_used_bytes{gpu_uuid="GPU-aaa"} 1.2e+09
+nv_gpu_memory_total_bytes{gpu_uuid="GPU-aaa"} 17071734784
+nv_cpu_utilization 0.5
+nv_inference_count{model="food_classifier",version="1"} 1436
+"""
+
+CPU_ONLY = """nv_inference_count{model="engine_echo",version="1"} 0
+nv_cpu_utilization 1
+nv_cpu_memory_total_bytes 25276502016
+"""
+
+
+def test_metrics_with_and_without_gpu(tmp_path: Path) -> None:
+    u = stats.utilisation(GPU_METRICS)
+    assert u["gpus"]["GPU-aaa"]["nv_gpu_utilization"] == 0.75
+    assert u["gpus"]["GPU-aaa"]["nv_gpu_memory_used_bytes"] == 1.2e9
+    assert stats.utilisation(CPU_ONLY) == {"gpus": {}, "cpu": {"nv_cpu_utilization": 1.0,
+                                                               "nv_cpu_memory_total_bytes": 25276502016.0}}
+    f = tmp_path / "metrics.jsonl"
+    f.write_text("\n".join([json.dumps({"t": 1.0, "text": GPU_METRICS}), "garbage",
+                            json.dumps({"t": 2.0, "error": "timed out"}),
+                            json.dumps({"t": 3.0, "text": GPU_METRICS.replace("0.75", "0.25")})]) + "\n")
+    samples = stats.read_samples(f)
+    assert len(samples) == 2
+    assert stats.mean_gpu_util(samples) == pytest.approx((0.75 + 0.25 + 0.25 + 0.25) / 4)
+    assert stats.max_gpu_mem(samples) == 1.2e9
+    cpu = [{"t": 0.0, **stats.utilisation(CPU_ONLY)}]
+    assert stats.mean_gpu_util(cpu) is None and stats.mean_cpu_util(cpu) == 1.0

@@ -17,7 +17,7 @@ from . import __version__
 from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
-COMMANDS: tuple[str, ...] = ("inventory",)
+COMMANDS: tuple[str, ...] = ("inventory", "fastapi")
 
 
 def build_parser() -> argparse.ArgumentParser:

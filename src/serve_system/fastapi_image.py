@@ -99,3 +99,49 @@ def build_arg_flags(build_args: dict[str, str]) -> list[str]:
     for key, value in sorted(build_args.items()):
         out += ["--build-arg", f"{key}={value}"]
     return out
+
+
+def rehearsal_build_args(base_ref: str) -> dict[str, str]:
+    """Build arguments of the rehearsal image on a local base (its ref is part of the tag)."""
+    return {**REHEARSAL_ARGS, "BASE_IMAGE": base_ref}
+
+
+def ensure_rehearsal_image(report=None):  # type: ignore[no-untyped-def]
+    """Build (or reuse) the rehearsal image and its docker-archive; an ``images.StackImage``.
+
+    The base is the rehearsal images' Debian 13 base with python3-venv; the build runs with
+    ``--format docker`` so the image keeps its HEALTHCHECK.
+    """
+    import os
+    import tempfile
+    import time
+
+    from . import images
+    from .podman import image_exists, podman, run_streamed
+
+    say = report or (lambda _msg: None)
+    base = images.ensure_base(images.TRIXIE_SLIM, say)
+    args = rehearsal_build_args(base)
+    tag = recipe_tag(args)
+    ref = f"localhost/{IMAGE_NAME}:{tag}"
+    archive = images.cache_dir() / "images" / f"{IMAGE_NAME}-{tag}.tar"
+    with images._lock(IMAGE_NAME):
+        if not image_exists(ref):
+            say(f"podman build {ref}")
+            started = time.monotonic()
+            with tempfile.TemporaryDirectory(prefix=f"{IMAGE_NAME}-", dir=images._scratch()) as tmp:
+                ctx = Path(tmp)
+                write_context(ctx, host_cas=True)
+                run_streamed(["podman", "build", "--pull=never", "--squash-all", "--network=host", "--layers=false",
+                              "--format", "docker", *build_arg_flags(args), "-t", ref, "-f", str(ctx / "Containerfile"),
+                              str(ctx)],
+                             images.cache_dir() / "logs" / f"{IMAGE_NAME}-{tag}.build.log", f"building {ref}")
+            say(f"built {ref} in {time.monotonic() - started:.0f} s")
+        if not archive.is_file():
+            say(f"podman save {ref} -> {archive}")
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            partial = archive.with_suffix(".tar.partial")
+            partial.unlink(missing_ok=True)
+            podman("save", "--format", "docker-archive", "-o", str(partial), ref, timeout=1800)
+            os.replace(partial, archive)
+    return images.StackImage("fastapi", ref, archive)

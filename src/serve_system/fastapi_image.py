@@ -125,7 +125,7 @@ def ensure_rehearsal_image(report=None):  # type: ignore[no-untyped-def]
     tag = recipe_tag(args)
     ref = f"localhost/{IMAGE_NAME}:{tag}"
     archive = images.cache_dir() / "images" / f"{IMAGE_NAME}-{tag}.tar"
-    with images._lock(IMAGE_NAME):
+    with images._lock(f"{IMAGE_NAME}-{tag}"):
         if not image_exists(ref):
             say(f"podman build {ref}")
             started = time.monotonic()

@@ -1,6 +1,34 @@
 #!/usr/bin/env bash
-# The main job on a local rehearsal node (no Chameleon account needed).
+# The main job on a local rehearsal node (no Chameleon account needed):
+#   1. bootstrap: system packages + .venv
+#   2. provision: a rehearsal node (podman + systemd + sshd), inventory/hosts.yml + known_hosts
+#      (images built once per recipe hash and cached in ~/.cache/serve-system)
+#   3. configure: playbooks/site.yml (docker, nvidia toolkit - skipped without GPU -, nvtop, serve stack)
+#   4. show Triton serving the lab's models on the node
+# Environment: REHEARSE_COUNT (nodes, default 1), REHEARSE_PREFIX (node names, default rehearsal-node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+log() { printf '\033[1m[rehearse]\033[0m %s\n' "$*" >&2; }
+
 bash scripts/bootstrap.sh
-exec .venv/bin/serve-system --help
+COUNT="${REHEARSE_COUNT:-1}"
+PREFIX="${REHEARSE_PREFIX:-rehearsal-node}"
+
+log "provisioning ${COUNT} rehearsal node(s) (${PREFIX}-1..${COUNT})"
+if [ -f chi_scripts/launch.py ]; then
+  .venv/bin/python chi_scripts/launch.py --provider local --count "$COUNT" --prefix "$PREFIX"
+else
+  .venv/bin/serve-system rehearsal up --count "$COUNT" --prefix "$PREFIX" \
+    -i inventory/hosts.yml --known-hosts inventory/known_hosts
+fi
+
+log "configuring with playbooks/site.yml"
+.venv/bin/ansible-playbook -i inventory/hosts.yml playbooks/site.yml
+
+log "Triton serving on ${PREFIX}-1 (a request from the node itself):"
+.venv/bin/ansible "${PREFIX}-1" -i inventory/hosts.yml -m ansible.builtin.uri \
+  -a "url=http://127.0.0.1:8000/v2/models/food_classifier_onnx/config" -o \
+  | sed -E 's/.*"name": "(food_classifier_onnx)".*"backend": "([a-z_]+)".*/\1 is served by the \2 backend/' || true
+.venv/bin/ansible serve_nodes -i inventory/hosts.yml -m ansible.builtin.command -b \
+  -a "docker exec jupyter python3 -c \"import tritonclient.http as h; c=h.InferenceServerClient('triton_server:8000'); print('triton ready:', c.is_server_ready(), '| models:', [(m['name'], m.get('state')) for m in c.get_model_repository_index()])\""
+log "done. Tear the node(s) down with: .venv/bin/serve-system rehearsal down --prefix ${PREFIX}"

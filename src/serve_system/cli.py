@@ -17,7 +17,7 @@ from . import __version__
 from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
-COMMANDS: tuple[str, ...] = ("inventory", "fastapi", "compare")
+COMMANDS: tuple[str, ...] = ("inventory", "models", "rehearsal", "fastapi", "compare")
 
 
 def build_parser() -> argparse.ArgumentParser:

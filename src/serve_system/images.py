@@ -1,0 +1,322 @@
+"""Locally built rehearsal images, tagged by the hash of their recipe.
+
+No registry can be reached, so every image starts from a Debian root file system made by
+``debootstrap`` and imported into podman (a *base*), then ``podman build --squash-all`` adds the rest
+(one layer: quick to load into the Docker engine inside rehearsal nodes). Each image's tag is the
+hash of everything that defines it (suite, packages, Containerfile, files next to it, pinned pip
+packages), so a recipe change rebuilds it and an unchanged recipe reuses it, across worktrees and
+sessions. The serve-stack images are also saved as docker-archive tarballs in the cache directory,
+which is how they reach the nodes (``serve_stack_image_archives``).
+
+Images:
+
+* ``node``   Debian 13 + systemd + sshd + sudo user ``cc``: the rehearsal node itself.
+* ``triton`` Debian 12 / Python 3.11 + the real ``tritonserver`` from ``nvidia-pytriton`` (CPU).
+* ``client`` Debian 13 + perf_analyzer 2.60.0 + tritonclient + JupyterLab: the lab's Jupyter container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ServeSystemError
+from .podman import image_exists, podman, require_podman, require_root, require_tool, run_streamed
+
+RECIPES = Path(__file__).resolve().parent / "images"
+MIRROR = "http://deb.debian.org/debian"
+CA_DIR = Path("/usr/local/share/ca-certificates")
+
+Report = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class BaseSpec:
+    """A debootstrap root file system imported as a podman image."""
+
+    suite: str
+    include: tuple[str, ...]
+    components: tuple[str, ...] = ("main", "contrib")
+    variant: str = "minbase"
+
+    @property
+    def name(self) -> str:
+        return f"serve-system-base-{self.suite}"
+
+    def recipe(self) -> dict[str, object]:
+        return {
+            "suite": self.suite,
+            "include": sorted(self.include),
+            "components": list(self.components),
+            "variant": self.variant,
+            "mirror": MIRROR,
+        }
+
+    @property
+    def tag(self) -> str:
+        return _digest(json.dumps(self.recipe(), sort_keys=True).encode())
+
+    @property
+    def ref(self) -> str:
+        return f"localhost/{self.name}:{self.tag}"
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """An image built with ``podman build`` from a recipe directory under ``images/``."""
+
+    key: str
+    base: BaseSpec
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"serve-system-{self.key}"
+
+    @property
+    def recipe_dir(self) -> Path:
+        return RECIPES / self.key
+
+    @property
+    def tag(self) -> str:
+        h = hashlib.sha256()
+        h.update(self.base.ref.encode())
+        h.update(json.dumps(self.params, sort_keys=True).encode())
+        for path in sorted(p for p in self.recipe_dir.rglob("*") if p.is_file()):
+            h.update(path.relative_to(self.recipe_dir).as_posix().encode())
+            h.update(path.read_bytes())
+        return h.hexdigest()[:12]
+
+    @property
+    def ref(self) -> str:
+        return f"localhost/{self.name}:{self.tag}"
+
+    def containerfile(self) -> str:
+        text = (self.recipe_dir / "Containerfile").read_text(encoding="utf-8")
+        text = text.replace("{{BASE}}", self.base.ref)
+        for key, value in self.params.items():
+            text = text.replace("{{" + key + "}}", value)
+        return text
+
+
+# --- the project's images ----------------------------------------------------------------------
+
+TRIXIE_NODE = BaseSpec(
+    "trixie",
+    ("systemd", "systemd-sysv", "dbus", "python3", "openssh-server", "sudo", "iproute2", "ca-certificates",
+     "curl", "procps"),
+)
+TRIXIE_SLIM = BaseSpec("trixie", ("python3", "python3-venv", "curl", "ca-certificates"), components=("main",))
+BOOKWORM_SLIM = BaseSpec("bookworm", ("python3", "python3-pip", "libpython3.11", "ca-certificates", "curl"),
+                         components=("main",))
+
+#: packages the docker / nvtop roles install on a rehearsal node, pre-downloaded (not installed)
+NODE_PREFETCH = ("docker.io", "docker-cli", "docker-compose", "nvtop", "python3-requests", "python3-yaml", "rsync", "pciutils")
+
+NODE = ImageSpec("node", TRIXIE_NODE, {"PREFETCH": " ".join(NODE_PREFETCH)})
+TRITON = ImageSpec(
+    "triton",
+    BOOKWORM_SLIM,
+    {"PIP_PACKAGES": "nvidia-pytriton==0.7.0 'numpy>=1.26,<2' 'pillow>=10,<12' onnxruntime==1.20.1"},
+)
+CLIENT = ImageSpec(
+    "client",
+    TRIXIE_SLIM,
+    {"PIP_PACKAGES": "perf-analyzer==2.60.0 'tritonclient[http,grpc]==2.60.0' 'numpy>=2,<3' 'pillow>=11,<13' "
+                     "'jupyterlab>=4.2,<5'"},
+)
+#: images that run in the serve stack on a node (shipped as docker-archive tarballs)
+STACK_IMAGES: dict[str, ImageSpec] = {"triton": TRITON, "client": CLIENT}
+ALL_IMAGES: dict[str, ImageSpec] = {"node": NODE, **STACK_IMAGES}
+
+
+def cache_dir() -> Path:
+    """Where bases, archives and build logs live: $SERVE_SYSTEM_CACHE or ~/.cache/serve-system."""
+    env = os.environ.get("SERVE_SYSTEM_CACHE")
+    if env:
+        return Path(env).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "serve-system"
+
+
+@contextlib.contextmanager
+def _lock(name: str) -> Iterator[None]:
+    """A cross-process lock, so two sessions never build the same image at once."""
+    path = cache_dir() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def ensure_base(spec: BaseSpec, report: Report = _quiet) -> str:
+    """The podman ref of ``spec``, made by debootstrap + ``podman import`` unless it exists."""
+    require_podman()
+    if image_exists(spec.ref):
+        return spec.ref
+    with _lock(f"{spec.name}-{spec.tag}"):
+        if image_exists(spec.ref):
+            return spec.ref
+        require_root("debootstrap")
+        debootstrap = require_tool("debootstrap", "debootstrap")
+        report(f"debootstrap {spec.suite} ({len(spec.include)} extra packages) -> {spec.ref}")
+        logs = cache_dir() / "logs"
+        with tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=_scratch()) as tmp:
+            rootfs = Path(tmp) / "rootfs"
+            run_streamed(
+                [debootstrap, f"--variant={spec.variant}", f"--components={','.join(spec.components)}",
+                 f"--include={','.join(spec.include)}", spec.suite, str(rootfs), MIRROR],
+                logs / f"{spec.name}-{spec.tag}.debootstrap.log",
+                f"debootstrap {spec.suite}",
+            )
+            # a smaller image: no apt lists or downloaded .debs from the bootstrap itself
+            for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+                for p in (rootfs / sub).glob("*"):
+                    if p.is_file():
+                        p.unlink()
+            tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+            try:
+                podman("import", "--change", 'CMD ["/bin/bash"]', "-", spec.ref, stdin=tar.stdout, timeout=900)
+            finally:
+                if tar.stdout:
+                    tar.stdout.close()
+                tar.wait()
+    return spec.ref
+
+
+def _scratch() -> Path:
+    path = cache_dir() / "tmp"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ensure_image(spec: ImageSpec, report: Report = _quiet) -> str:
+    """The podman ref of ``spec``, built (squashed, from its local base) unless it exists."""
+    require_podman()
+    if image_exists(spec.ref):
+        return spec.ref
+    ensure_base(spec.base, report)
+    with _lock(f"{spec.name}-{spec.tag}"):
+        if image_exists(spec.ref):
+            return spec.ref
+        report(f"podman build {spec.ref}")
+        with tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=_scratch()) as tmp:
+            ctx = Path(tmp)
+            for path in spec.recipe_dir.iterdir():
+                if path.is_file() and path.name != "Containerfile":
+                    shutil.copy2(path, ctx / path.name)
+            (ctx / "Containerfile").write_text(spec.containerfile(), encoding="utf-8")
+            # the build machine's extra CA certificates, so pip inside the build trusts its TLS path
+            (ctx / "ca").mkdir()
+            for crt in sorted(CA_DIR.glob("*.crt")) if CA_DIR.is_dir() else []:
+                shutil.copy2(crt, ctx / "ca" / crt.name)
+            started = time.monotonic()
+            run_streamed(
+                ["podman", "build", "--pull=never", "--squash-all", "--network=host", "--layers=false",
+                 "-t", spec.ref, "-f", str(ctx / "Containerfile"), str(ctx)],
+                cache_dir() / "logs" / f"{spec.name}-{spec.tag}.build.log",
+                f"building {spec.ref}",
+            )
+            report(f"built {spec.ref} in {time.monotonic() - started:.0f} s")
+    return spec.ref
+
+
+def archive_path(spec: ImageSpec) -> Path:
+    return cache_dir() / "images" / f"{spec.name}-{spec.tag}.tar"
+
+
+def ensure_archive(spec: ImageSpec, report: Report = _quiet) -> Path:
+    """The docker-archive tarball of ``spec`` (built and saved unless cached)."""
+    path = archive_path(spec)
+    if path.is_file():
+        return path
+    ref = ensure_image(spec, report)
+    with _lock(f"{spec.name}-{spec.tag}.archive"):
+        if path.is_file():
+            return path
+        report(f"podman save {ref} -> {path}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tar.partial")
+        tmp.unlink(missing_ok=True)
+        podman("save", "--format", "docker-archive", "-o", str(tmp), ref, timeout=1800)
+        os.replace(tmp, path)
+    return path
+
+
+@dataclass(frozen=True)
+class StackImage:
+    """A serve-stack image and its archive, as the serve_stack role takes them."""
+
+    key: str
+    ref: str
+    archive: Path
+
+    def role_item(self) -> dict[str, str]:
+        return {"image": self.ref, "archive": str(self.archive)}
+
+
+def ensure_stack_images(report: Report = _quiet) -> dict[str, StackImage]:
+    """Build (or reuse) the Triton and client images and their archives."""
+    out: dict[str, StackImage] = {}
+    for key, spec in STACK_IMAGES.items():
+        archive = ensure_archive(spec, report)
+        out[key] = StackImage(key, spec.ref, archive)
+    return out
+
+
+def image_size(ref: str) -> int:
+    """Size in bytes podman reports for ``ref`` (0 when absent)."""
+    proc = podman("image", "inspect", "--format", "{{.Size}}", ref, check=False)
+    try:
+        return int(proc.stdout.strip())
+    except ValueError:
+        return 0
+
+
+def describe() -> list[dict[str, object]]:
+    """One row per image: key, ref, whether built, size, archive path (for `rehearsal images`)."""
+    rows: list[dict[str, object]] = []
+    for key, spec in ALL_IMAGES.items():
+        built = image_exists(spec.ref)
+        arch = archive_path(spec) if key in STACK_IMAGES else None
+        rows.append({
+            "image": key,
+            "ref": spec.ref,
+            "built": built,
+            "size_mb": round(image_size(spec.ref) / 1e6) if built else None,
+            "archive": str(arch) if arch else None,
+            "archive_mb": round(arch.stat().st_size / 1e6) if arch and arch.is_file() else None,
+        })
+    return rows
+
+
+def ensure_all(report: Report = _quiet) -> None:
+    ensure_image(NODE, report)
+    ensure_stack_images(report)
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use: python -m serve_system.images
+    ensure_all(print)
+    for row in describe():
+        print(row)

@@ -1,0 +1,165 @@
+"""Render the committed ``model_repository/`` for one node.
+
+The committed configs are the lab's (``KIND_GPU``, ``backend: "onnxruntime"``). A node may have no
+GPU, or (rehearsal) a Triton without the ONNX Runtime backend, and its weights may have to be the
+generated stand-in. :func:`render` writes the node's repository into a staging directory, editing
+the configs as protobuf messages (``ModelConfig``: strict parsing, no text surgery):
+
+* ``gpus == 0``: every ``KIND_GPU`` instance group becomes ``KIND_CPU`` (its ``gpus`` list dropped);
+* ``onnx_serving == "python_shim"``: ``onnxruntime`` models get ``backend: "python"`` and the shim
+  ``shims/onnx_python_shim.py`` as ``1/model.py``;
+* models listed in ``standin`` get the stand-in ONNX weights (``serve_system.standin``).
+
+Every edit is recorded in the config's ``serve_system_*`` parameters and in ``models.json`` (the
+model table the play prints), so nothing is changed silently. Files are rewritten only when their
+content changes, and files the render no longer produces are removed, so the caller can report
+``changed`` truthfully and an Ansible copy of the directory stays idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import ServeSystemError
+from .standin import STANDIN_NOTE, onnx_standin_bytes
+
+SHIM = Path(__file__).resolve().parent / "shims" / "onnx_python_shim.py"
+ONNX_SERVING = ("onnxruntime", "python_shim")
+#: the weights file each known model expects when no stand-in is used
+WEIGHTS = {"food_classifier": "food11.pth", "food_classifier_onnx": "model.onnx"}
+MANIFEST = "models.json"
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One line of the model table."""
+
+    model: str
+    backend: str
+    served_by: str
+    instances: str
+    weights: str
+
+
+def _config_pb():  # type: ignore[no-untyped-def]
+    from tritonclient.grpc import model_config_pb2
+
+    return model_config_pb2
+
+
+def parse_config(path: Path):  # type: ignore[no-untyped-def]
+    from google.protobuf import text_format
+
+    pb = _config_pb()
+    try:
+        return text_format.Parse(path.read_text(encoding="utf-8"), pb.ModelConfig())
+    except text_format.ParseError as exc:
+        raise ServeSystemError(f"{path}: not a valid Triton model config ({exc})") from exc
+
+
+def _set_param(config, key: str, value: str) -> None:  # type: ignore[no-untyped-def]
+    config.parameters[key].string_value = value
+
+
+def render_model(
+    src: Path, *, gpus: int, onnx_serving: str, standin: bool
+) -> tuple[dict[str, bytes], ModelRow]:
+    """The files (relative path -> bytes) of one rendered model, and its table row."""
+    from google.protobuf import text_format
+
+    pb = _config_pb()
+    config = parse_config(src / "config.pbtxt")
+    name = src.name
+    if config.name and config.name != name:
+        raise ServeSystemError(f"{src / 'config.pbtxt'}: name {config.name!r} must match its directory {name!r}")
+    config.name = name
+    files: dict[str, bytes] = {}
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        rel = path.relative_to(src).as_posix()
+        if rel == "config.pbtxt" or "__pycache__" in rel or rel.endswith((".pth", ".onnx", ".pt")):
+            continue
+        files[rel] = path.read_bytes()
+
+    lab_backend = config.backend or config.platform
+    served_by = {"python": "Triton Python backend", "onnxruntime": "Triton onnxruntime backend"}.get(
+        lab_backend, f"Triton {lab_backend} backend"
+    )
+    if lab_backend == "onnxruntime" and onnx_serving == "python_shim":
+        config.backend = "python"
+        served_by = "serve-system ONNX shim (Python backend + onnxruntime, CPU)"
+        _set_param(config, "serve_system_served_by", "onnx_python_shim: Triton has no onnxruntime backend here")
+        files["1/model.py"] = SHIM.read_bytes()
+
+    kinds = []
+    for group in config.instance_group:
+        if gpus == 0 and group.kind == pb.ModelInstanceGroup.KIND_GPU:
+            group.kind = pb.ModelInstanceGroup.KIND_CPU
+            del group.gpus[:]
+        kinds.append(f"{group.count or 1}x{pb.ModelInstanceGroup.Kind.Name(group.kind).removeprefix('KIND_')}")
+    if gpus == 0 and any(k.endswith("GPU") for k in kinds):  # pragma: no cover - defensive
+        raise ServeSystemError(f"{name}: GPU instance group left on a node without GPUs")
+
+    if standin:
+        files["1/model.onnx"] = onnx_standin_bytes()
+        weights = f"stand-in: {STANDIN_NOTE}"
+        _set_param(config, "serve_system_weights", weights)
+    else:
+        weights = f"1/{WEIGHTS.get(name, '(in the model directory)')} (fetched on the node)"
+    files["config.pbtxt"] = text_format.MessageToString(config).encode("utf-8")
+    row = ModelRow(name, config.backend or config.platform, served_by, ",".join(kinds) or "default", weights)
+    return files, row
+
+
+def render(
+    source: Path,
+    dest: Path,
+    *,
+    models: list[str],
+    gpus: int,
+    onnx_serving: str,
+    standin: list[str],
+) -> tuple[bool, list[ModelRow]]:
+    """Render ``models`` of ``source`` into ``dest``; returns (changed, model table)."""
+    if onnx_serving not in ONNX_SERVING:
+        raise ServeSystemError(f"onnx_serving must be one of {', '.join(ONNX_SERVING)}, got {onnx_serving!r}")
+    unknown = sorted(set(standin) - set(models))
+    if unknown:
+        raise ServeSystemError(f"stand-in requested for models that are not deployed: {', '.join(unknown)}")
+    wanted: dict[str, bytes] = {}
+    rows: list[ModelRow] = []
+    for name in models:
+        src = source / name
+        if not (src / "config.pbtxt").is_file():
+            raise ServeSystemError(f"{src}/config.pbtxt not found: model {name!r} is not in {source}")
+        files, row = render_model(src, gpus=gpus, onnx_serving=onnx_serving, standin=name in standin)
+        wanted.update({f"{name}/{rel}": data for rel, data in files.items()})
+        rows.append(row)
+    wanted[MANIFEST] = (json.dumps([asdict(r) for r in rows], indent=2) + "\n").encode()
+    return _sync(dest, wanted), rows
+
+
+def _sync(dest: Path, wanted: dict[str, bytes]) -> bool:
+    changed = False
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, data in wanted.items():
+        path = dest / rel
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        changed = True
+    for path in sorted(dest.rglob("*"), reverse=True):
+        rel = path.relative_to(dest).as_posix()
+        if path.is_file() and rel not in wanted:
+            path.unlink()
+            changed = True
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    return changed
+
+
+def format_table(rows: list[ModelRow]) -> list[str]:
+    return [f"{r.model}: backend={r.backend} served_by={r.served_by} instances={r.instances} weights={r.weights}"
+            for r in rows]

@@ -1,0 +1,1 @@
+"""Fakes of external services, at the protocol level (never of our own code)."""

@@ -1,0 +1,113 @@
+"""Shared rehearsal nodes for every integration test (one set per pytest session).
+
+Fixture API (other test modules use these; do not start nodes of your own):
+
+``rehearsal_cluster`` (session) -> :class:`RehearsalCluster` with
+
+* ``inventory``: Path of an inventory file (group ``serve_nodes``) written with serve_system.nodes;
+* ``known_hosts``: Path of its known_hosts file;
+* ``nodes``: list[serve_system.nodes.Node] (2 nodes, ``<prefix>-1`` and ``<prefix>-2``, no GPUs);
+* ``site``: the PlaybookResult of the one ``playbooks/site.yml`` run on both nodes (already
+  succeeded when the fixture returns: Triton serves food_classifier and food_classifier_onnx, the
+  latter through the ONNX shim, with stand-in weights);
+* ``playbook(name, *args, limit=None)``: run another playbook of playbooks/ on this inventory;
+* ``host(node)``: a testinfra host (ssh, sudo) for a Node or a node name;
+* ``exec(node, *argv)``: run a command on a node as root through ``podman exec`` (no SSH).
+
+Node 1 has a pre-seeded /etc/docker/daemon.json holding an ``nvidia`` runtime entry before site.yml
+runs (to prove the docker role merges rather than overwrites).
+
+Environment: ``SERVE_SYSTEM_IT_PREFIX`` sets the node-name prefix (default ``it-<random>``);
+``SERVE_SYSTEM_IT_KEEP=1`` leaves the nodes running after the session (for debugging).
+Images are built once per recipe hash and cached in ``~/.cache/serve-system`` (or
+``$SERVE_SYSTEM_CACHE``), so only the first session on a machine pays for them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serve_system import rehearsal
+from serve_system.nodes import Node, record_host_keys, scan_host_keys, write_inventory
+from serve_system.podman import podman
+
+from .ansible_run import PlaybookResult, run_playbook
+
+NODE_COUNT = 2
+#: daemon.json on node 1 before site.yml: what nvidia-ctk writes on a GPU node
+PRESEEDED_DAEMON_JSON = {
+    "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
+}
+
+
+@dataclass
+class RehearsalCluster:
+    inventory: Path
+    known_hosts: Path
+    nodes: list[Node]
+    site: PlaybookResult
+
+    def playbook(self, name: str, *args: str, limit: str | None = None) -> PlaybookResult:
+        return run_playbook(name, self.inventory, *args, limit=limit)
+
+    def node(self, name_or_node: str | Node) -> Node:
+        name = name_or_node.name if isinstance(name_or_node, Node) else name_or_node
+        return next(n for n in self.nodes if n.name == name)
+
+    def host(self, node: str | Node) -> Any:
+        import testinfra
+
+        n = self.node(node)
+        return testinfra.get_host(
+            f"ssh://{n.user}@{n.address}:{n.port}",
+            ssh_identity_file=n.key_path,
+            ssh_extra_args=f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes",
+            sudo=True,
+            controlpersist=120,
+        )
+
+    def exec(self, node: str | Node, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return podman("exec", self.node(node).name, *argv, check=check, timeout=300)
+
+
+def _preseed_daemon_json(node: Node) -> None:
+    podman("exec", "-i", node.name, "sh", "-c", "mkdir -p /etc/docker && cat > /etc/docker/daemon.json",
+           input=json.dumps(PRESEEDED_DAEMON_JSON, indent=2), timeout=60)
+
+
+@pytest.fixture(scope="session")
+def rehearsal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RehearsalCluster]:
+    prefix = os.environ.get("SERVE_SYSTEM_IT_PREFIX") or f"it-{secrets.token_hex(3)}"
+    workdir = tmp_path_factory.mktemp("rehearsal")
+    inventory = workdir / "hosts.yml"
+    known_hosts = workdir / "known_hosts"
+    try:
+        nodes = rehearsal.launch_nodes(NODE_COUNT, prefix, inventory, known_hosts)
+        for n in nodes:
+            record_host_keys(known_hosts, n.address, n.port, scan_host_keys(n.address, n.port))
+        write_inventory(nodes, inventory, known_hosts)
+        _preseed_daemon_json(nodes[0])
+        site = run_playbook("site.yml", inventory)
+        if site.rc != 0:
+            pytest.fail(f"site.yml failed on the rehearsal nodes (rc {site.rc}):\n{site.tail(80)}")
+        yield RehearsalCluster(inventory, known_hosts, nodes, site)
+    finally:
+        if os.environ.get("SERVE_SYSTEM_IT_KEEP") != "1":
+            rehearsal.teardown_nodes(prefix)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under tests/integration carries the ``integration`` marker."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)

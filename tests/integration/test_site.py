@@ -1,0 +1,140 @@
+"""site.yml on two rehearsal nodes at once: Docker, GPU role, nvtop, the serve stack, Triton serving."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+
+from serve_system.standin import CLASSES
+
+from .conftest import RehearsalCluster
+
+
+def test_site_succeeds_on_every_node_at_once(rehearsal_cluster: RehearsalCluster) -> None:
+    site = rehearsal_cluster.site
+    assert site.rc == 0, site.tail()
+    assert sorted(site.recap) == sorted(n.name for n in rehearsal_cluster.nodes)
+    for node in rehearsal_cluster.nodes:
+        assert site.host_ok(node.name), site.tail()
+        assert site.recap[node.name]["changed"] > 0  # it really did configure a fresh node
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_docker_and_compose_services_running(rehearsal_cluster: RehearsalCluster, index: int) -> None:
+    host = rehearsal_cluster.host(rehearsal_cluster.nodes[index])
+    assert host.service("docker").is_running
+    assert host.service("docker").is_enabled
+    assert host.package("docker.io").is_installed
+    assert host.run("docker compose version --short").stdout.strip().startswith("2.")
+    ps = json.loads("[" + ",".join(host.check_output("docker compose -p serve ps --format json").splitlines()) + "]")
+    states = {c["Name"]: c["State"] for c in ps}
+    assert states.get("triton_server") == "running", states
+    assert states.get("jupyter") == "running", states
+    assert "flask" not in states  # no build context on rehearsal nodes: skipped, and the play said so
+    assert "the stack runs without the Flask app" in rehearsal_cluster.site.flat
+    user = rehearsal_cluster.nodes[index].user
+    assert "docker" in host.user(user).groups
+
+
+def _png_b64() -> str:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 120, 40)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_triton_serves_a_label_on_the_node(rehearsal_cluster: RehearsalCluster) -> None:
+    host = rehearsal_cluster.host(rehearsal_cluster.nodes[0])
+    assert host.run("curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/v2/health/ready").stdout == "200"
+    body = json.dumps({
+        "inputs": [{"name": "INPUT_IMAGE", "shape": [2, 1], "datatype": "BYTES", "data": [_png_b64(), _png_b64()]}],
+        "outputs": [{"name": "FOOD_LABEL"}, {"name": "PROBABILITY"}],
+    })
+    out = host.check_output(
+        "curl -fsS -X POST -H 'Content-Type: application/json' --data-binary @- "
+        "http://127.0.0.1:8000/v2/models/food_classifier/infer <<'EOF'\n" + body + "\nEOF"
+    )
+    outputs = {o["name"]: o for o in json.loads(out)["outputs"]}
+    assert outputs["FOOD_LABEL"]["shape"] == [2, 1]
+    assert all(label in CLASSES for label in outputs["FOOD_LABEL"]["data"])
+    assert all(0.0 < p < 1.0 for p in outputs["PROBABILITY"]["data"])
+
+
+def test_onnx_model_through_the_shim_from_the_jupyter_container(rehearsal_cluster: RehearsalCluster) -> None:
+    """The client container reaches triton_server by name and gets [N,11] logits from the ONNX shim."""
+    script = (
+        "import numpy as np, tritonclient.http as h\n"
+        "c = h.InferenceServerClient('triton_server:8000')\n"
+        "x = np.random.rand(3, 3, 224, 224).astype(np.float32)\n"
+        "i = h.InferInput('input', list(x.shape), 'FP32'); i.set_data_from_numpy(x)\n"
+        "r = c.infer('food_classifier_onnx', [i])\n"
+        "print(r.as_numpy('output').shape)\n"
+        "print(c.get_model_config('food_classifier_onnx')['backend'])\n"
+    )
+    res = rehearsal_cluster.exec(rehearsal_cluster.nodes[1], "docker", "exec", "jupyter", "python3", "-c", script)
+    assert res.stdout.split() == ["(3,", "11)", "python"]
+    # and the play's model table said which backend serves it and that the weights are a stand-in
+    site = rehearsal_cluster.site.flat
+    assert "food_classifier_onnx | python | serve-system ONNX shim" in site
+    assert "stand-in" in site
+
+
+def test_perf_analyzer_runs_in_the_jupyter_container(rehearsal_cluster: RehearsalCluster) -> None:
+    """The lab's benchmark path: perf_analyzer 2.60.0 in the client container, results in /work."""
+    res = rehearsal_cluster.exec(
+        rehearsal_cluster.nodes[0], "docker", "exec", "jupyter", "perf_analyzer", "-u", "triton_server:8000",
+        "-m", "food_classifier_onnx", "-b", "1", "--shape", "input:3,224,224", "--concurrency-range", "1",
+        "--measurement-mode", "count_windows", "--measurement-request-count", "20", "--stability-percentage", "100",
+        "-f", "/work/pa.csv", check=False,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Throughput" in res.stdout
+    host = rehearsal_cluster.host(rehearsal_cluster.nodes[0])
+    csv = host.file("/opt/serve-system/work/pa.csv")  # the work dir is shared between node and container
+    assert csv.exists and csv.content_string.startswith("Concurrency,")
+
+
+def test_triton_ports_answer_on_loopback_only(rehearsal_cluster: RehearsalCluster) -> None:
+    node = rehearsal_cluster.nodes[0]
+    host = rehearsal_cluster.host(node)
+    other = host.check_output("ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -n1").strip()
+    assert other and not other.startswith("127.")
+    for port in (8000, 8001, 8002):  # a TCP connect: 8001 is gRPC, curl would not speak it
+        assert host.run(f"timeout 3 bash -c '</dev/tcp/127.0.0.1/{port}'").rc == 0, port
+        refused = host.run(f"timeout 3 bash -c '</dev/tcp/{other}/{port}'")
+        assert refused.rc != 0, f"Triton port {port} answers on {other}"
+    listeners = host.check_output("ss -Hltn '( sport = :8000 or sport = :8001 or sport = :8002 )'")
+    assert listeners.strip(), "no listener found for Triton's ports"
+    assert all("127.0.0.1:" in line for line in listeners.splitlines()), listeners
+
+
+def test_daemon_json_merged_keeping_the_nvidia_runtime(rehearsal_cluster: RehearsalCluster) -> None:
+    seeded = json.loads(rehearsal_cluster.host(rehearsal_cluster.nodes[0]).file("/etc/docker/daemon.json").content_string)
+    assert seeded["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    assert seeded["exec-opts"] == ["native.cgroupdriver=cgroupfs"]
+    assert seeded["storage-driver"] == "overlay2"
+    fresh = json.loads(rehearsal_cluster.host(rehearsal_cluster.nodes[1]).file("/etc/docker/daemon.json").content_string)
+    assert "runtimes" not in fresh
+    assert fresh["exec-opts"] == ["native.cgroupdriver=cgroupfs"]
+    info = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "info", "--format", "{{json .Runtimes}} {{.Driver}}")
+    runtimes, driver = info.stdout.rsplit(" ", 1)
+    assert "nvidia" in json.loads(runtimes)  # dockerd really loaded the merged file
+    assert driver.strip() == "overlay2"
+
+
+def test_gpu_role_skips_cleanly_without_gpus(rehearsal_cluster: RehearsalCluster) -> None:
+    for node in rehearsal_cluster.nodes:
+        assert f"{node.name}: no NVIDIA GPU found (lspci): skipping the NVIDIA container toolkit" in rehearsal_cluster.site.flat
+        assert not rehearsal_cluster.host(node).package("nvidia-container-toolkit").is_installed
+        assert rehearsal_cluster.host(node).package("nvtop").is_installed
+
+
+def test_second_site_run_changes_nothing(rehearsal_cluster: RehearsalCluster) -> None:
+    again = rehearsal_cluster.playbook("site.yml")
+    assert again.rc == 0, again.tail()
+    for node in rehearsal_cluster.nodes:
+        assert again.recap[node.name]["changed"] == 0, again.tail(120)

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from serve_system.errors import ServeSystemError
+from serve_system.modelrepo import SHIM, parse_config, render
+from serve_system.standin import is_standin
+
+REPO = Path(__file__).resolve().parents[2] / "model_repository"
+MODELS = ["food_classifier", "food_classifier_onnx"]
+
+
+def test_committed_configs_are_the_labs() -> None:
+    py = parse_config(REPO / "food_classifier" / "config.pbtxt")
+    assert (py.backend, py.max_batch_size) == ("python", 16)
+    assert [(i.name, i.dims) for i in py.input] == [("INPUT_IMAGE", [1])]
+    assert [o.name for o in py.output] == ["FOOD_LABEL", "PROBABILITY"]
+    onnx = parse_config(REPO / "food_classifier_onnx" / "config.pbtxt")
+    assert onnx.backend == "onnxruntime"
+    assert [(i.name, list(i.dims)) for i in onnx.input] == [("input", [3, 224, 224])]
+    assert [(o.name, list(o.dims)) for o in onnx.output] == [("output", [11])]
+
+
+def test_render_for_a_cpu_rehearsal_node(tmp_path: Path) -> None:
+    changed, rows = render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="python_shim", standin=MODELS)
+    assert changed
+    onnx = parse_config(tmp_path / "food_classifier_onnx" / "config.pbtxt")
+    assert onnx.backend == "python"
+    assert "serve_system_served_by" in onnx.parameters
+    assert (tmp_path / "food_classifier_onnx" / "1" / "model.py").read_bytes() == SHIM.read_bytes()
+    for name in MODELS:
+        cfg = parse_config(tmp_path / name / "config.pbtxt")
+        assert [g.kind for g in cfg.instance_group] == [cfg.instance_group[0].KIND_CPU]
+        assert list(cfg.instance_group[0].gpus) == []
+        assert is_standin(tmp_path / name / "1" / "model.onnx")
+        assert "stand-in" in cfg.parameters["serve_system_weights"].string_value
+    table = {r.model: r for r in rows}
+    assert "shim" in table["food_classifier_onnx"].served_by
+    assert table["food_classifier"].served_by == "Triton Python backend"
+    assert json.loads((tmp_path / "models.json").read_text())[0]["model"] == "food_classifier"
+    # the same render again changes nothing; the model table is stable
+    assert render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="python_shim", standin=MODELS)[0] is False
+
+
+def test_render_for_a_gpu_node_keeps_the_lab_config(tmp_path: Path) -> None:
+    render(REPO, tmp_path, models=MODELS, gpus=2, onnx_serving="onnxruntime", standin=[])
+    onnx = parse_config(tmp_path / "food_classifier_onnx" / "config.pbtxt")
+    assert onnx.backend == "onnxruntime"
+    assert onnx.instance_group[0].kind == onnx.instance_group[0].KIND_GPU
+    assert list(onnx.instance_group[0].gpus) == [0]
+    assert not (tmp_path / "food_classifier_onnx" / "1" / "model.py").exists()
+    assert not (tmp_path / "food_classifier_onnx" / "1" / "model.onnx").exists()  # fetched on the node
+
+
+def test_render_removes_stale_files_and_reports_it(tmp_path: Path) -> None:
+    render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="python_shim", standin=MODELS)
+    changed, _ = render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="onnxruntime", standin=MODELS)
+    assert changed
+    assert not (tmp_path / "food_classifier_onnx" / "1" / "model.py").exists()
+
+
+def test_render_rejects_unknown_models_and_modes(tmp_path: Path) -> None:
+    with pytest.raises(ServeSystemError, match="nope"):
+        render(REPO, tmp_path, models=["nope"], gpus=0, onnx_serving="onnxruntime", standin=[])
+    with pytest.raises(ServeSystemError, match="onnx_serving"):
+        render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="tensorrt", standin=[])
+
+
+def test_bad_config_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "src" / "m"
+    bad.mkdir(parents=True)
+    (bad / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batchsize: 4\n')
+    with pytest.raises(ServeSystemError, match=r"config.pbtxt: not a valid Triton model config"):
+        render(tmp_path / "src", tmp_path / "out", models=["m"], gpus=0, onnx_serving="onnxruntime", standin=[])
+
+
+def test_cli_render_prints_json_for_the_role(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from serve_system.cli import main
+
+    argv = ["models", "render", "--source", str(REPO), "--dest", str(tmp_path), "--model", "food_classifier",
+            "--gpus", "0", "--onnx-serving", "python_shim", "--standin", "food_classifier", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["changed"] is True
+    assert out["files"] == ["food_classifier/1/model.onnx", "food_classifier/1/model.py",
+                            "food_classifier/config.pbtxt", "models.json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["changed"] is False
+
+
+def test_cli_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from serve_system.cli import main
+
+    rc = main(["models", "render", "--source", str(tmp_path), "--dest", str(tmp_path / "o"), "--model", "x"])
+    assert rc == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("serve-system: error: ") and "config.pbtxt not found" in err and "\n" not in err

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serve_system import rehearsal
+from serve_system.errors import ServeSystemError
+from serve_system.images import StackImage
+
+
+def test_state_dir_is_next_to_the_inventory(tmp_path: Path) -> None:
+    assert rehearsal.state_dir(tmp_path / "hosts.yml") == tmp_path / ".rehearsal"
+    assert rehearsal.state_dir(tmp_path) == tmp_path / ".rehearsal"
+
+
+def test_key_is_generated_once(tmp_path: Path) -> None:
+    key = rehearsal.ensure_key(tmp_path / "hosts.yml")
+    first = key.read_bytes()
+    assert key.with_suffix(".pub").read_text().startswith("ssh-ed25519 ")
+    assert rehearsal.ensure_key(tmp_path / "hosts.yml").read_bytes() == first
+
+
+def test_node_names() -> None:
+    assert rehearsal.node_names("rh", 3) == ["rh-1", "rh-2", "rh-3"]
+    with pytest.raises(ServeSystemError, match="at least 1"):
+        rehearsal.node_names("rh", 0)
+
+
+def test_node_vars_adapt_the_roles(tmp_path: Path) -> None:
+    stack = {k: StackImage(k, f"localhost/serve-system-{k}:abc", tmp_path / f"{k}.tar") for k in ("triton", "client")}
+    hv = rehearsal.node_vars(stack)
+    assert hv["docker_source"] == "distro"
+    assert hv["docker_storage_driver"] == "overlay2"
+    assert hv["serve_stack_onnx_serving"] == "python_shim"
+    assert hv["serve_stack_triton_image"] == "localhost/serve-system-triton:abc"
+    assert {a["image"] for a in hv["serve_stack_image_archives"]} == {
+        "localhost/serve-system-triton:abc", "localhost/serve-system-client:abc"}
+    assert all(a["remote_src"] for a in hv["serve_stack_image_archives"])

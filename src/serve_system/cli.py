@@ -18,7 +18,8 @@ from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "inventory", "rehearsal", "models", "validate", "plan", "import_logs", "stats_delta", "report",
+    "inventory", "rehearsal", "models", "fastapi", "validate", "plan", "import_logs", "stats_delta",
+    "report", "compare",
 )
 
 

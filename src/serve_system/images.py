@@ -282,6 +282,10 @@ def ensure_stack_images(report: Report = _quiet) -> dict[str, StackImage]:
     for key, spec in STACK_IMAGES.items():
         archive = ensure_archive(spec, report)
         out[key] = StackImage(key, spec.ref, archive)
+    # the FastAPI endpoint's image: its recipe and context live with the app (serve_system.fastapi_image)
+    from .fastapi_image import ensure_rehearsal_image
+
+    out["fastapi"] = ensure_rehearsal_image(report)
     return out
 
 

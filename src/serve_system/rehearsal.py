@@ -149,6 +149,7 @@ def node_vars(stack: dict[str, images.StackImage]) -> dict[str, Any]:
         "docker_storage_driver": "overlay2",
         "serve_stack_triton_image": stack["triton"].ref,
         "serve_stack_jupyter_image": stack["client"].ref,
+        "serve_stack_fastapi_image": stack["fastapi"].ref,
         "serve_stack_image_archives": [
             {**s.role_item(), "remote_src": True} for s in stack.values()
         ],

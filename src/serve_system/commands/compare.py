@@ -1,0 +1,29 @@
+"""``serve-system compare RUN_DIR...``: runs side by side (e.g. FastAPI beside Triton at one load)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import compare as cmp
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("compare", help="several reported runs side by side (e.g. FastAPI vs Triton at load 16)")
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="results/<experiment>/<run-id>")
+    p.add_argument("--load", type=float, action="append", default=[],
+                   help="keep only this load level (concurrency or senders); repeatable; default: all")
+    p.add_argument("--out", type=Path, help="also write the markdown table to this file")
+    p.add_argument("--csv", type=Path, help="also write the rows as CSV")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    rows = cmp.compare(args.run_dirs, args.load or None)
+    text = cmp.markdown(rows)
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    if args.csv:
+        cmp.write_csv(args.csv, rows)
+    return 0

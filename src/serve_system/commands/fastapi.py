@@ -1,0 +1,31 @@
+"""``serve-system fastapi``: the FastAPI endpoint's image (build context, tag) for the serve stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .. import fastapi_image as fi
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("fastapi", help="the FastAPI endpoint's container image (build context and tag)")
+    fsub = p.add_subparsers(dest="fastapi_command", metavar="SUBCOMMAND", required=True)
+    c = fsub.add_parser("context", help="write the image's build context into DIR and print its tag as JSON")
+    c.add_argument("dest", type=Path, metavar="DIR")
+    c.add_argument("--rehearsal", action="store_true",
+                   help="CPU onnxruntime and no torch (rehearsal nodes) instead of the GPU defaults")
+    c.add_argument("--base", default="", help="BASE_IMAGE build argument (default: python:3.12-slim)")
+    c.add_argument("--host-cas", action="store_true", help="copy this machine's extra CA certificates into ca/")
+    c.set_defaults(func=_context)
+
+
+def _context(args: argparse.Namespace) -> int:
+    build_args = dict(fi.REHEARSAL_ARGS if args.rehearsal else fi.CHAMELEON_ARGS)
+    if args.base:
+        build_args["BASE_IMAGE"] = args.base
+    changed = fi.write_context(args.dest, host_cas=args.host_cas)
+    print(json.dumps({"changed": changed, "dir": str(args.dest.resolve()), "image": fi.image_ref(build_args),
+                      "build_args": build_args}))
+    return 0

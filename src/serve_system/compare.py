@@ -1,0 +1,104 @@
+"""Several runs side by side: e.g. FastAPI at 16 senders beside Triton at concurrency 16.
+
+Reads each run's ``summary.json`` (written by ``serve-system report RUN_DIR``; the same row schema
+for the Triton and FastAPI experiments), keeps the rows at the chosen load levels, averages
+repetitions, and writes one markdown table (and optionally CSV) with a throughput ratio against the
+first row of each load level.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from .errors import ServeSystemError
+
+COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",
+           "p50_us", "p95_us", "p99_us", "errors", "ratio", "note")
+METRICS = ("throughput", "p50_us", "p95_us", "p99_us", "errors")
+
+
+def load_rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        raise ServeSystemError(f"{path}: no summary; run `serve-system report {run_dir}` first")
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ServeSystemError(f"{path}: not valid JSON ({exc}); re-run `serve-system report {run_dir}`") from None
+    if not isinstance(rows, list):
+        raise ServeSystemError(f"{path}: expected a list of rows; re-run `serve-system report {run_dir}`")
+    return rows
+
+
+def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict[str, Any]]:
+    """One row per (run, host, variant, mode, load), repetitions averaged; ordered by load, then input order."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    order: list[tuple[Any, ...]] = []
+    for i, run in enumerate(run_dirs):
+        for r in load_rows(run):
+            if r.get("load") is None:  # a variant that never ran (refused / unavailable)
+                key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"), r.get("mode"), None)
+            elif loads and not any(abs(float(r["load"]) - x) < 1e-9 for x in loads):
+                continue
+            else:
+                key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"), r.get("mode"),
+                       float(r["load"]))
+            if key not in groups:
+                groups[key] = []
+                order.append(key)
+            groups[key].append(r)
+    out: list[dict[str, Any]] = []
+    for key in order:
+        rs = groups[key]
+        ok = [r for r in rs if r.get("status") == "ok"]
+        row: dict[str, Any] = dict(zip(("experiment", "run_id", "host", "variant", "mode"), key[1:6], strict=True))
+        row["load"] = key[6]
+        row["status"] = "ok" if ok else (rs[0].get("status") or "failed")
+        row["repetitions"] = len(ok)
+        for m in METRICS:
+            vals = [float(r[m]) for r in ok if r.get(m) is not None]
+            row[m] = statistics.fmean(vals) if vals else None
+        row["note"] = "" if ok else (rs[0].get("error") or "")
+        out.append(row)
+    out.sort(key=lambda r: (float("inf") if r["load"] is None else r["load"]))
+    first: dict[float, float] = {}
+    for r in out:
+        if r["load"] is None or r["throughput"] is None:
+            r["ratio"] = None
+            continue
+        base = first.setdefault(r["load"], r["throughput"])
+        r["ratio"] = r["throughput"] / base if base else None
+    return out
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | errors | "
+             "x first |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ms = lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"  # noqa: E731
+        load = "-" if r["load"] is None else f"{r['mode'] or ''} {r['load']:g}".strip()
+        status = r["status"] + (f": {r['note']}" if r["note"] else "")
+        lines.append(f"| {r['experiment']} ({r['run_id']}) | {r['host']} | {r['variant']} | {load} | {status} | "
+                     f"{_fmt(r['throughput'])} | {ms('p50_us')} | {ms('p95_us')} | {ms('p99_us')} | "
+                     f"{_fmt(r['errors'], 0)} | {_fmt(r['ratio'], 2)} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: "" if r.get(k) is None else r.get(k) for k in COLUMNS})

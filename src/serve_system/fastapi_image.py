@@ -1,0 +1,147 @@
+"""The FastAPI endpoint's container image: its build context, its recipe hash, its build arguments.
+
+The recipe is ``fastapi_app/image/`` (Containerfile + requirements.txt). A build context holds that
+recipe, ``ca/`` (extra CA certificates; only a README unless asked for) and the few modules of the
+``serve_system`` package the app imports. The image tag is the hash of exactly those files plus the
+build arguments, so a change to the app or its recipe makes a new tag (and a rebuild), and an
+unchanged one reuses what was built.
+
+Two ways to build it:
+
+* on a Chameleon node (the ``serve_stack`` role): ``python:3.12-slim`` with onnxruntime-gpu and a
+  CUDA 12.6 PyTorch (:data:`CHAMELEON_ARGS`, the Containerfile's defaults);
+* for rehearsal nodes, with podman on the controller from a local Debian base (:data:`REHEARSAL_ARGS`:
+  CPU onnxruntime, no torch), saved as a docker-archive for ``serve_stack_image_archives``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+RECIPE_DIR = PACKAGE_DIR / "fastapi_app" / "image"
+IMAGE_NAME = "serve-system-fastapi"
+#: the package modules the app imports (everything under fastapi_app/ is added)
+PACKAGE_MODULES = ("__init__.py", "errors.py", "standin.py")
+CA_DIR = Path("/usr/local/share/ca-certificates")
+CA_README = "Extra CA certificates (*.crt) the image should trust; empty unless the build machine needs them.\n"
+
+#: the Containerfile's defaults: GPU node with CUDA 12.6 wheels (P100 = sm_60 still supported)
+CHAMELEON_ARGS: dict[str, str] = {}
+#: rehearsal nodes: CPU only, no PyTorch (its runtime then answers "unavailable")
+REHEARSAL_ARGS: dict[str, str] = {"ONNXRUNTIME": "onnxruntime==1.31.1", "TORCH": ""}
+
+
+def context_files() -> dict[str, bytes]:
+    """Relative path -> content of every file of a build context (without ca/)."""
+    files: dict[str, bytes] = {}
+    for path in sorted(RECIPE_DIR.iterdir()):
+        if path.is_file():
+            files[path.name] = path.read_bytes()
+    for name in PACKAGE_MODULES:
+        files[f"serve_system/{name}"] = (PACKAGE_DIR / name).read_bytes()
+    app_dir = PACKAGE_DIR / "fastapi_app"
+    for path in sorted(app_dir.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            files[f"serve_system/fastapi_app/{path.relative_to(app_dir).as_posix()}"] = path.read_bytes()
+    return files
+
+
+def recipe_tag(build_args: dict[str, str] | None = None, base: str = "") -> str:
+    """12 hex digits naming this recipe, these build arguments and this base image."""
+    h = hashlib.sha256()
+    for rel, data in context_files().items():
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    h.update(json.dumps({"args": build_args or {}, "base": base}, sort_keys=True).encode())
+    return h.hexdigest()[:12]
+
+
+def image_ref(build_args: dict[str, str] | None = None, base: str = "") -> str:
+    return f"{IMAGE_NAME}:{recipe_tag(build_args, base)}"
+
+
+def write_context(dest: Path, host_cas: bool = False) -> bool:
+    """Write a build context into ``dest`` (made to match exactly); True when anything changed.
+
+    ``host_cas`` copies this machine's extra CA certificates into ``ca/`` (needed where pip reaches
+    PyPI through an intercepting proxy, as on the project's build machines).
+    """
+    wanted = dict(context_files())
+    wanted["ca/README"] = CA_README.encode()
+    if host_cas and CA_DIR.is_dir():
+        for crt in sorted(CA_DIR.glob("*.crt")):
+            wanted[f"ca/{crt.name}"] = crt.read_bytes()
+    dest.mkdir(parents=True, exist_ok=True)
+    changed = False
+    present = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
+    for rel in sorted(present - set(wanted)):
+        (dest / rel).unlink()
+        changed = True
+    for rel, data in wanted.items():
+        path = dest / rel
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        changed = True
+    for d in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):
+            shutil.rmtree(d)
+            changed = True
+    return changed
+
+
+def build_arg_flags(build_args: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for key, value in sorted(build_args.items()):
+        out += ["--build-arg", f"{key}={value}"]
+    return out
+
+
+def rehearsal_build_args(base_ref: str) -> dict[str, str]:
+    """Build arguments of the rehearsal image on a local base (its ref is part of the tag)."""
+    return {**REHEARSAL_ARGS, "BASE_IMAGE": base_ref}
+
+
+def ensure_rehearsal_image(report=None):  # type: ignore[no-untyped-def]
+    """Build (or reuse) the rehearsal image and its docker-archive; an ``images.StackImage``.
+
+    The base is the rehearsal images' Debian 13 base with python3-venv; the build runs with
+    ``--format docker`` so the image keeps its HEALTHCHECK.
+    """
+    import os
+    import tempfile
+    import time
+
+    from . import images
+    from .podman import image_exists, podman, run_streamed
+
+    say = report or (lambda _msg: None)
+    base = images.ensure_base(images.TRIXIE_SLIM, say)
+    args = rehearsal_build_args(base)
+    tag = recipe_tag(args)
+    ref = f"localhost/{IMAGE_NAME}:{tag}"
+    archive = images.cache_dir() / "images" / f"{IMAGE_NAME}-{tag}.tar"
+    with images._lock(f"{IMAGE_NAME}-{tag}"):
+        if not image_exists(ref):
+            say(f"podman build {ref}")
+            started = time.monotonic()
+            with tempfile.TemporaryDirectory(prefix=f"{IMAGE_NAME}-", dir=images._scratch()) as tmp:
+                ctx = Path(tmp)
+                write_context(ctx, host_cas=True)
+                run_streamed(["podman", "build", "--pull=never", "--squash-all", "--network=host", "--layers=false",
+                              "--format", "docker", *build_arg_flags(args), "-t", ref, "-f", str(ctx / "Containerfile"),
+                              str(ctx)],
+                             images.cache_dir() / "logs" / f"{IMAGE_NAME}-{tag}.build.log", f"building {ref}")
+            say(f"built {ref} in {time.monotonic() - started:.0f} s")
+        if not archive.is_file():
+            say(f"podman save {ref} -> {archive}")
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            partial = archive.with_suffix(".tar.partial")
+            partial.unlink(missing_ok=True)
+            podman("save", "--format", "docker-archive", "-o", str(partial), ref, timeout=1800)
+            os.replace(partial, archive)
+    return images.StackImage("fastapi", ref, archive)

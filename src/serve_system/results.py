@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import fastapi_results
 from . import perf as perfmod
 from . import stats as statsmod
 from .errors import ServeSystemError
@@ -32,6 +33,7 @@ COLUMNS: tuple[str, ...] = (
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
     "gpu_util", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s", "stand_in",
+    "errors",
 )
 
 
@@ -62,6 +64,14 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["retried"] = len(attempts) > 1
     if meta.get("start") is not None and meta.get("end") is not None:
         row["duration_s"] = round(float(meta["end"]) - float(meta["start"]), 3)
+    bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
+    if bench is not None or meta.get("tool") == "fastapi_bench":
+        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok") else "failed",
+                          "error": meta.get("error") or "the benchmark client wrote no bench.json"}
+        row.update({k: v for k, v in bench.items() if k in COLUMNS})
+        if meta.get("status") == "failed" and row["status"] == "ok":
+            row["error"] = meta.get("error")
+        return row
     stdout = _read_text(level_dir / "perf.stdout")
     csv_text = _read_text(level_dir / "perf.csv")
     batch = meta.get("batch_size")
@@ -111,7 +121,7 @@ def _num(v: float) -> float | int:
 
 
 def collect(run_dir: str | Path) -> list[dict[str, Any]]:
-    """All rows of a run folder (refused variants give one row with status ``refused``)."""
+    """All rows of a run folder (refused or unavailable variants give one row with that status)."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder (expected results/<experiment>/<run-id>)")
@@ -126,9 +136,9 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
             base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
                     "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
             levels = sorted(p for p in vdir.iterdir() if p.is_dir() and (p / "level.json").exists())
-            if vmeta.get("status") == "refused" and not levels:
+            if vmeta.get("status") in ("refused", "unavailable") and not levels:
                 row = {c: None for c in COLUMNS}
-                row.update(base, status="refused", error=vmeta.get("error"))
+                row.update(base, status=vmeta["status"], error=vmeta.get("error"))
                 rows.append(row)
                 continue
             for ldir in levels:

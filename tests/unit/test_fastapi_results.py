@@ -63,3 +63,36 @@ def test_the_clients_real_output_is_read(tmp_path: Path) -> None:
     assert out.returncode == 1
     f = bench_fields(level)
     assert f is not None and f["status"] == "failed" and f["errors"] == 3 and "ConnectionError" in f["error"]
+
+
+def test_the_summary_holds_fastapi_rows_in_the_triton_schema(tmp_path: Path) -> None:
+    from serve_system import results
+    from serve_system.report import write_report
+
+    run = tmp_path / "fastapi" / "r1"
+    host = run / "n1"
+    (host / "pytorch").mkdir(parents=True)
+    (host / "pytorch" / "variant.json").write_text(json.dumps(
+        {"name": "pytorch", "status": "unavailable", "error": "PyTorch runtime unavailable: torch cannot be imported"}))
+    for lid, senders, lat in (("c1_r1", 1, [0.01, 0.02]), ("c16_r1", 16, [0.1, 0.2, 0.3])):
+        level = _write(host / "onnx" / lid, [_phase(lat, [], senders=senders, wall=0.25)])
+        (level / "level.json").write_text(json.dumps({"mode": "concurrency", "load": senders, "repetition": 1,
+                                                      "tool": "fastapi_bench", "status": "ok",
+                                                      "start": 1.0, "end": 3.0}))
+    (host / "onnx" / "variant.json").write_text(json.dumps({"name": "onnx", "status": "measured",
+                                                            "model": "fastapi:onnx", "stand_in": "stand-in"}))
+    (run / "manifest.json").write_text(json.dumps({"experiment": "fastapi", "run_id": "r1"}))
+    rows = results.collect(run)
+    by = {(r["variant"], r["load"]): r for r in rows}
+    torch_row = next(r for r in rows if r["variant"] == "pytorch")
+    assert torch_row["status"] == "unavailable" and "torch cannot be imported" in torch_row["error"]
+    c16 = by[("onnx", 16)]
+    assert c16["status"] == "ok" and c16["mode"] == "concurrency" and c16["errors"] == 0
+    assert c16["throughput"] == pytest.approx(3 / 0.25) and c16["p50_us"] == pytest.approx(200_000.0)
+    assert by[("onnx", 1)]["throughput"] == pytest.approx(2 / 0.03)
+    assert set(results.COLUMNS) >= {"experiment", "host", "variant", "mode", "load", "repetition", "throughput",
+                                    "latency_avg_us", "p50_us", "p95_us", "p99_us", "errors"}
+    out = write_report(run)
+    assert out["rows"] == 3
+    text = (run / "report.md").read_text()
+    assert "unavailable" in text and "torch cannot be imported" in text

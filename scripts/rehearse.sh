@@ -5,6 +5,7 @@
 #      (images built once per recipe hash and cached in ~/.cache/serve-system)
 #   3. configure: playbooks/site.yml (docker, nvidia toolkit - skipped without GPU -, nvtop, serve stack)
 #   4. show Triton serving the lab's models on the node
+#   5. run experiments/dynbatch.yml on it and print the dynamic-batching report
 # Environment: REHEARSE_COUNT (nodes, default 1), REHEARSE_PREFIX (node names, default rehearsal-node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +16,7 @@ COUNT="${REHEARSE_COUNT:-1}"
 PREFIX="${REHEARSE_PREFIX:-rehearsal-node}"
 
 log "provisioning ${COUNT} rehearsal node(s) (${PREFIX}-1..${COUNT})"
-if [ -f chi_scripts/launch.py ]; then
-  .venv/bin/python chi_scripts/launch.py --provider local --count "$COUNT" --prefix "$PREFIX"
-else
-  .venv/bin/serve-system rehearsal up --count "$COUNT" --prefix "$PREFIX" \
-    -i inventory/hosts.yml --known-hosts inventory/known_hosts
-fi
+.venv/bin/python chi_scripts/launch.py --provider local --count "$COUNT" --prefix "$PREFIX"
 
 log "configuring with playbooks/site.yml"
 .venv/bin/ansible-playbook -i inventory/hosts.yml playbooks/site.yml
@@ -31,4 +27,10 @@ log "Triton serving on ${PREFIX}-1 (a request from the node itself):"
   | sed -E 's/.*"name": "(food_classifier_onnx)".*"backend": "([a-z_]+)".*/\1 is served by the \2 backend/' || true
 .venv/bin/ansible serve_nodes -i inventory/hosts.yml -m ansible.builtin.command -b \
   -a "docker exec jupyter python3 -c \"import tritonclient.http as h; c=h.InferenceServerClient('triton_server:8000'); print('triton ready:', c.is_server_ready(), '| models:', [(m['name'], m.get('state')) for m in c.get_model_repository_index()])\""
-log "done. Tear the node(s) down with: .venv/bin/serve-system rehearsal down --prefix ${PREFIX}"
+RUN_ID="${REHEARSE_RUN_ID:-rehearsal-$(date -u +%Y%m%dT%H%M%S)}"
+log "running experiments/dynbatch.yml (run id ${RUN_ID}): 2 variants x 3 load levels"
+.venv/bin/ansible-playbook -i inventory/hosts.yml experiments/dynbatch.yml -e "run_id=${RUN_ID}"
+REPORT="results/dynbatch/${RUN_ID}/report.md"
+log "report: ${REPORT} (plots and summary.csv beside it)"
+cat "${REPORT}"
+log "done. Tear the node(s) down with: .venv/bin/python chi_scripts/teardown.py --provider local --prefix ${PREFIX}"

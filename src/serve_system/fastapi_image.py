@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
+
+from .modelrepo import sync_tree
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 RECIPE_DIR = PACKAGE_DIR / "fastapi_app" / "image"
@@ -74,24 +75,7 @@ def write_context(dest: Path, host_cas: bool = False) -> bool:
     if host_cas and CA_DIR.is_dir():
         for crt in sorted(CA_DIR.glob("*.crt")):
             wanted[f"ca/{crt.name}"] = crt.read_bytes()
-    dest.mkdir(parents=True, exist_ok=True)
-    changed = False
-    present = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
-    for rel in sorted(present - set(wanted)):
-        (dest / rel).unlink()
-        changed = True
-    for rel, data in wanted.items():
-        path = dest / rel
-        if path.is_file() and path.read_bytes() == data:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        changed = True
-    for d in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-        if not any(d.iterdir()):
-            shutil.rmtree(d)
-            changed = True
-    return changed
+    return sync_tree(dest, wanted)
 
 
 def build_arg_flags(build_args: dict[str, str]) -> list[str]:

@@ -137,10 +137,11 @@ def render(
         wanted.update({f"{name}/{rel}": data for rel, data in files.items()})
         rows.append(row)
     wanted[MANIFEST] = (json.dumps([asdict(r) for r in rows], indent=2) + "\n").encode()
-    return _sync(dest, wanted), rows
+    return sync_tree(dest, wanted), rows
 
 
-def _sync(dest: Path, wanted: dict[str, bytes]) -> bool:
+def sync_tree(dest: Path, wanted: dict[str, bytes]) -> bool:
+    """Make ``dest`` hold exactly ``wanted`` (relative path -> bytes); True when anything changed."""
     changed = False
     dest.mkdir(parents=True, exist_ok=True)
     for rel, data in wanted.items():

@@ -24,6 +24,8 @@ pytestmark = pytest.mark.integration
 def _spec(tmp_path: Path) -> Path:
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "dynbatch.yml").read_text())
     spec["load"]["levels"] = [1, 8]
+    # the copy lives outside the repository: its relative paths must point back into it
+    spec["base_config"] = str(REPO / spec["base_config"])
     spec["perf"].update(input_data=str(REPO / "experiments" / "files" / "food_input.json"),
                         measurement_interval_ms=1500, stability_percentage=60, max_trials=8)
     spec["warmup"] = {"requests": 10}

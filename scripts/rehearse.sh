@@ -21,10 +21,7 @@ log "provisioning ${COUNT} rehearsal node(s) (${PREFIX}-1..${COUNT})"
 log "configuring with playbooks/site.yml"
 .venv/bin/ansible-playbook -i inventory/hosts.yml playbooks/site.yml
 
-log "Triton serving on ${PREFIX}-1 (a request from the node itself):"
-.venv/bin/ansible "${PREFIX}-1" -i inventory/hosts.yml -m ansible.builtin.uri \
-  -a "url=http://127.0.0.1:8000/v2/models/food_classifier_onnx/config" -o \
-  | sed -E 's/.*"name": "(food_classifier_onnx)".*"backend": "([a-z_]+)".*/\1 is served by the \2 backend/' || true
+log "Triton on every node (asked from its jupyter container over the compose network):"
 .venv/bin/ansible serve_nodes -i inventory/hosts.yml -m ansible.builtin.command -b \
   -a "docker exec jupyter python3 -c \"import tritonclient.http as h; c=h.InferenceServerClient('triton_server:8000'); print('triton ready:', c.is_server_ready(), '| models:', [(m['name'], m.get('state')) for m in c.get_model_repository_index()])\""
 RUN_ID="${REHEARSE_RUN_ID:-rehearsal-$(date -u +%Y%m%dT%H%M%S)}"

@@ -183,8 +183,17 @@ def write_report(run_dir: str | Path) -> dict[str, Any]:
     if stand_in:
         lines += [f"> **Stand-in model.** {stand_in} Latencies and batching are real; predictions are not.", ""]
     if manifest.get("start"):
-        lines += [f"Started {manifest.get('start')}, ended {manifest.get('end') or '(not finished)'}; "
-                  f"hosts: {', '.join(manifest.get('hosts') or sorted({r['host'] for r in rows}))}.", ""]
+        hosts = manifest.get("hosts") or sorted({r["host"] for r in rows})
+        # each host writes host.json (with its end time) when its part of the run is over
+        ends = {h: (res._read_json(run / h / "host.json") or {}).get("end") for h in hosts}
+        finished = [e for e in ends.values() if e]
+        if manifest.get("end"):
+            ended = str(manifest["end"])
+        elif finished and len(finished) == len(hosts):
+            ended = max(finished)
+        else:
+            ended = "(not finished on " + ", ".join(h for h, e in ends.items() if not e) + ")"
+        lines += [f"Started {manifest['start']}, ended {ended}; hosts: {', '.join(hosts)}.", ""]
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners):
         rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"

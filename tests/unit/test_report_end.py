@@ -1,0 +1,33 @@
+"""report.md says when a run ended, from the hosts' own host.json files (raw files, not memory)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from serve_system.report import write_report
+
+
+def _run(tmp_path: Path, ends: dict[str, str | None]) -> Path:
+    run = tmp_path / "dynbatch" / "r1"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps(
+        {"experiment": "dynbatch", "run_id": "r1", "start": "2026-11-21T18:54:30Z", "hosts": sorted(ends)}))
+    for host, end in ends.items():
+        (run / host).mkdir()
+        if end:
+            (run / host / "host.json").write_text(json.dumps({"host": host, "end": end}))
+    return run
+
+
+def test_run_end_is_the_last_hosts_end(tmp_path: Path) -> None:
+    run = _run(tmp_path, {"n1": "2026-11-21T18:58:01+00:00", "n2": "2026-11-21T18:59:12+00:00"})
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert "Started 2026-11-21T18:54:30Z, ended 2026-11-21T18:59:12+00:00; hosts: n1, n2." in md
+
+
+def test_a_host_without_host_json_is_named_as_not_finished(tmp_path: Path) -> None:
+    run = _run(tmp_path, {"n1": "2026-11-21T18:58:01+00:00", "n2": None})
+    write_report(run)
+    assert "ended (not finished on n2); hosts: n1, n2." in (run / "report.md").read_text()

@@ -70,6 +70,14 @@ class Phase:
     start: float = 0.0
     end: float = 0.0
 
+    def record(self, result: tuple[float, str | None]) -> None:
+        """Keep one request's outcome: its latency, or its error."""
+        elapsed, error = result
+        if error is None:
+            self.latencies_s.append(elapsed)
+        else:
+            self.errors.append(error)
+
     @property
     def throughput_basis(self) -> str:
         return "sum_latency" if self.phase == "sequential" else "wall_time"
@@ -123,11 +131,7 @@ def run_sequential(send: Sender, n: int) -> Phase:
     phase = Phase("sequential", 1, n, start=time.time())
     t0 = time.perf_counter()
     for _ in range(n):
-        elapsed, error = send()
-        if error is None:
-            phase.latencies_s.append(elapsed)
-        else:
-            phase.errors.append(error)
+        phase.record(send())
     phase.wall_s = time.perf_counter() - t0
     phase.end = time.time()
     return phase
@@ -140,11 +144,7 @@ def run_concurrent(send: Sender, n: int, senders: int) -> Phase:
     with concurrent.futures.ThreadPoolExecutor(max_workers=senders) as pool:
         futures = [pool.submit(send) for _ in range(n)]
         for future in concurrent.futures.as_completed(futures):
-            elapsed, error = future.result()
-            if error is None:
-                phase.latencies_s.append(elapsed)
-            else:
-                phase.errors.append(error)
+            phase.record(future.result())
     phase.wall_s = time.perf_counter() - t0
     phase.end = time.time()
     return phase

@@ -96,12 +96,11 @@ def ensure_rehearsal_image(report=None):  # type: ignore[no-untyped-def]
     The base is the rehearsal images' Debian 13 base with python3-venv; the build runs with
     ``--format docker`` so the image keeps its HEALTHCHECK.
     """
-    import os
     import tempfile
     import time
 
     from . import images
-    from .podman import image_exists, podman, run_streamed
+    from .podman import image_exists, run_streamed
 
     say = report or (lambda _msg: None)
     base = images.ensure_base(images.TRIXIE_SLIM, say)
@@ -122,10 +121,5 @@ def ensure_rehearsal_image(report=None):  # type: ignore[no-untyped-def]
                              images.cache_dir() / "logs" / f"{IMAGE_NAME}-{tag}.build.log", f"building {ref}")
             say(f"built {ref} in {time.monotonic() - started:.0f} s")
         if not archive.is_file():
-            say(f"podman save {ref} -> {archive}")
-            archive.parent.mkdir(parents=True, exist_ok=True)
-            partial = archive.with_suffix(".tar.partial")
-            partial.unlink(missing_ok=True)
-            podman("save", "--format", "docker-archive", "-o", str(partial), ref, timeout=1800)
-            os.replace(partial, archive)
+            images.save_archive(ref, archive, say)
     return images.StackImage("fastapi", ref, archive)

@@ -255,13 +255,18 @@ def ensure_archive(spec: ImageSpec, report: Report = _quiet) -> Path:
     with _lock(f"{spec.name}-{spec.tag}.archive"):
         if path.is_file():
             return path
-        report(f"podman save {ref} -> {path}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tar.partial")
-        tmp.unlink(missing_ok=True)
-        podman("save", "--format", "docker-archive", "-o", str(tmp), ref, timeout=1800)
-        os.replace(tmp, path)
+        save_archive(ref, path, report)
     return path
+
+
+def save_archive(ref: str, path: Path, report: Report = _quiet) -> None:
+    """``podman save`` ``ref`` as a docker-archive at ``path``, never leaving a half-written file."""
+    report(f"podman save {ref} -> {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tar.partial")
+    tmp.unlink(missing_ok=True)
+    podman("save", "--format", "docker-archive", "-o", str(tmp), ref, timeout=1800)
+    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)

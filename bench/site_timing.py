@@ -20,19 +20,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from integration.ansible_run import run_playbook  # noqa: E402
+from integration.ansible_run import run_playbook
 
-from serve_system import images, rehearsal  # noqa: E402
-from serve_system.nodes import record_host_keys, scan_host_keys, write_inventory  # noqa: E402
+from serve_system import images
+from serve_system.provision.base import LaunchRequest, finish, quiet, server_names
+from serve_system.provision.local import LocalProvider, teardown_nodes
 
 
 def cluster(count: int, prefix: str, workdir: Path) -> Path:
     inv = workdir / prefix / "hosts.yml"
     kh = workdir / prefix / "known_hosts"
-    nodes = rehearsal.launch_nodes(count, prefix, inv, kh)
-    for n in nodes:
-        record_host_keys(kh, n.address, n.port, scan_host_keys(n.address, n.port))
-    write_inventory(nodes, inv, kh)
+    nodes = LocalProvider(prefix, inv).launch(LaunchRequest(tuple(server_names(prefix, count))), quiet)
+    finish(nodes, inv, kh, quiet)
     return inv
 
 
@@ -67,7 +66,7 @@ def main() -> int:
     finally:
         if not args.keep:
             for p in prefixes:
-                rehearsal.teardown_nodes(p)
+                teardown_nodes(p)
     return 0
 
 

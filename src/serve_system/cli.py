@@ -11,31 +11,40 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from . import __version__
 from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "inventory", "rehearsal", "models", "fastapi", "validate", "plan", "import_logs", "stats_delta",
+    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "plan", "import_logs", "stats_delta",
     "report", "compare",
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the error and a pointer to --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="serve-system",
         description="Provision, configure, experiment and report for the Triton serving lab.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.commands.{name}").register(sub)
     return parser
 
 
-def run(func, args: argparse.Namespace, prog: str = "serve-system") -> int:  # type: ignore[no-untyped-def]
+def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str = "serve-system") -> int:
     """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code."""
     try:
         return int(func(args) or 0)

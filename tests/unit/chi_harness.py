@@ -19,6 +19,24 @@ import requests_mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the fakes package
 from fakes.chameleon import RESOURCE_API, FakeChameleon  # noqa: E402
 
+from serve_system.commands.provision import script_main  # noqa: E402
+
+
+def lease_main(argv: list[str]) -> int:
+    return script_main("lease", argv)
+
+
+def launch_main(argv: list[str]) -> int:
+    return script_main("launch", argv)
+
+
+def status_main(argv: list[str]) -> int:
+    return script_main("status", argv)
+
+
+def teardown_main(argv: list[str]) -> int:
+    return script_main("teardown", argv)
+
 
 class LoopbackListener:
     """Accept-and-close TCP listeners on the given loopback addresses, all on one port."""

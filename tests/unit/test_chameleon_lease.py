@@ -9,10 +9,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from chi_harness import chi_env, fake  # noqa: F401
+from chi_harness import (  # noqa: F401  (pytest fixtures)
+    chi_env,
+    fake,
+    launch_main,
+    lease_main,
+    status_main,
+    teardown_main,
+)
 
-from serve_system.chameleon import parse_openrc, resolve_credentials
-from serve_system.chi_cli import launch_main, lease_main, status_main, teardown_main
+from serve_system.provision.chameleon.credentials import parse_openrc, resolve_credentials
 from serve_system.errors import ServeSystemError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ import pytest
 import requests_mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the fakes package
-from fakes.chameleon import RESOURCE_API, FakeChameleon  # noqa: E402
+from fakes.chameleon import RESOURCE_API, FakeChameleon
 
-from serve_system.commands.provision import script_main  # noqa: E402
+from serve_system.commands.provision import script_main
 
 
 def lease_main(argv: list[str]) -> int:

@@ -6,21 +6,12 @@ The real python-chi / OpenStack client code runs; only the network is replaced (
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from chi_harness import (  # noqa: F401  (pytest fixtures)
-    LoopbackListener,
-    chi_env,
-    fake,
-    launch_args,
-    launch_main,
-    sshd,
-    status_main,
-    teardown_main,
-)
+from chi_harness import LoopbackListener, launch_args, launch_main, status_main, teardown_main
 
 from serve_system.nodes import read_inventory
 
@@ -116,7 +107,7 @@ class Recorder:
 
 
 def test_lease_pending_then_active(fake, sshd, chi_env) -> None:
-    start = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(minutes=3)
+    start = datetime.now(UTC).replace(tzinfo=None) + timedelta(minutes=3)
     fake.add_lease("serve_system_tester", status="PENDING", start=start)
     fake.lease_status_script["serve_system_tester"] = ["PENDING", "STARTING", "ACTIVE"]
     from serve_system.commands.provision import _connect  # the CLI's own session set-up
@@ -357,7 +348,7 @@ def test_status_exits_nonzero_with_a_server_in_error(fake, sshd, chi_env, capsys
 
 
 def test_status_warns_when_the_lease_runs_out(fake, sshd, chi_env, capsys) -> None:
-    fake.add_lease("serve_system_tester", start=datetime.now(timezone.utc).replace(tzinfo=None)
+    fake.add_lease("serve_system_tester", start=datetime.now(UTC).replace(tzinfo=None)
                    - timedelta(hours=2.7))
     fake.servers.clear()
     assert status_main(["--margin", "30m", "--ssh-port", str(sshd.port), "-i", str(chi_env / "hosts.yml")]) == 1

@@ -79,6 +79,13 @@ def _duration(text: str) -> timedelta:
     return td
 
 
+def _prefix(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,50}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a node-name prefix: use 1-51 letters, digits, '-', '_' or '.', starting with a letter or digit")
+    return text
+
+
 def _utc(text: str) -> datetime:
     for fmt in ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"):
         try:
@@ -141,7 +148,7 @@ def _node_args(p: argparse.ArgumentParser) -> None:
     """Options every node command shares, for both providers."""
     p.add_argument("--provider", choices=("chameleon", "local"), default="chameleon",
                    help="chameleon (python-chi) or local rehearsal nodes in podman (default %(default)s)")
-    p.add_argument("--prefix", default=default_prefix(_user()),
+    p.add_argument("--prefix", type=_prefix, default=default_prefix(_user()),
                    help="node name prefix, both providers (default %(default)s)")
     p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
                    help="inventory file (default inventory/hosts.yml)")

@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from .errors import ServeSystemError
+from .perf import CONCURRENCY, REQUEST_RATE
 
 #: the largest spec file read, in bytes
 MAX_BYTES = 1 << 20
@@ -52,10 +53,6 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _NAME_RE = re.compile(NAME_PATTERN)
 _JINJA_RE = re.compile(r"\{\{|\{%|\{#")
 
-OBJECTIVE_METRICS = ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "queue_us",
-                     "compute_infer_us", "avg_batch_size", "gpu_util")
-CONCURRENCY = "concurrency"
-REQUEST_RATE = "request_rate"
 
 
 class SpecError(ServeSystemError):
@@ -216,6 +213,8 @@ class Bound(_Model):
 
 Metric = Literal["throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "queue_us",
                  "compute_infer_us", "avg_batch_size", "gpu_util"]
+#: the metrics an objective can rank or constrain (columns of the run's summary)
+OBJECTIVE_METRICS: tuple[str, ...] = get_args(Metric)
 
 
 class Objective(_Model):

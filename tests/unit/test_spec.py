@@ -146,3 +146,19 @@ def test_json_schema_covers_both_kinds() -> None:
     assert triton["additionalProperties"] is False and "variants" in triton["properties"]
     assert "async" in schema["$defs"]["Perf"]["properties"]
     assert schema["$defs"]["FastapiSpec"]["required"] == ["kind", "name", "variants", "levels"]
+
+
+def test_shipped_schema_is_current_and_accepts_every_shipped_spec() -> None:
+    """experiments/specs/spec.schema.json is what `serve-system schema` prints, and an editor checking
+    the shipped specs with it (JSON Schema 2020-12) finds nothing wrong, while a typo is flagged."""
+    import jsonschema
+
+    shipped = json.loads((SPECS / "spec.schema.json").read_text())
+    assert shipped == specmod.json_schema(), "regenerate: serve-system schema -o experiments/specs/spec.schema.json"
+    validator = jsonschema.Draft202012Validator(shipped)
+    for f in sorted(SPECS.glob("*.yml")):
+        errors = list(validator.iter_errors(yaml.safe_load(f.read_text())))
+        assert not errors, (f, [e.message for e in errors])
+    assert not list(validator.iter_errors(FASTAPI))
+    assert list(validator.iter_errors({**TRITON, "varaints": []}))
+    assert list(validator.iter_errors({**FASTAPI, "levels": [{"senders": 0, "requests": 1}]}))

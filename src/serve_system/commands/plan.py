@@ -23,7 +23,7 @@ from .. import results as res
 from ..spec import SpecError, TritonSpec, check_name, load_spec
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="validate + render an experiment spec for hosts (used by the playbooks)")
     p.add_argument("spec", type=Path, metavar="SPEC")
     p.add_argument("--run-dir", type=Path, required=True, help="results/<experiment>/<run-id>")

@@ -12,7 +12,7 @@ from ..errors import ServeSystemError
 from ..spec import SpecError, TritonSpec, load_spec
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
         help="check config.pbtxt files and experiment specs (exit 0: all valid; else one line per problem)",

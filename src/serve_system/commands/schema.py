@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..spec import json_schema
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of experiment spec files (for editors)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help="write it to FILE (a .json file) instead of printing it")

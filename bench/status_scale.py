@@ -30,11 +30,11 @@ for _name in [n for n in os.environ if n.startswith("OS_")]:
     del os.environ[_name]
 os.environ.update(OS_APPLICATION_CREDENTIAL_ID="bench", OS_APPLICATION_CREDENTIAL_SECRET="bench", USER="bench")
 
-import requests_mock  # noqa: E402
-from fakes.chameleon import FakeChameleon  # noqa: E402
+import requests_mock
+from fakes.chameleon import FakeChameleon
 
-from serve_system.commands.provision import script_main  # noqa: E402
-from serve_system.nodes import Node, write_inventory  # noqa: E402
+from serve_system.commands.provision import script_main
+from serve_system.nodes import Node, write_inventory
 
 
 class SlowSshd:

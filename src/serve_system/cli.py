@@ -19,8 +19,8 @@ from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "plan", "import_logs", "stats_delta",
-    "report", "compare",
+    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "import_logs",
+    "stats_delta", "report", "compare",
 )
 
 
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str = "serve-system") -> int:
+def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
+        prog: str = "serve-system") -> int:
     """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code."""
     try:
         return int(func(args) or 0)

@@ -567,7 +567,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # argparse's private generic
+def register(sub: argparse._SubParsersAction) -> None:
     for name, (help_text, build) in COMMANDS.items():
         build(sub.add_parser(name, help=help_text, description=help_text))
 

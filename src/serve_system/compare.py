@@ -65,6 +65,7 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     order: list[tuple[Any, ...]] = []
     for i, run in enumerate(run_dirs):
         for r in load_rows(run):
+            key: tuple[Any, ...]
             if r.get("load") is None:  # a variant that never ran (refused / unavailable)
                 key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"), r.get("mode"), None)
             elif loads and not any(abs(float(r["load"]) - x) < 1e-9 for x in loads):
@@ -108,11 +109,16 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
+def _ms_of(r: dict[str, Any]) -> Any:
+    """A formatter of the row's microsecond columns as milliseconds."""
+    return lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | errors | "
-             "x first |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | errors | "
+              "x first |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ms = lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"  # noqa: E731
+        ms = _ms_of(r)
         load = "-" if r["load"] is None else f"{r['mode'] or ''} {r['load']:g}".strip()
         status = r["status"] + (f": {r['note']}" if r["note"] else "")
         lines.append(f"| {r['experiment']} ({r['run_id']}) | {r['host']} | {r['variant']} | {load} | {status} | "

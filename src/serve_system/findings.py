@@ -26,8 +26,10 @@ A claim that did not hold is reported as such. Inputs: the summary rows
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from . import tritonconfig as tc
@@ -75,8 +77,6 @@ class Setup:
 
 
 def _key(cfg: dict[str, Any], drop: tuple[str, ...]) -> str:
-    import json
-
     return json.dumps({k: v for k, v in cfg.items() if k not in drop}, sort_keys=True)
 
 
@@ -84,10 +84,10 @@ def make_setup(host: str, variant: str, raw: dict[str, Any]) -> Setup | None:
     """A :class:`Setup` from :func:`results.variant_setups`' record; None when nothing says how it ran."""
     dist = raw.get("distribution") or "constant"
     batch = int(raw.get("batch_size") or 1)
+    backend: str | None
     if raw.get("runtime"):  # a FastAPI variant: one process, no Triton configuration
         rt = str(raw["runtime"])
         backend = {"onnx": "onnxruntime", "pytorch": "python"}.get(rt, rt)
-        rest = f"fastapi:{rt}"
         return Setup(host, variant, f"fastapi:{rt}", backend, 1, "process", False, dist, batch,
                      raw.get("host_cpus"), "fastapi", "fastapi", "fastapi")
     text = raw.get("config_pbtxt")
@@ -172,7 +172,7 @@ def queue_delay(means: dict[tuple[str, str, str, float], dict[str, Any]], setups
             continue
         queues = [m["queue_us"] for _, m in pts]
         # grows: highest concurrency queues longer than the lowest, and no step falls by more than 10 %
-        ok = queues[-1] > queues[0] and all(b >= 0.9 * a for a, b in zip(queues, queues[1:]))
+        ok = queues[-1] > queues[0] and all(b >= 0.9 * a for a, b in pairwise(queues))
         results.append(ok)
         steps = ", ".join(f"{load:g} -> {_ms(m['queue_us'])} (infer {_ms(m.get('compute_infer_us'))})" for load, m in pts)
         parts.append(f"`{variant}` on {host} (1 {s.instance_kind} instance, no dynamic batching): queue at "
@@ -266,7 +266,7 @@ def instances(means: dict[tuple[str, str, str, float], dict[str, Any]], setups: 
             if len({p[0].instances for p in pts}) < 2 or mode != "concurrency":
                 continue
             ok, steps = True, []
-            for (sa, ma), (sb, mb) in zip(pts, pts[1:]):
+            for (sa, ma), (sb, mb) in pairwise(pts):
                 if sb.instances == sa.instances:
                     continue
                 rose = mb["throughput"] > ma["throughput"]
@@ -317,7 +317,7 @@ def poisson(means: dict[tuple[str, str, str, float], dict[str, Any]], setups: di
     if not results:
         return Finding("poisson", claim, NOT_MEASURABLE,
                        "No configuration was measured at the same request rate with both constant and Poisson "
-                       "arrivals." + _unmeasured(setups, raw, lambda s: True if s.distribution == "poisson" else False))
+                       "arrivals." + _unmeasured(setups, raw, lambda s: True))
     return Finding("poisson", claim, _verdict(results), "; ".join(parts) + ".", evidence)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -228,13 +229,13 @@ def _latency_vs_load(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
 
 
 def _throughput_latency(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
-    pts_by_v = {}
+    pts_by_v: dict[str, list[tuple[float, float, float]]] = {}
     for v in sorted({r["variant"] for r in hr}):
-        pts = sorted(((r["load"], r["throughput"], r.get("p95_us") or r.get("latency_avg_us"))
-                      for r in hr if r["variant"] == v and r.get("throughput") is not None), key=lambda t: t[0])
-        pts = [q for q in pts if q[2] is not None]
-        if pts:
-            pts_by_v[v] = pts
+        kept = sorted((float(r["load"]), float(r["throughput"]), float(r.get("p95_us") or r["latency_avg_us"]))
+                      for r in hr if r["variant"] == v and r.get("throughput") is not None
+                      and (r.get("p95_us") or r.get("latency_avg_us")) is not None)
+        if kept:
+            pts_by_v[v] = kept
     if not pts_by_v:
         p.skipped.append(f"{host}: throughput against latency (no level with both)")
         return
@@ -301,10 +302,10 @@ def _gapped(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
     """x and y of a time series, broken (NaN) where sampling paused, e.g. between variants."""
     if len(pts) < 2:
         return [q[0] for q in pts], [q[1] for q in pts]
-    steps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:]))
+    steps = sorted(b[0] - a[0] for a, b in pairwise(pts))
     gap = max(5.0, 3 * steps[len(steps) // 2])
     xs, ys = [pts[0][0]], [pts[0][1]]
-    for a, b in zip(pts, pts[1:]):
+    for a, b in pairwise(pts):
         if b[0] - a[0] > gap:
             xs.append((a[0] + b[0]) / 2)
             ys.append(float("nan"))
@@ -441,6 +442,11 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
+def _ms_of(r: dict[str, Any]) -> Any:
+    """A formatter of the row's microsecond columns as milliseconds."""
+    return lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"
+
+
 def _rule(o: dict[str, Any]) -> str:
     rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"
     if o.get("at_load") is not None:
@@ -488,15 +494,16 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                          f"{w['load']:g} -> {w['metric']} = {_fmt(w['value'])} (mean of {w['repetitions']})")
     lines += [""] + fnd.markdown(found)
     lines += ["## Measurements", "",
-              "| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
-              "infer ms | avg batch | util |",
+              ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
+               "infer ms | avg batch | util |"),
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         util, busiest = r.get("gpu_util"), r.get("gpu_util_max")
-        util_s = f"GPU {util * 100:.0f}% (busiest {busiest * 100:.0f}%)" if util is not None and busiest is not None else (
-            f"GPU {util * 100:.0f}%") if util is not None else (
-            f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-")
-        ms = lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"  # noqa: E731
+        if util is not None:
+            util_s = f"GPU {util * 100:.0f}%" + (f" (busiest {busiest * 100:.0f}%)" if busiest is not None else "")
+        else:
+            util_s = f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-"
+        ms = _ms_of(r)
         load = f"{r['mode'][:4] if r.get('mode') else ''} {_fmt(r.get('load'))}".strip()
         lines.append(f"| {r['host']} | {r['variant']} | {load} | {_fmt(r.get('repetition'))} | {r['status']}"
                      f"{' (retried)' if r.get('retried') else ''} | {_fmt(r.get('throughput'))} | {ms('latency_avg_us')} | "
@@ -523,9 +530,9 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
         if skipped:
             lines += ["", "Not drawn (no data): " + "; ".join(skipped) + "."]
-    lines += ["", "Files: `summary.csv` (one row per host x variant x load x repetition; times in microseconds), "
-              "`summary.json` (the same rows, the best variants and the findings with their numbers). Raw "
-              "perf_analyzer output, stats and metrics are under each `<host>/<variant>/<level>/`.", ""]
+    lines += ["", ("Files: `summary.csv` (one row per host x variant x load x repetition; times in microseconds), "
+                   "`summary.json` (the same rows, the best variants and the findings with their numbers). Raw "
+                   "perf_analyzer output, stats and metrics are under each `<host>/<variant>/<level>/`."), ""]
     md = run / "report.md"
     md.write_text("\n".join(lines), encoding="utf-8")
     return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path), "report": str(md),

@@ -154,7 +154,7 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
                     "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
             levels = sorted(p for p in vdir.iterdir() if p.is_dir() and (p / "level.json").exists())
             if vmeta.get("status") in ("refused", "unavailable") and not levels:
-                row = {c: None for c in COLUMNS}
+                row: dict[str, Any] = {c: None for c in COLUMNS}
                 row.update(base, status=vmeta["status"], error=vmeta.get("error"))
                 rows.append(row)
                 continue

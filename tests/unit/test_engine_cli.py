@@ -138,7 +138,8 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "**fast** (max throughput at load 4): `a` on node-1 at concurrency 4" in md
     assert "**tight**" in md and "no measured level qualifies" in md
     assert sorted(p.name for p in (run / "plots").iterdir()) == [
-        "node-1_batch_sizes.png", "node-1_latency_breakdown.png", "node-1_throughput_latency.png", "utilisation.png"]
+        "node-1_batch_sizes.png", "node-1_cpu_utilisation.png", "node-1_latency_breakdown.png",
+        "node-1_latency_vs_concurrency.png", "node-1_throughput_latency.png"]
     assert (run / "summary.csv").read_text().splitlines()[0].split(",")[:4] == ["experiment", "run_id", "host", "variant"]
 
 

@@ -101,7 +101,7 @@ def make_setup(host: str, variant: str, raw: dict[str, Any]) -> Setup | None:
                                      "pytorch_libtorch": "pytorch"}.get(cfg.get("platform", ""), cfg.get("platform"))
     groups = cfg.get("instance_group") or [{}]
     instances = sum(int(g.get("count", 1)) * max(1, len(g.get("gpus") or [])) for g in groups)
-    kinds = sorted({str(g.get("kind", "KIND_AUTO")) for g in groups})
+    kinds = sorted({str(g.get("kind", "KIND_AUTO")).removeprefix("KIND_") for g in groups})
     rest = _key(cfg, ("name", "instance_group", "dynamic_batching"))
     return Setup(host, variant, cfg.get("name"), backend, instances, "+".join(kinds), "dynamic_batching" in cfg,
                  dist, batch, raw.get("host_cpus"), rest, _key(cfg, ("name", "instance_group")),
@@ -243,7 +243,7 @@ def _busy(m: dict[str, Any], s: Setup) -> tuple[bool, str]:
     what = "busiest GPU" if gpu is not None else "CPU"
     if util is not None and util >= SATURATED:
         return True, f"{what} {util * 100:.0f} %"
-    if "KIND_CPU" in s.instance_kind and s.host_cpus and s.instances >= s.host_cpus:
+    if "CPU" in s.instance_kind and s.host_cpus and s.instances >= s.host_cpus:
         return True, f"{s.instances} CPU instances on {s.host_cpus} CPUs"
     return False, f"{what} {util * 100:.0f} %" if util is not None else "utilisation not reported"
 
@@ -430,10 +430,12 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
             poisson(means, setups, raw_setups), onnx_backend(means, setups, raw_setups), best_variant(rows, objectives)]
 
 
-def markdown(findings: list[Finding]) -> list[str]:
-    """The report's ``## Findings`` section, as lines."""
+def markdown(findings: list[Finding], stand_in: str | None = None) -> list[str]:
+    """The report's ``## Findings`` section, as lines (saying so when a stand-in model was measured)."""
     lines = ["## Findings", "",
-             "Each of the lab's claims checked against this run's measurements (repetitions averaged).", ""]
+             "Each of the lab's claims checked against this run's measurements (repetitions averaged)"
+             + (", measured on a stand-in model: the numbers are real for this model, not the lab's." if stand_in
+                else "."), ""]
     for f in findings:
         lines.append(f"- **{f.claim}**: **{f.verdict}**. {f.detail}")
     return lines + [""]

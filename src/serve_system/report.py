@@ -492,7 +492,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         else:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at {w['mode']} "
                          f"{w['load']:g} -> {w['metric']} = {_fmt(w['value'])} (mean of {w['repetitions']})")
-    lines += [""] + fnd.markdown(found)
+    lines += ["", *fnd.markdown(found, stand_in)]
     lines += ["## Measurements", "",
               ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
                "infer ms | avg batch | util |"),

@@ -117,7 +117,7 @@ def test_best_variant_within_noise_is_not_a_clear_best() -> None:
 
 def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
     run = tmp_path / "be" / "r1"
-    manifest(run, "be", [])
+    manifest(run, "be", [], stand_in="Generated stand-in weights (serve_system_weights).")
     variant(run, "n1", "python", config(instance_group=instances(1)))
     level(run, "n1", "python", "c1_r1", load=1, stdout=NB / "notebook_01.txt")
     d = variant(run, "n1", "onnx", config(FOOD_ONNX))
@@ -126,6 +126,7 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
     md = (run / "report.md").read_text()
     assert _verdicts(md)["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "not measurable here"
     assert "Not measured: `onnx` refused: unable to find backend 'onnxruntime'" in md
+    assert "(repetitions averaged), measured on a stand-in model: the numbers are real for this model" in md
 
 
 def test_fastapi_run_plots_its_latency_distribution_and_skips_empty_plots(tmp_path: Path) -> None:

@@ -423,11 +423,25 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]]) -
 
 def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
              objectives: list[dict[str, Any]]) -> list[Finding]:
-    """Every claim's finding for a run, in the lab's order."""
+    """Every claim's finding for a run, in the lab's order.
+
+    A claim not measurable here also names the run's levels that failed (e.g. perf_analyzer found no
+    stable measurement): they may be why.
+    """
     setups = {k: s for k, r in raw_setups.items() if (s := make_setup(k[0], k[1], r)) is not None}
     means = _means(rows)
-    return [queue_delay(means, setups), dynamic_batching(means, setups, raw_setups), instances(means, setups),
-            poisson(means, setups, raw_setups), onnx_backend(means, setups, raw_setups), best_variant(rows, objectives)]
+    found = [queue_delay(means, setups), dynamic_batching(means, setups, raw_setups), instances(means, setups),
+             poisson(means, setups, raw_setups), onnx_backend(means, setups, raw_setups),
+             best_variant(rows, objectives)]
+    failed = [r for r in rows if r.get("status") != "ok" and r.get("load") is not None]
+    if failed:
+        listed = "; ".join(f"`{r['variant']}` {_load(r.get('mode') or 'concurrency', float(r['load']))} "
+                           f"({r['status']}: {str(r.get('error') or '').strip()[:120]})" for r in failed[:6])
+        more = f" and {len(failed) - 6} more" if len(failed) > 6 else ""
+        for f in found:
+            if f.verdict == NOT_MEASURABLE:
+                f.detail += f" Levels of this run that were not measured: {listed}{more}."
+    return found
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None) -> list[str]:

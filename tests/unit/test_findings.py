@@ -126,6 +126,14 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
     md = (run / "report.md").read_text()
     assert _verdicts(md)["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "not measurable here"
     assert "Not measured: `onnx` refused: unable to find backend 'onnxruntime'" in md
+    # a level perf_analyzer could not measure is named where a claim was not measurable
+    (run / "n1" / "python" / "c8_r1").mkdir()
+    (run / "n1" / "python" / "c8_r1" / "level.json").write_text(json.dumps({"mode": "concurrency", "load": 8}))
+    (run / "n1" / "python" / "c8_r1" / "perf.stdout").write_text(
+        (Path(__file__).parent / "fixtures" / "perf260" / "unstable_count_windows.txt").read_text())
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert "Levels of this run that were not measured: `python` concurrency 8 (" in md
     assert "(repetitions averaged), measured on a stand-in model: the numbers are real for this model" in md
 
 

@@ -435,12 +435,13 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
              best_variant(rows, objectives)]
     failed = [r for r in rows if r.get("status") != "ok" and r.get("load") is not None]
     if failed:
-        listed = "; ".join(f"`{r['variant']}` {_load(r.get('mode') or 'concurrency', float(r['load']))} "
-                           f"({r['status']}: {str(r.get('error') or '').strip()[:120]})" for r in failed[:6])
-        more = f" and {len(failed) - 6} more" if len(failed) > 6 else ""
+        first = failed[0]
+        note = (f" {len(failed)} level(s) of this run were not measured (listed under Not measured), e.g. "
+                f"`{first['variant']}` {_load(first.get('mode') or 'concurrency', float(first['load']))}: "
+                f"{str(first.get('error') or first['status']).strip()[:120]}.")
         for f in found:
             if f.verdict == NOT_MEASURABLE:
-                f.detail += f" Levels of this run that were not measured: {listed}{more}."
+                f.detail += note
     return found
 
 

@@ -133,7 +133,7 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
         (Path(__file__).parent / "fixtures" / "perf260" / "unstable_count_windows.txt").read_text())
     write_report(run)
     md = (run / "report.md").read_text()
-    assert "Levels of this run that were not measured: `python` concurrency 8 (" in md
+    assert "1 level(s) of this run were not measured (listed under Not measured), e.g. `python` concurrency 8: " in md
     assert "(repetitions averaged), measured on a stand-in model: the numbers are real for this model" in md
 
 

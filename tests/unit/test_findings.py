@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from report_trees import (
     DYN,
+    FIX,
     FOOD_ONNX,
     NB,
+    P260,
     config,
     fastapi_run,
     instances,
@@ -185,3 +187,40 @@ def test_compare_reads_what_report_wrote(tmp_path: Path) -> None:
     assert [(r["experiment"], r["variant"]) for r in rows] == [
         ("fastapi", "onnx"), ("fastapi", "pytorch"), ("lab", "baseline"), ("lab", "onnx")]
     assert rows[3]["throughput"] == pytest.approx(138.444)
+
+
+def _arrivals(tmp_path: Path, constant_p99_us: int | None, constant_rate: float = 40) -> str:
+    """Poisson at 40 requests/s (a real perf_analyzer 2.60 run) beside a constant-arrivals twin.
+
+    The twin at 40 requests/s is the same output with its p99 set by the test; at 120 requests/s it
+    is a real rehearsal-node run.
+    """
+    run = tmp_path / "arr" / "r1"
+    manifest(run, "arr", [])
+    cfg = config(instance_group=instances(1), dynamic_batching=None)
+    variant(run, "n1", "poisson", cfg)
+    level(run, "n1", "poisson", "rr40_r1", mode="request_rate", load=40, distribution="poisson",
+          stdout=P260 / "rate_40_poisson_grpc.stdout", csv=P260 / "rate_40_poisson_grpc.csv")
+    variant(run, "n1", "constant", cfg)
+    if constant_p99_us is None:
+        level(run, "n1", "constant", "rr120_r1", mode="request_rate", load=constant_rate, distribution="constant",
+              stdout=FIX / "rehearsal" / "arrivals_constant_120.stdout", csv=FIX / "rehearsal" / "arrivals_constant_120.csv")
+    else:
+        d = level(run, "n1", "constant", "rr40_r1", mode="request_rate", load=40, distribution="constant")
+        header, values = (P260 / "rate_40_poisson_grpc.csv").read_text().splitlines()
+        cols = values.split(",")
+        cols[header.split(",").index("p99 latency")] = str(constant_p99_us)
+        (d / "perf.csv").write_text(header + "\n" + ",".join(cols) + "\n")
+    write_report(run)
+    return (run / "report.md").read_text()
+
+
+def test_poisson_arrivals_against_constant_at_the_same_rate(tmp_path: Path) -> None:
+    claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
+    md = _arrivals(tmp_path / "a", 21_000)
+    assert _verdicts(md)[claim] == "held"
+    assert "40 requests/s on n1: p99 21.00 ms constant (`constant`) -> 42.44 ms Poisson (`poisson`) (+102 %)" in md
+    md = _arrivals(tmp_path / "b", 50_000)
+    assert _verdicts(md)[claim] == "did not hold" and "(-15 %); queue 4.54 ms -> 4.54 ms - not higher" in md
+    md = _arrivals(tmp_path / "c", None, 120)  # different rates are not compared
+    assert _verdicts(md)[claim] == "not measurable here"

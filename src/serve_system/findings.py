@@ -188,7 +188,8 @@ def queue_delay(means: dict[tuple[str, str, str, float], dict[str, Any]], setups
 
 
 def dynamic_batching(means: dict[tuple[str, str, str, float], dict[str, Any]], setups: dict[tuple[str, str], Setup],
-                     raw: dict[tuple[str, str], dict[str, Any]]) -> Finding:
+                     raw: dict[tuple[str, str], dict[str, Any]],
+                     batches: dict[tuple[str, str, str, float], float] | None = None) -> Finding:
     claim = "Dynamic batching raises the average batch and throughput at the same load"
     parts, results, evidence = [], [], []
     for (host, base_v), base in sorted(setups.items()):
@@ -229,9 +230,23 @@ def dynamic_batching(means: dict[tuple[str, str, str, float], dict[str, Any]], s
                 parts.append(text)
                 evidence.append(ev)
     if not results:
+        # Triton's statistics still say which batches formed where perf_analyzer measured nothing stable
+        seen = []
+        for (host, bv, mode, load), bb in sorted((batches or {}).items()):
+            found_base = setups.get((host, bv))
+            if found_base is None or found_base.dynamic_batching:
+                continue
+            for (h2, dv), dyn in sorted(setups.items()):
+                db = (batches or {}).get((host, dv, mode, load))
+                if h2 == host and dyn.dynamic_batching and dyn.without_batching == found_base.without_batching \
+                        and db is not None and (dyn.distribution, dyn.batch_size) == (found_base.distribution, found_base.batch_size):
+                    seen.append(f"{_load(mode, load)}: {bb:.2f} (`{bv}`) -> {db:.2f} (`{dv}`)")
+        told = (" Triton's statistics alone (no throughput to compare) give average batches " + "; ".join(seen) + ".") \
+            if seen else ""
         return Finding("dynamic_batching", claim, NOT_MEASURABLE,
                        "No two variants differing only by dynamic batching were measured at a common load above "
-                       "one outstanding request." + _unmeasured(setups, raw, lambda s: s.dynamic_batching), evidence)
+                       "one outstanding request." + told + _unmeasured(setups, raw, lambda s: s.dynamic_batching),
+                       evidence)
     held = sum(results)
     summary = f"Held at {held} of {len(results)} comparisons. " if 0 < held < len(results) else ""
     return Finding("dynamic_batching", claim, _verdict(results), summary + "; ".join(parts) + ".", evidence)
@@ -430,7 +445,9 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
     """
     setups = {k: s for k, r in raw_setups.items() if (s := make_setup(k[0], k[1], r)) is not None}
     means = _means(rows)
-    found = [queue_delay(means, setups), dynamic_batching(means, setups, raw_setups), instances(means, setups),
+    batches = {(r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"])): float(r["avg_batch_size"])
+               for r in rows if r.get("load") is not None and r.get("avg_batch_size") is not None}
+    found = [queue_delay(means, setups), dynamic_batching(means, setups, raw_setups, batches), instances(means, setups),
              poisson(means, setups, raw_setups), onnx_backend(means, setups, raw_setups),
              best_variant(rows, objectives)]
     failed = [r for r in rows if r.get("status") != "ok" and r.get("load") is not None]

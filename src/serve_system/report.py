@@ -273,19 +273,26 @@ def _breakdown(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
 
 
 def _batch_sizes(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
+    """Share of requests served in each batch size, per variant and load (Triton's own statistics)."""
     with_hist = sorted((r for r in hr if r.get("batch_size_histogram")),
                        key=lambda r: (r["variant"], r["load"], r.get("repetition") or 1))
     if not with_hist:
         p.skipped.append(f"{host}: batch sizes (no Triton statistics)")
         return
-    fig, ax = p.plt.subplots(figsize=(7, 4.5))
+    sizes = sorted({int(k) for r in with_hist for k in r["batch_size_histogram"]})
+    fig, ax = p.plt.subplots(figsize=(min(13.0, max(7.0, 0.5 * len(sizes) + 4)), 4.5))
     width = 0.8 / len(with_hist)
     for i, r in enumerate(with_hist):
-        h = {int(k): v for k, v in r["batch_size_histogram"].items()}
-        ax.bar([k + i * width for k in h], list(h.values()), width=width, label=f"{r['variant']} @ {r['load']:g}")
-    ax.set_xlabel("batch size executed")
-    ax.set_ylabel("executions")
+        h = {int(k): int(v) for k, v in r["batch_size_histogram"].items()}
+        served = sum(k * v for k, v in h.items()) or 1
+        ax.bar([k - 0.4 + (i + 0.5) * width for k in sizes], [100 * k * h.get(k, 0) / served for k in sizes],
+               width=width, label=f"{r['variant']} @ {r['load']:g} (avg {_fmt(r.get('avg_batch_size'), 2)}"
+                                   f"{'' if r.get('status') == 'ok' else ', ' + str(r.get('status'))})")
+    ax.set_xticks(sizes, [str(k) for k in sizes])
+    ax.set_xlabel("batch size executed by Triton")
+    ax.set_ylabel("share of requests (%)")
     ax.set_title(f"{host}: batch sizes formed by Triton")
+    ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     p.save(fig, f"{host}_batch_sizes.png")
 
@@ -425,7 +432,8 @@ def make_plots(run: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], list[
         _latency_vs_load(p, host, hr)
         _throughput_latency(p, host, hr)
         _breakdown(p, host, hr)
-        _batch_sizes(p, host, hr)
+        # Triton's statistics are real even where perf_analyzer found no stable measurement
+        _batch_sizes(p, host, [r for r in rows if r["host"] == host and r.get("load") is not None])
     _over_time(p, res.utilisation_series(run))
     _fastapi_latency(p, run)
     return p.made, p.skipped

@@ -224,3 +224,17 @@ def test_poisson_arrivals_against_constant_at_the_same_rate(tmp_path: Path) -> N
     assert _verdicts(md)[claim] == "did not hold" and "(-15 %); queue 4.54 ms -> 4.54 ms - not higher" in md
     md = _arrivals(tmp_path / "c", None, 120)  # different rates are not compared
     assert _verdicts(md)[claim] == "not measurable here"
+
+
+def test_batches_formed_are_told_where_throughput_was_not_measured(tmp_path: Path) -> None:
+    run = tmp_path / "db" / "r1"
+    manifest(run, "db", [])
+    variant(run, "n1", "baseline", config(instance_group=instances(1), dynamic_batching=None))
+    level(run, "n1", "baseline", "c8_r1", load=8, stdout=NB / "notebook_02.txt", stats=stats_snapshot(False))
+    variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN))
+    level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=P260 / "unstable_count_windows.txt", stats=stats_snapshot(True))
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert _verdicts(md)["Dynamic batching raises the average batch and throughput at the same load"] == "not measurable here"
+    assert ("Triton's statistics alone (no throughput to compare) give average batches concurrency 8: "
+            "1.00 (`baseline`) -> 3.72 (`dynbatch`).") in md

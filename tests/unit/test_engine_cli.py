@@ -40,13 +40,17 @@ def test_validate_gpu_host_count(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_validate_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     specs = ROOT / "experiments" / "specs"
-    # the specs whose base config is inline validate anywhere; a 0-GPU host refuses blip's GPU variants
-    assert main(["validate", str(specs / "mnist_cpu_sweep.yml"), str(specs / "dli_bert.yml"),
+    # every shipped spec validates on a 0-GPU host (adapted); with on_missing_gpus: refuse, blip's
+    # GPU variants are refused there
+    assert main(["validate", "--gpus", "0", str(specs / "mnist_cpu_sweep.yml"), str(specs / "dli_bert.yml"),
                  str(specs / "blip.yml")]) == 0
     capsys.readouterr()
-    assert main(["validate", "--gpus", "0", str(specs / "blip.yml")]) == 1
+    refusing = tmp_path / "blip.yml"
+    refusing.write_text((specs / "blip.yml").read_text().replace("on_missing_gpus: adapt", "on_missing_gpus: refuse")
+                        .replace("base_config: model_repository/", f"base_config: {ROOT}/model_repository/"))
+    assert main(["validate", "--gpus", "0", str(refusing)]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 3 and lines[0].startswith(f"{specs / 'blip.yml'}: gpu_dynbatch: instance_group: ")
+    assert len(lines) == 3 and lines[0].startswith(f"{refusing}: gpu_dynbatch: instance_group: ")
     bad = tmp_path / "s.yml"
     bad.write_text((specs / "dli_bert.yml").read_text().replace("percentile: 85", "percentil: 85"))
     assert main(["validate", str(bad)]) == 1
@@ -183,7 +187,10 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
 
 def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    assert main(["plan", str(ROOT / "experiments" / "specs" / "blip.yml"), "--run-dir", str(run),
-                 "--host", "node-1=0"]) == 1
+    refusing = tmp_path / "blip.yml"
+    refusing.write_text((ROOT / "experiments" / "specs" / "blip.yml").read_text()
+                        .replace("on_missing_gpus: adapt", "on_missing_gpus: refuse")
+                        .replace("base_config: model_repository/", f"base_config: {ROOT}/model_repository/"))
+    assert main(["plan", str(refusing), "--run-dir", str(run), "--host", "node-1=0"]) == 1
     assert "gpu_dynbatch: instance_group: uses 1 GPU(s), the host has 0" in capsys.readouterr().err
     assert not run.exists()

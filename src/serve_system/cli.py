@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import __version__
 from .errors import ServeSystemError
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(func, args: argparse.Namespace, prog: str = "serve-system") -> int:  # type: ignore[no-untyped-def]
+def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
+        prog: str = "serve-system") -> int:
     """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code."""
     try:
         return int(func(args) or 0)

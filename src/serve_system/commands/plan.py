@@ -22,7 +22,7 @@ from .. import experiment as exp
 from .. import results as res
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="validate + render an experiment spec for hosts (used by the playbooks)")
     p.add_argument("spec", type=Path, metavar="SPEC")
     p.add_argument("--run-dir", type=Path, required=True, help="results/<experiment>/<run-id>")

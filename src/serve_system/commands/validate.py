@@ -11,7 +11,7 @@ from .. import tritonconfig as tc
 from ..errors import ServeSystemError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
         help="check config.pbtxt files and experiment specs (exit 0: all valid; else one line per problem)",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import ServeSystemError
 from .standin import STANDIN_NOTE, standin_bytes, standin_for
@@ -47,13 +48,13 @@ class ModelRow:
     weights: str
 
 
-def _config_pb():  # type: ignore[no-untyped-def]
+def _config_pb() -> Any:
     from tritonclient.grpc import model_config_pb2
 
     return model_config_pb2
 
 
-def parse_config(path: Path):  # type: ignore[no-untyped-def]
+def parse_config(path: Path) -> Any:
     from google.protobuf import text_format
 
     pb = _config_pb()
@@ -63,7 +64,7 @@ def parse_config(path: Path):  # type: ignore[no-untyped-def]
         raise ServeSystemError(f"{path}: not a valid Triton model config ({exc})") from exc
 
 
-def _set_param(config, key: str, value: str) -> None:  # type: ignore[no-untyped-def]
+def _set_param(config: Any, key: str, value: str) -> None:
     config.parameters[key].string_value = value
 
 

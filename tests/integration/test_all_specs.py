@@ -101,3 +101,12 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
         assert all(n in md for n in adapted)
     if any("tensorrt" in n for n in adapted):
         assert "GPU accelerator tensorrt dropped (host has no GPU)" in md
+
+
+def test_perf_analyzer_container_is_under_a_memory_cap(rehearsal_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The client container (where perf_analyzer runs) has a kernel-enforced memory limit."""
+    cluster = rehearsal_cluster
+    node = cluster.nodes[0]
+    out = cluster.exec(node, "docker", "exec", "jupyter", "sh", "-c",
+                       "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
+    assert int(out.stdout.strip()) == 4 * 1024**3  # serve_stack_jupyter_mem_limit: 4g

@@ -5,7 +5,8 @@ is run by its own playbook (experiments/<name>.yml) with a short form of itself,
 rather than per spec: the first and the last load level of every variant (concurrency capped at
 8; request rates divided by 10, since a 2-core node serves the stand-ins at tens, not hundreds, of
 requests per second), the first and last value of each sweep axis, count windows of a few requests,
-no long request counts. Variants that ask for GPUs or TensorRT are adapted to CPU by the specs'
+no long request counts. The short copies are written under the repository's git-ignored .cache/
+(a spec's paths must stay inside its folder or its repository). Variants that ask for GPUs or TensorRT are adapted to CPU by the specs'
 own ``on_missing_gpus: adapt``; the test asserts that every variant measured every level, and that
 the report names the stand-in and every adaptation.
 """
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +38,14 @@ SHORT_PERF = {"measurement_mode": "count_windows", "measurement_request_count": 
 LONG_RUN_KEYS = ("request_count", "warmup_request_count", "measurement_interval_ms")
 
 
-def _short_levels(load: dict[str, Any]) -> list[float]:
+def _short_level(mode: str, x: float) -> int:
+    return max(1, round(x / 10)) if mode == "request_rate" else int(min(x, 8))
+
+
+def _short_levels(load: dict[str, Any]) -> list[int]:
     levels = exp.expand_levels(load["levels"])
-    if load.get("mode", "concurrency") == "request_rate":
-        return sorted({max(1, round(x / 10)) for x in (levels[0], levels[-1])})
-    return sorted({int(levels[0]), int(min(levels[-1], 8))})
+    mode = load.get("mode", "concurrency")
+    return sorted({_short_level(mode, levels[0]), _short_level(mode, levels[-1])})
 
 
 def short_form(path: Path) -> dict[str, Any]:
@@ -61,6 +68,12 @@ def short_form(path: Path) -> dict[str, Any]:
     out["perf"] = {**(out.get("perf") or {}), **SHORT_PERF}
     out["warmup"] = {"requests": 4}
     out["repetitions"] = 1
+    short_levels = {lv for h in [out, *(out.get("variants") or [])] for lv in (h.get("load") or {}).get("levels", [])}
+    for objective in out.get("objectives") or []:
+        if objective.get("at_load") is not None:
+            objective["at_load"] = _short_level(top_load.get("mode", "concurrency"), objective["at_load"])
+            if objective["at_load"] not in short_levels:
+                del objective["at_load"]
     if out.get("sweep"):
         out["sweep"]["grid"] = {k: list(dict.fromkeys([v[0], v[-1]])) for k, v in out["sweep"]["grid"].items()}
     return out
@@ -72,11 +85,23 @@ def test_every_shipped_triton_spec_has_a_short_form_here() -> None:
     assert shipped == set(TRITON_SPECS), "a new spec must be added to TRITON_SPECS (and so run in CI)"
 
 
+@pytest.fixture
+def spec_dir() -> Iterator[Path]:
+    """A folder for short spec copies inside the repository (git-ignored), removed afterwards."""
+    d = REPO / ".cache" / "short_specs" / uuid.uuid4().hex[:8]
+    d.mkdir(parents=True)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.parametrize("name", TRITON_SPECS)
-def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path: Path, spec_dir: Path,  # type: ignore[no-untyped-def]
+                                                     name: str) -> None:
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
-    spec_path = tmp_path / f"{name}.yml"
+    spec_path = spec_dir / f"{name}.yml"
     spec_path.write_text(yaml.safe_dump(short_form(SPECS / f"{name}.yml"), sort_keys=False))
     planned = exp.plan(exp.load_spec(spec_path), 0)
     results = tmp_path / "results"

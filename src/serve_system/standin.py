@@ -382,8 +382,9 @@ class Measurement:
     architecture: str
     parameters: int
     macs: int  # multiply-accumulates for one request (batch 1); FLOPs ~ 2 x MACs
-    cpu_ms_p50: float  # one request (batch 1), onnxruntime CPU, median
-    cpu_ms_per_item_b8: float  # a batch of 8, per item
+    cpu_ms_p50: float  # one request (batch 1), onnxruntime CPU, median wall-clock time
+    cpu_ms_per_item_b8: float  # a batch of 8, per item (median wall-clock time / 8)
+    cpu_time_ms: float  # processor time (user + system, all threads) per batch-1 request: load-independent
     size_bytes: int
     threads: int
 
@@ -440,19 +441,24 @@ def measure(model: str, repeats: int = 20) -> Measurement:
     one, eight = spec.feeds(1, rng), spec.feeds(8, rng)
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
 
+    cpu: list[float] = []
+
     def timed(feeds: dict[str, np.ndarray], n: int) -> float:
         sess.run(None, feeds)  # warm-up
         times = []
+        c0 = time.process_time()
         for _ in range(n):
             t0 = time.perf_counter()
             sess.run(None, feeds)
             times.append((time.perf_counter() - t0) * 1000.0)
+        cpu.append((time.process_time() - c0) * 1000.0 / n)
         return statistics.median(times)
 
     arch = next(p.value for p in proto.metadata_props if p.key == "serve_system_architecture")
     import os
 
+    b1 = timed(one, repeats)
     return Measurement(model=model, replaces=spec.replaces, architecture=arch,
                        parameters=count_parameters(proto), macs=count_macs(proto, one),
-                       cpu_ms_p50=timed(one, repeats), cpu_ms_per_item_b8=timed(eight, max(repeats // 4, 3)) / 8,
-                       size_bytes=len(data), threads=os.cpu_count() or 1)
+                       cpu_ms_p50=b1, cpu_ms_per_item_b8=timed(eight, max(repeats // 4, 3)) / 8,
+                       cpu_time_ms=cpu[0], size_bytes=len(data), threads=os.cpu_count() or 1)

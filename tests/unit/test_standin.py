@@ -95,4 +95,4 @@ def test_measure_reports_parameters_compute_and_time() -> None:
     assert m.parameters == 32 * 9 + 32 + 64 * 32 * 9 + 64 + 64 * 14 * 14 * 128 + 128 + 128 * 10 + 10
     # conv1 28x28x32x9 + conv2 28x28x64x288 + dense 12544x128 + 128x10
     assert m.macs == 28 * 28 * 32 * 9 + 28 * 28 * 64 * 288 + 12544 * 128 + 128 * 10
-    assert m.cpu_ms_p50 > 0 and m.cpu_ms_per_item_b8 > 0 and m.size_bytes > m.parameters * 4
+    assert m.cpu_ms_p50 > 0 and m.cpu_ms_per_item_b8 > 0 and m.cpu_time_ms > 0 and m.size_bytes > m.parameters * 4

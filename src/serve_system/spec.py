@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -558,7 +559,7 @@ def _unwrap_model(ann: Any) -> Any:
         origin = get_origin(ann)
         if origin is Annotated:
             ann = get_args(ann)[0]
-        elif origin is Union or str(origin) == "types.UnionType" or type(ann).__name__ == "UnionType":
+        elif origin in (Union, types.UnionType):
             models = [a for a in get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)]
             others = [a for a in get_args(ann) if a is not type(None) and a not in models]
             if models:

@@ -105,6 +105,9 @@ Version = Annotated[str, BeforeValidator(_version),
 RelPath = Annotated[str, AfterValidator(_rel_path)]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+Repetitions = Annotated[int, Field(ge=1, le=100, strict=True)]
+#: the most perf_analyzer runs one spec may plan per host (variants x levels x repetitions)
+MAX_RUNS = 10_000
 
 
 class _Model(BaseModel):
@@ -200,11 +203,12 @@ class Perf(_Model):
     max_threads: PosInt | None = None
     async_: bool | None = Field(default=None, alias="async")
     verbose_csv: bool | None = None
-    retries: NonNegInt | None = None
+    retries: Annotated[int, Field(ge=0, le=10, strict=True)] | None = None
 
 
 class Warmup(_Model):
-    requests: NonNegInt = Field(default=20, description="requests sent after each load, before measuring")
+    requests: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = Field(
+        default=20, description="requests sent after each load, before measuring")
 
 
 class Bound(_Model):
@@ -300,7 +304,7 @@ class TritonSpec(_Model):
     stand_in: str | None = None
     load: Load
     perf: Perf = Perf()
-    repetitions: PosInt = 1
+    repetitions: Repetitions = 1
     warmup: Warmup = Warmup()
     objectives: list[Objective] | None = None
     objective: Objective | None = Field(default=None, description="one objective (older form of objectives)")
@@ -354,12 +358,15 @@ class FastapiVariant(_Model):
 
 
 class FastapiLevel(_Model):
-    senders: PosInt = Field(description="concurrent closed-loop senders (1: the lab's sequential loop)")
-    requests: PosInt = Field(description="requests sent in all at this level")
+    senders: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(
+        description="concurrent closed-loop senders (1: the lab's sequential loop)")
+    requests: Annotated[int, Field(ge=1, le=10_000_000, strict=True)] = Field(
+        description="requests sent in all at this level")
 
 
 class FastapiWarmup(_Model):
-    requests: NonNegInt = Field(default=0, description="requests sent after each start of the endpoint, not measured")
+    requests: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = Field(
+        default=0, description="requests sent after each start of the endpoint, not measured")
 
 
 class FastapiSpec(_Model):
@@ -370,7 +377,7 @@ class FastapiSpec(_Model):
     description: str | None = None
     variants: Annotated[list[FastapiVariant], Field(min_length=1)]
     levels: Annotated[list[FastapiLevel], Field(min_length=1)]
-    repetitions: PosInt = 1
+    repetitions: Repetitions = 1
     warmup: FastapiWarmup = FastapiWarmup()
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
 
@@ -730,6 +737,7 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
             errs.append(f"{where}: {fld}: {exc}")
     # every variant's own load, merged with the spec's
     levels: set[float] = set()
+    runs = 0
     for i, v in enumerate(variants):
         fld = f"variants[{i}].load" if i < len(spec.variants) else "sweep.load"
         load = spec.merged_load(v)
@@ -748,6 +756,10 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
             errs.append(f"{where}: {fld if v.load and v.load.levels is not None else 'load'}.levels: "
                         "concurrency levels are whole numbers >= 1")
         levels.update(lv)
+        runs += len(lv) * spec.repetitions
+    if runs > MAX_RUNS:
+        errs.append(f"{where}: variants: {runs} perf_analyzer runs (variants x levels x repetitions): keep a "
+                    f"spec under {MAX_RUNS}, split it into several")
     for i, o in enumerate(spec.goals() if (spec.objectives or spec.objective) else []):
         fld = f"objectives[{i}]" if spec.objectives else "objective"
         if o.at_load is not None and levels and o.at_load not in levels:

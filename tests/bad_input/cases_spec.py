@@ -124,6 +124,12 @@ CASES: list[BadInput] = [
     _validate("variant-input-data-escapes",
               GOOD.replace("  - name: base\n", "  - name: base\n    perf: {input_data: ../secret.json}\n"),
               "variants[0].perf.input_data: '../secret.json' points outside"),
+    _validate("input-data-missing", GOOD.replace("perf: {batch_size: 1}", "perf: {input_data: inputs.json}"),
+              "spec.yml: perf.input_data: inputs.json not found: give an existing JSON file"),
+    _validate("override-unknown-config-field", GOOD.replace("config: {dynamic", "config: {dynamic_batchin"),
+              "dyn: config", "dynamic_batchin"),
+    _validate("batch-over-max", GOOD.replace("batch_size: 1", "batch_size: 64"),
+              "spec.yml: perf.batch_size: 64 > max_batch_size 8: use a smaller batch_size"),
     # the file itself
     _validate("alias-bomb", BOMB, "expands to more than 100000 values", "remove the repeated aliases"),
     _validate("recursive-alias", GOOD + "extra: &r [*r]\n", "refers to itself"),

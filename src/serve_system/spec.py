@@ -393,8 +393,9 @@ class FastapiSpec(_Model):
         return self._raw
 
 
-Spec = TritonSpec | FastapiSpec
-KINDS: dict[str, type[TritonSpec | FastapiSpec]] = {"triton": TritonSpec, "fastapi": FastapiSpec}
+#: a spec of either kind, as :func:`load_spec` returns it
+AnySpec = TritonSpec | FastapiSpec
+KINDS: dict[str, type[AnySpec]] = {"triton": TritonSpec, "fastapi": FastapiSpec}
 
 
 def json_schema() -> dict[str, Any]:
@@ -441,7 +442,7 @@ def resolve(spec_path: Path, rel: str) -> Path:
     return next((c for c in inside if c.exists()), inside[0])
 
 
-def load_spec(path: str | Path) -> TritonSpec | FastapiSpec:
+def load_spec(path: str | Path) -> AnySpec:
     """Read and check a spec file; raise :class:`SpecError` (nothing is written either way)."""
     p = Path(path)
     raw = read_yaml(p)
@@ -454,6 +455,8 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
     try:
         if p.is_dir():
             raise SpecError([f"{where}: (file): is a folder: give a spec file (.yml)"])
+        if p.exists() and not p.is_file():
+            raise SpecError([f"{where}: (file): not a regular file: give a spec file (.yml)"])
         with p.open("rb") as fh:
             blob = fh.read(max_bytes + 1)
     except OSError as exc:
@@ -649,7 +652,7 @@ def _errors(exc: ValidationError, cls: Any, where: str) -> list[str]:
     return lines
 
 
-def spec_from_data(raw: Any, p: Path) -> TritonSpec | FastapiSpec:
+def spec_from_data(raw: Any, p: Path) -> AnySpec:
     """Check parsed spec data (see :func:`load_spec`)."""
     where = str(p)
     if not isinstance(raw, dict):

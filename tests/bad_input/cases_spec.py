@@ -127,7 +127,8 @@ CASES: list[BadInput] = [
     _validate("input-data-missing", GOOD.replace("perf: {batch_size: 1}", "perf: {input_data: inputs.json}"),
               "spec.yml: perf.input_data: inputs.json not found: give an existing JSON file"),
     _validate("override-unknown-config-field", GOOD.replace("config: {dynamic", "config: {dynamic_batchin"),
-              "dyn: config", "dynamic_batchin"),
+              "dyn: config: \"dynamic_batchin_batching\" is not a field of Triton's ModelConfig (did you mean "
+              "\"dynamic_batching\"?"),
     _validate("batch-over-max", GOOD.replace("batch_size: 1", "batch_size: 64"),
               "spec.yml: perf.batch_size: 64 > max_batch_size 8: use a smaller batch_size"),
     # the file itself

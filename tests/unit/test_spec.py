@@ -162,3 +162,17 @@ def test_shipped_schema_is_current_and_accepts_every_shipped_spec() -> None:
     assert not list(validator.iter_errors(FASTAPI))
     assert list(validator.iter_errors({**TRITON, "varaints": []}))
     assert list(validator.iter_errors({**FASTAPI, "levels": [{"senders": 0, "requests": 1}]}))
+
+
+def test_report_reads_objectives_through_the_model(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.json"
+    assert [o.title for o in specmod.read_objectives(None, manifest)] == ["max_throughput"]
+    got = specmod.read_objectives([{"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8,
+                                    "constraints": {"throughput": {"min": 10}}}], manifest)
+    assert got[0].as_record() == {"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8.0,
+                                  "constraints": {"throughput": {"min": 10.0}}}
+    with pytest.raises(SpecError) as exc:
+        specmod.read_objectives([{"metric": "throughput"}, {"metric": "speed"}], manifest)
+    assert exc.value.lines == [(f"{manifest}: objectives[1].metric: is 'speed': use 'throughput', 'latency_avg_us', "
+                               "'p50_us', 'p90_us', 'p95_us', 'p99_us', 'queue_us', 'compute_infer_us', "
+                               "'avg_batch_size' or 'gpu_util'")]

@@ -472,6 +472,7 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
                          f"{exc.start}): save the file as UTF-8")]) from None
     loader = yaml.SafeLoader(text)
     try:
+        _check_depth(text, where)
         node = loader.get_single_node()
         if node is None:
             raise SpecError([f"{where}: (file): empty: a spec is a mapping (name, model, load, variants, ...)"])
@@ -484,6 +485,20 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
         raise SpecError([f"{where}{loc}: (file): not valid YAML: {problem} (fix the syntax there)"]) from None
     finally:
         loader.dispose()
+
+
+def _check_depth(text: str, where: str) -> None:
+    """Refuse deep nesting from the event stream (the parser does not recurse; composing does)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                m = event.start_mark
+                at = f":{m.line + 1}:{m.column + 1}" if m is not None else ""
+                raise SpecError([f"{where}{at}: (file): nested deeper than {MAX_DEPTH} levels: flatten the spec"])
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
 
 
 def _check_nodes(root: yaml.Node, where: str) -> None:

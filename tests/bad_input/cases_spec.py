@@ -133,6 +133,8 @@ CASES: list[BadInput] = [
               "spec.yml: perf.batch_size: 64 > max_batch_size 8: use a smaller batch_size"),
     # the file itself
     _validate("alias-bomb", BOMB, "expands to more than 100000 values", "remove the repeated aliases"),
+    _validate("deep-nesting", GOOD + "description: " + "[" * 5000 + "]" * 5000 + "\n",
+              "nested deeper than 64 levels: flatten the spec"),
     _validate("recursive-alias", GOOD + "extra: &r [*r]\n", "refers to itself"),
     _validate("oversized", GOOD + "description: '" + "x" * (1 << 20) + "'\n", "larger than 1024 KiB"),
     _validate("not-utf8", GOOD.encode() + b"description: caf\xe9\n", "not UTF-8 text (byte 0xe9",

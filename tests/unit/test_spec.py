@@ -124,6 +124,8 @@ def test_file_level_limits(tmp_path: Path) -> None:
     assert line == f"{twice}:2:1: name: key given twice: keep one"
     (line,) = _refused(_write(tmp_path, "a: &a [*a]\n", "rec.yml"))
     assert "refers to itself" in line or "expands" in line
+    (line,) = _refused(_write(tmp_path, "name: " + "[" * 5000 + "]" * 5000 + "\n", "deep.yml"))
+    assert "nested deeper than 64 levels" in line  # refused from the event stream, before composing recurses
     (line,) = _refused(_write(tmp_path, "- 1\n", "list.yml"))
     assert "a spec is a mapping" in line
     (line,) = _refused(_write(tmp_path, "name: [\n", "syntax.yml"))

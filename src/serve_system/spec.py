@@ -339,12 +339,17 @@ class TritonSpec(_Model):
         return list(DEFAULT_OBJECTIVES)
 
     def merged_load(self, v: Variant) -> dict[str, Any]:
+        """The variant's load: the spec's, with the variant's own keys over it (null: the default)."""
         over = v.load.model_dump(exclude_unset=True) if v.load else {}
-        return {**self.load.model_dump(exclude_unset=True), **over}
+        merged = {**self.load.model_dump(exclude_unset=True), **over}
+        return {k: x for k, x in merged.items() if x is not None}
 
     def merged_perf(self, v: Variant) -> dict[str, Any]:
+        """The variant's perf_analyzer settings: the spec's, with the variant's over them (null: the
+        default, e.g. ``input_data: null`` drops the spec's input file)."""
         over = v.perf.model_dump(exclude_unset=True, by_alias=True) if v.perf else {}
-        return {**self.perf.model_dump(exclude_unset=True, by_alias=True), **over}
+        merged = {**self.perf.model_dump(exclude_unset=True, by_alias=True), **over}
+        return {k: x for k, x in merged.items() if x is not None}
 
     def levels_of(self, v: Variant) -> list[float]:
         return expand_levels(self.merged_load(v).get("levels"))
@@ -678,7 +683,7 @@ def spec_from_data(raw: Any, p: Path) -> AnySpec:
     if jinja:
         raise SpecError(jinja)
     kind = raw.get("kind", "triton")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         close = difflib.get_close_matches(str(kind), list(KINDS), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise SpecError([f"{where}: kind: {kind!r} is not a kind of spec ({hint}use triton or fastapi)"])

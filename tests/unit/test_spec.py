@@ -67,6 +67,7 @@ def test_both_kinds_load(tmp_path: Path) -> None:
     ({"bogus": 1}, "spec.yml: bogus: unknown key ("),
     ({"varaints": []}, "spec.yml: varaints: unknown key (did you mean 'variants'?"),
     ({"kind": "tritn"}, "spec.yml: kind: 'tritn' is not a kind of spec (did you mean 'triton'?"),
+    ({"kind": {"a": 1}}, "spec.yml: kind: {'a': 1} is not a kind of spec (use triton or fastapi)"),
     ({"repetitions": 0}, "spec.yml: repetitions: is 0: use a number >= 1"),
     ({"repetitions": "two"}, "spec.yml: repetitions: is 'two': use a whole number"),
     ({"name": "../escape"}, "spec.yml: name: '../escape' is not a plain name"),
@@ -130,6 +131,19 @@ def test_file_level_limits(tmp_path: Path) -> None:
     assert "a spec is a mapping" in line
     (line,) = _refused(_write(tmp_path, "name: [\n", "syntax.yml"))
     assert "not valid YAML" in line
+
+
+def test_null_settings_mean_the_default(tmp_path: Path) -> None:
+    """An explicit null in perf or load falls back to the default (the spec's setting is dropped)."""
+    from serve_system import experiment as exp
+
+    data = {**TRITON, "perf": {"batch_size": 1, "protocol": "grpc"},
+            "variants": [{"name": "a", "perf": {"batch_size": None, "protocol": None}, "load": {"mode": None}}]}
+    s = load_spec(_write(tmp_path, data))
+    assert isinstance(s, TritonSpec)
+    assert s.merged_perf(s.all_variants[0]) == {} and s.merged_load(s.all_variants[0]) == {"levels": [1, 8]}
+    argv = exp.plan(s, 0)[0].levels[0].argv
+    assert argv[argv.index("-i") + 1] == "http" and argv[argv.index("-b") + 1] == "1"
 
 
 def test_aliases_within_limits_are_fine() -> None:

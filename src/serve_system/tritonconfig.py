@@ -101,6 +101,15 @@ def check_file(path: str | Path, host_gpus: int | None = None) -> list[str]:
     return [f"{p}: {prob}" for prob in check(cfg, host_gpus, folder, backend, files_known=in_folder)]
 
 
+def advice_file(path: str | Path) -> list[str]:
+    """Notes on a config.pbtxt that Triton accepts (``path: field: note`` lines); none if unparsable."""
+    try:
+        cfg = load_pbtxt(path)
+    except ConfigError:
+        return []
+    return [f"{path}: {note}" for note in advice(cfg)]
+
+
 def to_dict(cfg: ModelConfig) -> dict[str, Any]:
     """The configuration as a plain dict with proto field names (the load API's JSON form)."""
     return json_format.MessageToDict(cfg, preserving_proto_field_name=True)
@@ -403,9 +412,6 @@ def _dynamic_batching(cfg: ModelConfig, p: list[Problem]) -> None:
     if not cfg.HasField("dynamic_batching"):
         return
     db, mbs = cfg.dynamic_batching, cfg.max_batch_size
-    if mbs == 0:
-        p.append(Problem("dynamic_batching", "dynamic batching with max_batch_size 0 forms no batches (Triton "
-                         "accepts it and ignores it): set max_batch_size > 0 or remove dynamic_batching"))
     for size in db.preferred_batch_size:
         if size <= 0:
             p.append(Problem("dynamic_batching.preferred_batch_size",
@@ -648,6 +654,16 @@ def _rate_limiter(cfg: ModelConfig, p: list[Problem]) -> None:
             elif res.name in seen:
                 p.append(Problem(f"{field}.name", f"resource {res.name!r} is listed twice in one instance group"))
             seen.add(res.name)
+
+
+def advice(cfg: ModelConfig) -> list[Problem]:
+    """What Triton accepts but probably does not do what the author meant (notes, not refusals)."""
+    notes: list[Problem] = []
+    if cfg.HasField("dynamic_batching") and cfg.max_batch_size == 0:
+        notes.append(Problem("dynamic_batching", "with max_batch_size 0 the dynamic batcher forms no batches "
+                             "(Triton accepts it; requests are still queued and scheduled one by one): set "
+                             "max_batch_size > 0 to batch"))
+    return notes
 
 
 def check(cfg: ModelConfig, host_gpus: int | None = None, folder: str | None = None,

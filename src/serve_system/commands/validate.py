@@ -105,6 +105,9 @@ def _run(args: argparse.Namespace) -> int:
         for line in lines:
             print(line, file=sys.stderr)
         bad += bool(lines)
+        if not lines and path.suffix == ".pbtxt":
+            for note in tc.advice_file(path):
+                print(f"note: {note}")
     if bad == 0:
         print(f"{len(files)} file(s) valid")
     if args.with_triton:

@@ -9,6 +9,8 @@ anything is sent to a node.
 
 from __future__ import annotations
 
+import codecs
+import difflib
 import json
 import math
 import re
@@ -67,6 +69,9 @@ def read_text(path: str | Path) -> str:
         raise ConfigError(f"{p}: is a folder: give the config.pbtxt inside it") from None
     except OSError as exc:
         raise ConfigError(f"{p}:1:1: cannot read: {exc.strerror}") from None
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ConfigError(f"{p}: UTF-16 text (as Windows editors and PowerShell's '>' write it): Triton reads "
+                          "config.pbtxt as UTF-8: save it as UTF-8") from None
     if b"\0" in raw:
         raise ConfigError(f"{p}: a binary file, not a config.pbtxt (protobuf text format): give the text "
                           "configuration") from None
@@ -416,7 +421,7 @@ def _dynamic_batching(cfg: ModelConfig, p: list[Problem]) -> None:
         if size <= 0:
             p.append(Problem("dynamic_batching.preferred_batch_size",
                              f"dynamic batching preferred size must be positive, got {size}"))
-        elif mbs > 0 and size > mbs:
+        elif size > mbs:
             p.append(Problem("dynamic_batching.preferred_batch_size",
                              f"preferred batch size {size} > max_batch_size {mbs} (Triton: dynamic batching "
                              "preferred size must be <= max batch size)"))
@@ -596,9 +601,7 @@ def _ensemble(cfg: ModelConfig, name: str, p: list[Problem]) -> None:
         return
     ready = {inp.name for inp in cfg.input}
     consumed = {t for step in steps for t in step.input_map.values()}
-    for i, inp in enumerate(cfg.input):
-        if inp.name not in consumed:
-            p.append(Problem(f"input[{i}]", f"ensemble input {inp.name!r} is not used by any step's input_map"))
+    unused_inputs = [inp.name for inp in cfg.input if inp.name not in consumed]
     pending = list(range(len(steps)))
     progress = True
     while progress:
@@ -608,23 +611,39 @@ def _ensemble(cfg: ModelConfig, name: str, p: list[Problem]) -> None:
                 ready |= set(steps[i].output_map.values())
                 pending.remove(i)
                 progress = True
-    for i, out in enumerate(cfg.output):
-        if out.name not in writer:
-            p.append(Problem(f"output[{i}]", f"ensemble output {out.name!r} is not written by any step's output_map"))
-        elif out.name not in ready:
-            missing = sorted(t for s in pending for t in steps[s].input_map.values() if t not in ready)
-            p.append(Problem(f"output[{i}]", f"output {out.name!r} for ensemble is not written: its steps wait for "
-                             f"tensors no step or input provides ({', '.join(missing)})"))
+    # a misspelt tensor name is both unreachable (read, never written) and unused (written, never
+    # read): say it once, as a "did you mean"
     outputs = {o.name for o in cfg.output}
+    unused = sorted(t for t in writer if t not in outputs and t not in consumed) + unused_inputs
+    available = sorted(ready | set(writer))
+    suggested: set[str] = set()
+    rooted = False
     for i in pending:
         lack = sorted(t for t in steps[i].input_map.values() if t not in ready and t not in writer)
-        if lack:
+        for t in lack:
+            rooted = True
+            near = difflib.get_close_matches(t, unused, 1, 0.4) or difflib.get_close_matches(t, available, 1)
+            suggested.update(near)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
             p.append(Problem(f"ensemble_scheduling.step[{i}].input_map",
-                             f"ensemble tensor(s) {', '.join(map(repr, lack))} are read but neither an ensemble "
-                             "input nor written by a step: they are unreachable"))
-    for tensor, i in sorted(writer.items()):
-        if tensor not in outputs and tensor not in consumed:
-            p.append(Problem(f"ensemble_scheduling.step[{i}].output_map",
+                             f"ensemble tensor {t!r} is read but neither an ensemble input nor written by a step: "
+                             f"it is unreachable{hint}"))
+    for i, out in enumerate(cfg.output):
+        if out.name not in writer:
+            near = difflib.get_close_matches(out.name, unused, 1, 0.4)
+            suggested.update(near)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            p.append(Problem(f"output[{i}]", f"ensemble output {out.name!r} is not written by any step's "
+                             f"output_map{hint}"))
+        elif out.name not in ready and not rooted:
+            p.append(Problem(f"output[{i}]", f"output {out.name!r} for ensemble is not written: its steps wait on "
+                             "each other (a cycle in the steps' input and output maps)"))
+    for i, inp in enumerate(cfg.input):
+        if inp.name in unused_inputs and inp.name not in suggested:
+            p.append(Problem(f"input[{i}]", f"ensemble input {inp.name!r} is not used by any step's input_map"))
+    for tensor in unused:
+        if tensor not in suggested and tensor not in unused_inputs:
+            p.append(Problem(f"ensemble_scheduling.step[{writer[tensor]}].output_map",
                              f"ensemble tensor {tensor!r} is unused in the ensemble: no step reads it and it is not "
                              "an ensemble output"))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -82,7 +83,7 @@ class Level:
             out["batch_size"] = self.batch_size
         return out
 
-    def merge(self, other: "Level") -> None:
+    def merge(self, other: Level) -> None:
         """Fill fields this level lacks from ``other`` (same load level)."""
         for name, value in asdict(other).items():
             if name in ("mode", "load", "extra"):
@@ -173,7 +174,7 @@ def longer_window(perf: dict[str, Any], factor: int = 2) -> dict[str, Any]:
 
 UNSTABLE = re.compile(
     r"Failed to obtain stable measurement within (?P<windows>\d+) measurement windows for "
-    r"(?P<what>concurrency|request rate) (?P<load>\d+(?:\.\d+)?)", re.I)
+    r"(?P<what>concurrency|request rate) (?P<load>\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
 def is_unstable(text: str) -> bool:
@@ -186,16 +187,16 @@ def is_unstable(text: str) -> bool:
 _F = r"([\d.]+(?:e[+-]?\d+)?)"
 SUMMARY = re.compile(
     rf"^\s*(?P<what>Concurrency|Request Rate):\s*{_F},\s*throughput:\s*{_F}\s*infer/sec,\s*latency\s*{_F}\s*usec",
-    re.I)
-SUMMARY_HEADER = re.compile(r"Inferences/Second vs\. Client (?P<stat>Average|p\d+) Batch Latency", re.I)
-BLOCK = re.compile(rf"^\s*(?:Request concurrency|Request Rate):\s*{_F}(?!\s*,)", re.I)
-BLOCK_KIND = re.compile(r"^\s*(Request concurrency|Request Rate)", re.I)
-BATCH = re.compile(r"^\s*Batch size:\s*(\d+)", re.I)
-CLIENT_THROUGHPUT = re.compile(rf"^\s*Throughput:\s*{_F}\s*infer/sec", re.I)
-AVG_LATENCY = re.compile(rf"^\s*Avg latency:\s*{_F}\s*usec", re.I)
-PCT = re.compile(rf"^\s*p(\d+) latency:\s*{_F}\s*usec", re.I)
-SERVER = re.compile(rf"Avg request latency:\s*{_F}\s*usec\s*\((?P<parts>[^)]*)\)", re.I)
-PART = re.compile(rf"(overhead|queue|compute input|compute infer|compute output)\s+{_F}\s*usec", re.I)
+    re.IGNORECASE)
+SUMMARY_HEADER = re.compile(r"Inferences/Second vs\. Client (?P<stat>Average|p\d+) Batch Latency", re.IGNORECASE)
+BLOCK = re.compile(rf"^\s*(?:Request concurrency|Request Rate):\s*{_F}(?!\s*,)", re.IGNORECASE)
+BLOCK_KIND = re.compile(r"^\s*(Request concurrency|Request Rate)", re.IGNORECASE)
+BATCH = re.compile(r"^\s*Batch size:\s*(\d+)", re.IGNORECASE)
+CLIENT_THROUGHPUT = re.compile(rf"^\s*Throughput:\s*{_F}\s*infer/sec", re.IGNORECASE)
+AVG_LATENCY = re.compile(rf"^\s*Avg latency:\s*{_F}\s*usec", re.IGNORECASE)
+PCT = re.compile(rf"^\s*p(\d+) latency:\s*{_F}\s*usec", re.IGNORECASE)
+SERVER = re.compile(rf"Avg request latency:\s*{_F}\s*usec\s*\((?P<parts>[^)]*)\)", re.IGNORECASE)
+PART = re.compile(rf"(overhead|queue|compute input|compute infer|compute output)\s+{_F}\s*usec", re.IGNORECASE)
 PART_KEYS = {"overhead": "overhead_us", "queue": "queue_us", "compute input": "compute_input_us",
              "compute infer": "compute_infer_us", "compute output": "compute_output_us"}
 
@@ -394,7 +395,7 @@ def _check_csv_row(row: dict[str | Any, str | Any], rownum: int) -> None:
             num = float(value)
         except ValueError:
             raise CsvFormatError(f"row {rownum}, column {col.strip()!r}: {value!r} is not a number") from None
-        if num < 0 or num != num:
+        if num < 0 or math.isnan(num):
             raise CsvFormatError(f"row {rownum}, column {col.strip()!r}: {value!r} is not a count, rate or time "
                                  "(must be >= 0)")
 

@@ -54,8 +54,7 @@ def parse_pbtxt(text: str, path: str = "config.pbtxt") -> ModelConfig:
         msg = str(exc)
         # the library prefixes "line:col : " to its message: keep only the message
         prefix = f"{line}:{col} : "
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
+        msg = msg.removeprefix(prefix)
         raise ConfigError(f"{path}:{line or 1}:{col or 1}: {msg}") from None
     return cfg
 

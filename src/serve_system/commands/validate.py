@@ -15,8 +15,9 @@ from .. import experiment as exp
 from .. import tritonconfig as tc
 from ..errors import ServeSystemError, UsageError
 
-#: exit status of ``--with-triton`` where no tritonserver can run here
+#: exit statuses of ``--with-triton``: no tritonserver can run here; Triton and we differ
 NO_TRITON_EXIT = 3
+DIFFERS_EXIT = 4
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="also check against a host with this many GPUs (default: only Triton's rules)")
     p.add_argument("--with-triton", action="store_true",
                    help="also load each config.pbtxt into a local tritonserver (scratch repository) and print "
-                        "where Triton's verdict differs from ours (exit 3 where no tritonserver can run)")
+                        "where Triton's verdict differs from ours (exit 4 if any differs, 3 where no tritonserver "
+                        "can run)")
     p.add_argument("--tritonserver", type=Path, default=None, metavar="BIN",
                    help="the tritonserver binary for --with-triton (default: $SERVE_SYSTEM_TRITONSERVER, PATH, "
                         "the nvidia-pytriton package, or the project's engine Triton venv)")
@@ -98,10 +100,8 @@ def _configs(spec: exp.Spec) -> list[tc.ModelConfig]:
 def _run(args: argparse.Namespace) -> int:
     files = expand(args.paths)
     bad = 0
-    verdicts: dict[Path, list[str]] = {}
     for path in files:
         lines = problems(path, args.gpus)
-        verdicts[path] = lines
         for line in lines:
             print(line, file=sys.stderr)
         bad += bool(lines)
@@ -113,12 +113,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.with_triton:
         from .. import tritonlocal
 
-        configs = {p: v for p, v in verdicts.items() if p.suffix == ".pbtxt"}
+        configs = [p for p in files if p.suffix == ".pbtxt"]
         try:
             differ = tritonlocal.compare(configs, args.tritonserver)
         except tritonlocal.NoTriton as exc:
             print(f"serve-system validate: --with-triton skipped: {exc}", file=sys.stderr)
             return NO_TRITON_EXIT
         if differ:
-            return 4
+            return DIFFERS_EXIT
     return 1 if bad else 0

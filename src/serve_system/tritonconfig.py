@@ -16,14 +16,18 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from .errors import ServeSystemError
 
-ModelConfig = model_config_pb2.ModelConfig
+if TYPE_CHECKING:
+    #: tritonclient ships no type information: its generated message classes are untyped for mypy
+    ModelConfig: TypeAlias = Any
+else:
+    ModelConfig = model_config_pb2.ModelConfig
 
 KIND_GPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_GPU")
 KIND_CPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_CPU")

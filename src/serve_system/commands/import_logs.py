@@ -12,7 +12,7 @@ from .. import perf
 from ..errors import ServeSystemError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="parse perf_analyzer stdout logs (as pasted in the labs) and -f CSV exports")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.add_argument("--json", action="store_true", help="one JSON object per load level (JSON lines)")

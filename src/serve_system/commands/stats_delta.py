@@ -13,7 +13,7 @@ RESET_NOTE = (" [counters went backwards: the server restarted or the model was 
               " these are the counts since then]")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stats", help="per model: inference/execution count deltas, average batch size, histogram")
     p.add_argument("before", type=Path, metavar="BEFORE.json")
     p.add_argument("after", type=Path, metavar="AFTER.json")

@@ -523,8 +523,6 @@ def _instance_groups(cfg: ModelConfig, p: list[Problem]) -> None:
     for i, group in enumerate(cfg.instance_group):
         field = f"instance_group[{i}]"
         kind = model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)
-        if group.count < 0:
-            p.append(Problem(f"{field}.count", f"must be >= 0, got {group.count} (0 or absent: Triton's default)"))
         if group.kind in (KIND_CPU, KIND_MODEL) and group.gpus:
             p.append(Problem(f"{field}.gpus", f"instance group has kind {kind} but specifies one or more GPUs: "
                              "remove 'gpus' or use KIND_GPU"))
@@ -685,6 +683,10 @@ def advice(cfg: ModelConfig) -> list[Problem]:
         notes.append(Problem("dynamic_batching", "with max_batch_size 0 the dynamic batcher forms no batches "
                              "(Triton accepts it; requests are still queued and scheduled one by one): set "
                              "max_batch_size > 0 to batch"))
+    for i, group in enumerate(cfg.instance_group):
+        if group.count < 0:
+            notes.append(Problem(f"instance_group[{i}].count", f"{group.count} is below 1: Triton accepts it and "
+                                 "runs its default instance count instead; give the count you mean"))
     return notes
 
 

@@ -131,8 +131,10 @@ def triton_verdict(binary: Path, config: Path, timeout: float = 120.0) -> Verdic
             cfg = tc.load_pbtxt(config)
         except tc.ConfigError:
             cfg = tc.ModelConfig()
-        if cfg.backend == "python" or (not cfg.backend and not cfg.platform):
-            (model / "1" / "model.py").write_text(STUB_MODEL)  # what Triton infers the backend from
+        inferred = tc.infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
+        if cfg.backend == "python" or (not cfg.backend and not cfg.platform and inferred == "python"):
+            # the model's own model.py may need packages this server lacks: a stub stands in for it
+            (model / "1" / "model.py").write_text(STUB_MODEL)
         return _load(binary, repo, folder, Path(tmp), timeout)
 
 

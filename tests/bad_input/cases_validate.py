@@ -41,7 +41,7 @@ _cfg("unknown-field", HEAD + IO + "instance_groups [ { kind: KIND_CPU } ]\n", "i
 _cfg("unknown-enum", HEAD + IO + "instance_group [ { kind: KIND_GPUS } ]\n", "KIND_GPUS", "has no value named")
 _cfg("unknown-data-type", HEAD + 'input [ { name: "IN" data_type: TYPE_FLOAT32 dims: [ 4 ] } ]\n',
      "TYPE_FLOAT32", "has no value named")
-_cfg("unbalanced-brace", HEAD + IO + "dynamic_batching { max_queue_delay_microseconds: 100\n", ":6:", 'Expected "}"')
+_cfg("unbalanced-brace", HEAD + IO + "dynamic_batching { max_queue_delay_microseconds: 100\n", ":6:", 'Expected "}}"')  # {} are format fields in expect
 _cfg("string-for-number", HEAD.replace("8", '"8"') + IO, "max_batch_size", "Couldn't parse integer")
 
 # --- names, platform and backend
@@ -165,8 +165,6 @@ _cfg("sequence-state-no-output", HEAD + IO + 'sequence_batching { state [ { inpu
      'dims: [ 1 ] } ] }\n', "sequence_batching.state[0].output_name", "must specify 'output_name'")
 
 # --- instance groups (and the host)
-_cfg("instance-count-negative", HEAD + IO + "instance_group [ { count: -1 kind: KIND_CPU } ]\n",
-     "instance_group[0].count", "must be >= 0")
 _cfg("cpu-group-with-gpus", HEAD + IO + "instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]\n",
      "instance_group[0].gpus", "has kind KIND_CPU but specifies one or more GPUs")
 _cfg("model-group-with-gpus", HEAD + IO + "instance_group [ { kind: KIND_MODEL gpus: [ 1 ] } ]\n",
@@ -240,9 +238,11 @@ _cfg("warmup-input-no-data", HEAD + IO + 'model_warmup [ { name: "w" batch_size:
 # --- the validate command's own arguments
 CASES += [
     BadInput(id="validate-missing-path", argv=("serve-system", "validate", "{tmp}/nope/config.pbtxt"),
-             expect=("{tmp}/nope/config.pbtxt", "no such file", "give a config.pbtxt")),
+             expect=("{tmp}/nope/config.pbtxt", "cannot read", "No such file or directory")),
     BadInput(id="validate-folder-without-configs", argv=("serve-system", "validate", "{tmp}/repo"),
              expect=("{tmp}/repo", "no config.pbtxt", "give a model repository"), files={"repo/README": "x"}),
+    BadInput(id="validate-missing-folder", argv=("serve-system", "validate", "{tmp}/models"),
+             expect=("{tmp}/models", "no such file", "give a config.pbtxt, a model repository folder")),
     BadInput(id="validate-unknown-suffix", argv=("serve-system", "validate", "{tmp}/config.json"),
              expect=("{tmp}/config.json", "unknown kind of file", "(*.pbtxt)"), files={"config.json": "{}"}),
     BadInput(id="validate-gpus-negative", argv=("serve-system", "validate", "--gpus", "-1", "{tmp}/m/config.pbtxt"),

@@ -105,3 +105,17 @@ instance_group [ { kind: KIND_GPU profile: [ "0", "1" ] } ]''',
 def test_rarer_schema_parts_used_correctly_are_accepted(name: str) -> None:
     cfg = tc.parse_pbtxt(VALID[name])
     assert tc.check(cfg, folder=cfg.name) == [], name
+
+
+def test_with_triton_where_no_tritonserver_can_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = ROOT / "model_repository" / "food_classifier" / "config.pbtxt"
+    assert main(["validate", "--with-triton", "--tritonserver", str(tmp_path / "tritonserver"), str(cfg)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("serve-system validate: --with-triton skipped: no tritonserver found")
+    fake = tmp_path / "bin" / "tritonserver"  # there, but not a server: exits at once
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'error while loading shared libraries: libdcgm.so.4' >&2\nexit 127\n")
+    fake.chmod(0o755)
+    assert main(["validate", "--with-triton", "--tritonserver", str(fake), str(cfg)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "exited with status 127 before it was ready" in err[0] and "libdcgm" in err[0]

@@ -55,19 +55,20 @@ def expand(paths: list[Path]) -> list[Path]:
     """The files to check: folders become the config.pbtxt files they hold."""
     out: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if path.suffix in (".pbtxt", ".yml", ".yaml"):
+            out.append(path)  # their readers say what is wrong with a missing file or a folder
+        elif path.is_dir():
             found = sorted(path.glob("config.pbtxt")) + sorted(path.glob("*/config.pbtxt"))
             if not found:
                 raise UsageError(f"{path}: no config.pbtxt in this folder nor in its model folders: give a model "
                                  "repository, a model folder or a file")
             out += found
         elif not path.exists():
-            raise UsageError(f"{path}: no such file: give a config.pbtxt, a model repository folder or a spec (*.yml)")
-        elif path.suffix not in (".pbtxt", ".yml", ".yaml"):
+            raise UsageError(f"{path}: no such file or folder: give a config.pbtxt, a model repository folder or a "
+                             "spec (*.yml)")
+        else:
             raise UsageError(f"{path}: unknown kind of file ({path.suffix or 'no suffix'}): give a config.pbtxt "
                              "(*.pbtxt) or an experiment spec (*.yml / *.yaml)")
-        else:
-            out.append(path)
     return out
 
 

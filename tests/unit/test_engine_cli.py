@@ -28,8 +28,8 @@ def test_validate_pbtxt_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["validate", str(good), str(bad), str(typo)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        f"{bad}: dynamic_batching.preferred_batch_size: preferred batch size 8 > max_batch_size 4 "
-        "(Triton: dynamic batching preferred size must be <= max batch size)",
+        (f"{bad}: dynamic_batching.preferred_batch_size: preferred batch size 8 > max_batch_size 4 "
+        "(Triton: dynamic batching preferred size must be <= max batch size)"),
         f'{typo}:2:3: Message type "inference.ModelConfig" has no field named "instance_groups".',
     ]
 

@@ -119,18 +119,26 @@ def local_gpus() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
-def triton_verdict(binary: Path, config: Path, timeout: float = 120.0) -> Verdict:
-    """Load ``config`` (a config.pbtxt) into a scratch repository of a fresh tritonserver."""
+def triton_verdict(binary: Path, config: Path, timeout: float = 120.0, as_python: bool = False) -> Verdict:
+    """Load ``config`` (a config.pbtxt) into a scratch repository of a fresh tritonserver.
+
+    ``as_python``: the configuration with its backend replaced by the Python backend (platform
+    dropped), for a backend this server lacks: Triton then still checks everything else.
+    """
     folder = config.resolve().parent.name if config.name == "config.pbtxt" else config.stem
     with tempfile.TemporaryDirectory(prefix="serve-system-triton-") as tmp:
         repo = Path(tmp) / "models"
         model = repo / folder
         (model / "1").mkdir(parents=True)
-        shutil.copyfile(config, model / "config.pbtxt")
         try:
             cfg = tc.load_pbtxt(config)
         except tc.ConfigError:
             cfg = tc.ModelConfig()
+        if as_python:
+            cfg.backend, cfg.platform = "python", ""
+            (model / "config.pbtxt").write_text(tc.render_pbtxt(cfg))
+        else:
+            shutil.copyfile(config, model / "config.pbtxt")
         inferred = tc.infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
         if cfg.backend == "python" or (not cfg.backend and not cfg.platform and inferred == "python"):
             # the model's own model.py may need packages this server lacks: a stub stands in for it
@@ -177,6 +185,11 @@ def _load(binary: Path, repo: Path, name: str, work: Path, timeout: float) -> Ve
             message = str(resp.json().get("error", resp.text))
         except ValueError:
             message = resp.text
+        # the load API's answer can be generic ("failed to poll from model repository"): the
+        # server's log has the reason
+        reason = _logged_error(log, name)
+        if reason and reason not in message:
+            message = f"{reason} ({message})"
         return Verdict(False, " ".join(message.split()))
     finally:
         proc.terminate()
@@ -187,6 +200,15 @@ def _load(binary: Path, repo: Path, name: str, work: Path, timeout: float) -> Ve
             proc.wait(timeout=10)
 
 
+def _logged_error(log: Path, name: str) -> str:
+    """The last error line of the server's log about model ``name`` (its text after the source tag)."""
+    found = ""
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("E") and name in line and "] " in line:
+            found = line.split("] ", 1)[1].strip()
+    return found
+
+
 def _venv_of(binary: Path) -> Path | None:
     for parent in binary.resolve().parents:
         if (parent / "pyvenv.cfg").is_file():
@@ -195,7 +217,12 @@ def _venv_of(binary: Path) -> Path | None:
 
 
 def compare(configs: list[Path], explicit: Path | None = None, out: TextIO | None = None) -> int:
-    """Print where Triton and we differ for each config.pbtxt; returns how many differ."""
+    """Print where Triton and we differ for each config.pbtxt; returns how many differ.
+
+    Where this server lacks the model's backend, the configuration is loaded once more with the
+    Python backend in its place, and that verdict is compared with ours on everything but the
+    platform and backend fields.
+    """
     stream = out if out is not None else sys.stdout
     binary = find_tritonserver(explicit)
     gpus = local_gpus()
@@ -203,17 +230,25 @@ def compare(configs: list[Path], explicit: Path | None = None, out: TextIO | Non
     for path in configs:
         ours = tc.check_file(path, gpus)
         theirs = triton_verdict(binary, path)
+        how = "Triton"
+        if not theirs.accepted and "unable to find backend library" in theirs.message.lower():
+            lacking = theirs.message
+            theirs = triton_verdict(binary, path, as_python=True)
+            how = "Triton (backend replaced by python: this server has none of the model's)"
+            ours = [line for line in ours if not line.startswith((f"{path}: platform:", f"{path}: backend:"))]
+            if not theirs.conclusive:
+                theirs = Verdict(False, lacking)
         if not theirs.conclusive:
             print(f"{path}: Triton: inconclusive here ({theirs.message[:200]}); ours: "
                   f"{'refused' if ours else 'accepted'}", file=stream)
             continue
         if theirs.accepted == (not ours):
             verdict = "accepted" if theirs.accepted else f"refused ({theirs.message[:200]})"
-            print(f"{path}: Triton agrees: {verdict}", file=stream)
+            print(f"{path}: {how} agrees: {verdict}", file=stream)
             continue
         differ += 1
         if theirs.accepted:
-            print(f"{path}: DIFFERS: Triton accepts it, we refuse it: {ours[0]}", file=stream)
+            print(f"{path}: DIFFERS: {how} accepts it, we refuse it: {ours[0]}", file=stream)
         else:
-            print(f"{path}: DIFFERS: Triton refuses it ({theirs.message}), we accept it", file=stream)
+            print(f"{path}: DIFFERS: {how} refuses it ({theirs.message}), we accept it", file=stream)
     return differ

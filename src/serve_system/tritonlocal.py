@@ -140,6 +140,10 @@ def triton_verdict(binary: Path, config: Path, timeout: float = 120.0, as_python
         else:
             shutil.copyfile(config, model / "config.pbtxt")
         inferred = tc.infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
+        if config.name == "config.pbtxt":  # the files the configuration names (labels), not the weights
+            for extra in config.resolve().parent.iterdir():
+                if extra.is_file() and extra.name != "config.pbtxt" and extra.stat().st_size < 1 << 20:
+                    shutil.copyfile(extra, model / extra.name)
         if cfg.backend == "python" or (not cfg.backend and not cfg.platform and inferred == "python"):
             # the model's own model.py may need packages this server lacks: a stub stands in for it
             (model / "1" / "model.py").write_text(STUB_MODEL)

@@ -25,11 +25,10 @@ COMMANDS: tuple[str, ...] = (
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (the error and a pointer to --help)."""
+    """An argument parser whose usage errors are one line on stderr (the usage is in ``--help``)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

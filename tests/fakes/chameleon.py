@@ -5,7 +5,7 @@ python-glanceclient, openstacksdk and keystoneauth code runs unchanged against i
 replaces the transport of every ``requests`` session, so no packet leaves the process and nothing
 can reach the real Chameleon.
 
-What it serves (enough for the calls serve_system.chameleon makes through python-chi):
+What it serves (enough for the calls serve_system.provision.chameleon makes through python-chi):
 
 * the resource API's ``sites.json`` (``CHI_RESOURCE_API_URL``),
 * Keystone v3 ``POST /v3/auth/tokens`` (password, application credential, token) with a catalog,

@@ -88,7 +88,12 @@ def test_each_student_reaches_their_own_node_only(classroom: Classroom) -> None:
                 assert res.returncode == 0 and res.stdout.strip() == "cc", res.stderr
             else:
                 assert res.returncode == 255 and "Permission denied" in res.stderr, (student, owner, res.stderr)
-    # the role changes nothing on a second run
+    # re-running launch keeps the students' keys (it only adds the instructor's key when missing) ...
+    roster_csv = classroom.inventory.parent / "class.csv"
+    assert script_main("launch", ["--provider", "local", "--prefix", classroom.prefix, "--roster", str(roster_csv),
+                                  "-i", str(classroom.inventory)]) == 0
+    assert classroom.ssh("bob", nodes["bob"]).returncode == 0
+    # ... and the role changes nothing on a second run
     again = run_playbook("class_access.yml", classroom.inventory)
     assert again.rc == 0 and all(r["changed"] == 0 for r in again.recap.values()), again.tail()
 

@@ -18,7 +18,7 @@ from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "inventory", "rehearsal", "models", "fastapi", "validate", "plan", "import_logs", "stats_delta",
+    "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "import_logs", "stats_delta",
     "report", "compare",
 )
 

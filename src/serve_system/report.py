@@ -29,12 +29,10 @@ from . import fastapi_results
 from . import findings as fnd
 from . import results as res
 from .errors import ServeSystemError
+from .spec import DEFAULT_OBJECTIVES as _DEFAULT
+from .spec import read_objectives
 
-DEFAULT_OBJECTIVES = [{"name": "max_throughput", "metric": "throughput", "goal": "max"}]
-#: metrics an objective may name (numeric summary columns)
-OBJECTIVE_METRICS = ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "queue_us",
-                     "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch_size", "gpu_util",
-                     "cpu_util", "gpu_mem_max_bytes", "errors")
+DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
 PERCENTILES = (("p50_us", "-", "p50"), ("p95_us", "--", "p95"), ("p99_us", ":", "p99"))
 #: drawn for a variant whose perf_analyzer output had no percentiles
 AVG = (("latency_avg_us", "-.", "avg (no percentiles)"),)
@@ -47,7 +45,7 @@ AVG_AND_PERCENTILES = AVG + PERCENTILES
 def _manifest(run: Path) -> dict[str, Any]:
     path = run / "manifest.json"
     if not path.exists():
-        return {}
+        return {"objectives": list(DEFAULT_OBJECTIVES)}
     fix = "restore it from the experiment's run or delete it"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -55,29 +53,8 @@ def _manifest(run: Path) -> dict[str, Any]:
         raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
     if not isinstance(data, dict):
         raise ServeSystemError(f"{path}: expected a JSON object, found {type(data).__name__}; {fix}")
-    objs = data.get("objectives")
-    if objs is None:
-        return data
-    if not isinstance(objs, list):
-        raise ServeSystemError(f"{path}: field 'objectives' must be a list of objectives; fix or remove it")
-    for i, o in enumerate(objs):
-        where = f"{path}: field 'objectives[{i}]"
-        if not isinstance(o, dict):
-            raise ServeSystemError(f"{where}' must be an object with metric and goal; fix or remove it")
-        if o.get("metric", "throughput") not in OBJECTIVE_METRICS:
-            raise ServeSystemError(f"{where}.metric' is {o.get('metric')!r}; use one of {', '.join(OBJECTIVE_METRICS)}")
-        if o.get("goal", "max") not in ("max", "min"):
-            raise ServeSystemError(f"{where}.goal' is {o.get('goal')!r}; use max or min")
-        at = o.get("at_load")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)):
-            raise ServeSystemError(f"{where}.at_load' is {at!r}; give a number (a load level) or leave it out")
-        cons = o.get("constraints") or {}
-        if not isinstance(cons, dict) or not all(
-                m in OBJECTIVE_METRICS and isinstance(b, dict) and b and set(b) <= {"min", "max"}
-                and all(isinstance(x, int | float) and not isinstance(x, bool) for x in b.values())
-                for m, b in cons.items()):
-            raise ServeSystemError(f"{where}.constraints' must map a metric to {{min: N}} and/or {{max: N}}; "
-                                   f"metrics: {', '.join(OBJECTIVE_METRICS)}")
+    # the spec's own rules for objectives (names, metrics, goals, loads, constraints); none: the default
+    data["objectives"] = [o.as_record() for o in read_objectives(data.get("objectives"), path)]
     return data
 
 
@@ -121,7 +98,7 @@ def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[st
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
     manifest = _manifest(run)
-    if not manifest and not _host_dirs(run):
+    if not (run / "manifest.json").exists() and not _host_dirs(run):
         raise ServeSystemError(f"{run}: empty run folder (no manifest.json, no <host>/ folder); give "
                                "results/<experiment>/<run-id> as an experiment playbook wrote it")
     rows = res.collect(run)
@@ -458,7 +435,7 @@ def _ms_of(r: dict[str, Any]) -> Any:
 def _rule(o: dict[str, Any]) -> str:
     rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"
     if o.get("at_load") is not None:
-        rule += f" at load {o['at_load']}"
+        rule += f" at load {float(o['at_load']):g}"
     if o.get("constraints"):
         rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items() for k, b in bd.items())
     return rule
@@ -467,7 +444,7 @@ def _rule(o: dict[str, Any]) -> str:
 def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     """Check the run folder, then write summary.csv/json, plots and report.md; return what was written."""
     run, manifest, rows, gaps = check_run(run_dir, partial)
-    objectives = manifest.get("objectives") or DEFAULT_OBJECTIVES
+    objectives = manifest["objectives"]  # checked and completed by check_run
     winners = [best(rows, o) for o in objectives]
     found = fnd.evaluate(rows, res.variant_setups(run), objectives)
     plots, skipped = make_plots(run, rows)

@@ -38,15 +38,31 @@ def test_validate_gpu_host_count(capsys: pytest.CaptureFixture[str]) -> None:
     assert "KIND_GPU on a host with no GPU" in capsys.readouterr().err
 
 
+def _refusing_blip(tmp_path: Path) -> Path:
+    """The shipped blip spec with on_missing_gpus: refuse (its base config inline: the copy is elsewhere)."""
+    import textwrap
+
+    base = (ROOT / "model_repository" / "blip" / "config.pbtxt").read_text()
+    text = (ROOT / "experiments" / "specs" / "blip.yml").read_text()
+    text = text.replace("on_missing_gpus: adapt", "on_missing_gpus: refuse").replace(
+        "base_config: model_repository/blip/config.pbtxt\n",
+        "base_config_text: |\n" + textwrap.indent(base, "  "))
+    path = tmp_path / "blip.yml"
+    path.write_text(text)
+    return path
+
+
 def test_validate_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     specs = ROOT / "experiments" / "specs"
-    # the specs whose base config is inline validate anywhere; a 0-GPU host refuses blip's GPU variants
-    assert main(["validate", str(specs / "mnist_cpu_sweep.yml"), str(specs / "dli_bert.yml"),
+    # every shipped spec validates on a 0-GPU host (adapted); with on_missing_gpus: refuse, blip's
+    # GPU variants are refused there
+    assert main(["validate", "--gpus", "0", str(specs / "mnist_cpu_sweep.yml"), str(specs / "dli_bert.yml"),
                  str(specs / "blip.yml")]) == 0
     capsys.readouterr()
-    assert main(["validate", "--gpus", "0", str(specs / "blip.yml")]) == 1
+    refusing = _refusing_blip(tmp_path)
+    assert main(["validate", "--gpus", "0", str(refusing)]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 3 and lines[0].startswith(f"{specs / 'blip.yml'}: gpu_dynbatch: instance_group: ")
+    assert len(lines) == 3 and lines[0].startswith(f"{refusing}: gpu_dynbatch: instance_group: ")
     bad = tmp_path / "s.yml"
     bad.write_text((specs / "dli_bert.yml").read_text().replace("percentile: 85", "percentil: 85"))
     assert main(["validate", str(bad)]) == 1
@@ -184,7 +200,7 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
 
 def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    assert main(["plan", str(ROOT / "experiments" / "specs" / "blip.yml"), "--run-dir", str(run),
-                 "--host", "node-1=0"]) == 1
+    refusing = _refusing_blip(tmp_path)
+    assert main(["plan", str(refusing), "--run-dir", str(run), "--host", "node-1=0"]) == 1
     assert "gpu_dynbatch: instance_group: uses 1 GPU(s), the host has 0" in capsys.readouterr().err
     assert not run.exists()

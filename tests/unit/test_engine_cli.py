@@ -143,7 +143,7 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     _fake_run(run)
     assert main(["report", str(run)]) == 0
     assert "5 row(s)" in capsys.readouterr().out
-    rows = json.loads((run / "summary.json").read_text())
+    rows = json.loads((run / "summary.json").read_text())["rows"]
     a4 = next(r for r in rows if r["variant"] == "a" and r["load"] == 4)
     assert a4["throughput"] == 158.156 and a4["queue_us"] == 15154 and a4["p99_us"] == 158118
     assert a4["avg_batch_size"] == round(1436 / 386, 4) and a4["batch_size_histogram"]["2"] == 127
@@ -154,7 +154,8 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "**fast** (max throughput at load 4): `a` on node-1 at concurrency 4" in md
     assert "**tight**" in md and "no measured level qualifies" in md
     assert sorted(p.name for p in (run / "plots").iterdir()) == [
-        "node-1_batch_sizes.png", "node-1_latency_breakdown.png", "node-1_throughput_latency.png", "utilisation.png"]
+        "node-1_batch_sizes.png", "node-1_cpu_utilisation.png", "node-1_latency_breakdown.png",
+        "node-1_latency_vs_concurrency.png", "node-1_throughput_latency.png"]
     assert (run / "summary.csv").read_text().splitlines()[0].split(",")[:4] == ["experiment", "run_id", "host", "variant"]
 
 

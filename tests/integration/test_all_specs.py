@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from serve_system import experiment as exp
+from serve_system import findings as fnd
 
 from .ansible_run import REPO, run_playbook
 
@@ -112,8 +113,8 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
                        "-e", "run_id=short", limit=node.name)
     assert res.rc == 0, res.tail(80)
     run = results / name / "short"
-    rows = json.loads((run / "summary.json").read_text())
-    got = {(r["variant"], float(r["load"])): r for r in rows}
+    summary = json.loads((run / "summary.json").read_text())
+    got = {(r["variant"], float(r["load"])): r for r in summary["rows"]}
     for v in planned:
         for lv in v.levels:
             row = got.get((v.name, float(lv.load)))
@@ -122,6 +123,12 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
             assert row["stand_in"], f"{name}: {v.name}: the stand-in is not marked"
     md = (run / "report.md").read_text()
     assert "Stand-in model" in md
+    # the lab's claims, each with exactly one verdict (CONTRACTS.md #4)
+    assert "\n## Findings\n" in md
+    assert summary["findings"] and all(f["verdict"] in fnd.VERDICTS for f in summary["findings"])
+    section = md.split("\n## Findings\n", 1)[1].split("\n## ", 1)[0]
+    for f in summary["findings"]:
+        assert f"**{f['verdict']}**" in section
     adapted = [n for v in planned for n in v.notes if "->" in n or "dropped" in n]
     if adapted:
         assert "## Adapted to the host" in md

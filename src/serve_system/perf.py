@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .errors import ServeSystemError
 
 #: Level.mode values
 CONCURRENCY = "concurrency"
@@ -80,7 +83,7 @@ class Level:
             out["batch_size"] = self.batch_size
         return out
 
-    def merge(self, other: "Level") -> None:
+    def merge(self, other: Level) -> None:
         """Fill fields this level lacks from ``other`` (same load level)."""
         for name, value in asdict(other).items():
             if name in ("mode", "load", "extra"):
@@ -171,7 +174,7 @@ def longer_window(perf: dict[str, Any], factor: int = 2) -> dict[str, Any]:
 
 UNSTABLE = re.compile(
     r"Failed to obtain stable measurement within (?P<windows>\d+) measurement windows for "
-    r"(?P<what>concurrency|request rate) (?P<load>\d+(?:\.\d+)?)", re.I)
+    r"(?P<what>concurrency|request rate) (?P<load>\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
 def is_unstable(text: str) -> bool:
@@ -184,16 +187,16 @@ def is_unstable(text: str) -> bool:
 _F = r"([\d.]+(?:e[+-]?\d+)?)"
 SUMMARY = re.compile(
     rf"^\s*(?P<what>Concurrency|Request Rate):\s*{_F},\s*throughput:\s*{_F}\s*infer/sec,\s*latency\s*{_F}\s*usec",
-    re.I)
-SUMMARY_HEADER = re.compile(r"Inferences/Second vs\. Client (?P<stat>Average|p\d+) Batch Latency", re.I)
-BLOCK = re.compile(rf"^\s*(?:Request concurrency|Request Rate):\s*{_F}(?!\s*,)", re.I)
-BLOCK_KIND = re.compile(r"^\s*(Request concurrency|Request Rate)", re.I)
-BATCH = re.compile(r"^\s*Batch size:\s*(\d+)", re.I)
-CLIENT_THROUGHPUT = re.compile(rf"^\s*Throughput:\s*{_F}\s*infer/sec", re.I)
-AVG_LATENCY = re.compile(rf"^\s*Avg latency:\s*{_F}\s*usec", re.I)
-PCT = re.compile(rf"^\s*p(\d+) latency:\s*{_F}\s*usec", re.I)
-SERVER = re.compile(rf"Avg request latency:\s*{_F}\s*usec\s*\((?P<parts>[^)]*)\)", re.I)
-PART = re.compile(rf"(overhead|queue|compute input|compute infer|compute output)\s+{_F}\s*usec", re.I)
+    re.IGNORECASE)
+SUMMARY_HEADER = re.compile(r"Inferences/Second vs\. Client (?P<stat>Average|p\d+) Batch Latency", re.IGNORECASE)
+BLOCK = re.compile(rf"^\s*(?:Request concurrency|Request Rate):\s*{_F}(?!\s*,)", re.IGNORECASE)
+BLOCK_KIND = re.compile(r"^\s*(Request concurrency|Request Rate)", re.IGNORECASE)
+BATCH = re.compile(r"^\s*Batch size:\s*(\d+)", re.IGNORECASE)
+CLIENT_THROUGHPUT = re.compile(rf"^\s*Throughput:\s*{_F}\s*infer/sec", re.IGNORECASE)
+AVG_LATENCY = re.compile(rf"^\s*Avg latency:\s*{_F}\s*usec", re.IGNORECASE)
+PCT = re.compile(rf"^\s*p(\d+) latency:\s*{_F}\s*usec", re.IGNORECASE)
+SERVER = re.compile(rf"Avg request latency:\s*{_F}\s*usec\s*\((?P<parts>[^)]*)\)", re.IGNORECASE)
+PART = re.compile(rf"(overhead|queue|compute input|compute infer|compute output)\s+{_F}\s*usec", re.IGNORECASE)
 PART_KEYS = {"overhead": "overhead_us", "queue": "queue_us", "compute input": "compute_input_us",
              "compute infer": "compute_infer_us", "compute output": "compute_output_us"}
 
@@ -294,16 +297,54 @@ CSV_COLUMNS = {
 }
 
 
+#: other columns perf_analyzer's -f export may have (--verbose-csv, --collect-metrics, response cache)
+CSV_OTHER_COLUMNS = frozenset({
+    "request/response", "response wait", "Avg GPU Utilization", "Avg GPU Power Usage", "Max GPU Memory Usage",
+    "Total GPU Memory", "Response Throughput", "Server Cache Hit", "Server Cache Miss",
+})
+CSV_LOAD_COLUMNS = ("Concurrency", "Request Rate")
+_PCT_COLUMN = re.compile(r"^p\d+ latency$")
+
+
+class CsvFormatError(ServeSystemError):
+    """A -f CSV export whose columns or cells are not perf_analyzer's (message names row/column)."""
+
+
+def check_csv_header(columns: list[str]) -> None:
+    """Refuse a header that is not perf_analyzer's: no load column, no throughput, or unknown columns."""
+    cols = [c.strip() for c in columns]
+    if not any(c in CSV_LOAD_COLUMNS for c in cols):
+        raise CsvFormatError("header: no 'Concurrency' or 'Request Rate' column: give perf_analyzer's -f export")
+    if "Inferences/Second" not in cols:
+        raise CsvFormatError("header: no 'Inferences/Second' column: give perf_analyzer's -f export unchanged")
+    unknown = [c for c in cols if c not in CSV_COLUMNS and c not in CSV_OTHER_COLUMNS and c not in CSV_LOAD_COLUMNS
+               and not _PCT_COLUMN.match(c)]
+    if unknown:
+        raise CsvFormatError(f"header: unknown column(s) {', '.join(map(repr, unknown))}: not a perf_analyzer -f "
+                             "export column (was the file edited?)")
+    dupes = sorted({c for c in cols if cols.count(c) > 1})
+    if dupes:
+        raise CsvFormatError(f"header: column(s) {', '.join(map(repr, dupes))} appear twice")
+
+
 def looks_like_csv(text: str) -> bool:
     first = text.lstrip().splitlines()[0] if text.strip() else ""
     return first.startswith(("Concurrency,", "Request Rate,"))
 
 
-def parse_csv(text: str, batch_size: int | None = None) -> list[Level]:
-    """Levels from perf_analyzer's ``-f`` export (rows come sorted by throughput: re-sort by load)."""
+def parse_csv(text: str, batch_size: int | None = None, strict: bool = False) -> list[Level]:
+    """Levels from perf_analyzer's ``-f`` export (rows come sorted by throughput: re-sort by load).
+
+    ``strict``: the header must be perf_analyzer's and every cell of a level row a number, else
+    :class:`CsvFormatError` (a user's file); otherwise what is not understood is skipped (the runner's).
+    """
     reader = csv.DictReader(io.StringIO(text.strip()))
     levels: list[Level] = []
-    for row in reader:
+    if strict:
+        check_csv_header(list(reader.fieldnames or []))
+    for rownum, row in enumerate(reader, start=2):
+        if strict:
+            _check_csv_row(row, rownum)
         if not row:
             continue
         if "Concurrency" in row:
@@ -339,10 +380,30 @@ def parse_csv(text: str, batch_size: int | None = None) -> list[Level]:
     return sorted(levels, key=lambda x: (x.mode, x.load))
 
 
-def parse_any(text: str, batch_size: int | None = None) -> list[Level]:
-    """Parse a CSV export or plain output, whichever ``text`` is."""
+def _check_csv_row(row: dict[str | Any, str | Any], rownum: int) -> None:
+    if None in row:
+        raise CsvFormatError(f"row {rownum}: more cells than the header has columns")
+    if all(v in (None, "") for v in row.values()):
+        return
+    for col, value in row.items():
+        if value is None:
+            raise CsvFormatError(f"row {rownum}: fewer cells than the header has columns (no {col.strip()!r})")
+        if value.strip() == "" and col.strip() in CSV_LOAD_COLUMNS:
+            return  # a --verbose-csv trailing block: no load
+    for col, value in row.items():
+        try:
+            num = float(value)
+        except ValueError:
+            raise CsvFormatError(f"row {rownum}, column {col.strip()!r}: {value!r} is not a number") from None
+        if num < 0 or math.isnan(num):
+            raise CsvFormatError(f"row {rownum}, column {col.strip()!r}: {value!r} is not a count, rate or time "
+                                 "(must be >= 0)")
+
+
+def parse_any(text: str, batch_size: int | None = None, strict: bool = False) -> list[Level]:
+    """Parse a CSV export or plain output, whichever ``text`` is (``strict``: see :func:`parse_csv`)."""
     if looks_like_csv(text):
-        return parse_csv(text, batch_size)
+        return parse_csv(text, batch_size, strict)
     levels = parse_stdout(text)
     for lvl in levels:
         if lvl.batch_size is None:

@@ -72,17 +72,73 @@ def _round(v: float | None) -> float | None:
 
 
 def load_snapshot(path: str | Path) -> dict[str, Any]:
-    """Read a stats JSON file (as returned by Triton)."""
+    """Read a stats JSON file (as Triton returns it) and check its shape: every counter a
+    non-negative whole number, every model named. Errors name the file and the field."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        raw = p.read_bytes()
+    except IsADirectoryError:
+        raise ServeSystemError(f"{p}: is a folder: give the stats JSON file") from None
     except OSError as exc:
         raise ServeSystemError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ServeSystemError(f"{p}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): give "
+                               "the JSON Triton returned") from None
     except json.JSONDecodeError as exc:
-        raise ServeSystemError(f"{p}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+        raise ServeSystemError(f"{p}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg} (save the body of "
+                               "GET /v2/models/NAME/stats)") from None
     if not isinstance(data, dict) or not isinstance(data.get("model_stats"), list):
-        raise ServeSystemError(f"{p}: not a Triton stats document (no 'model_stats' list)")
+        raise ServeSystemError(f"{p}: not a Triton stats document (no 'model_stats' list): save the body of "
+                               "GET /v2/models/NAME/stats")
+    seen: set[tuple[str, str]] = set()
+    for i, model in enumerate(data["model_stats"]):
+        where = f"{p}: model_stats[{i}]"
+        if not isinstance(model, dict):
+            raise ServeSystemError(f"{where}: {json.dumps(model)[:40]} is not a model's statistics object "
+                                   "(expected {\"name\": ..., \"version\": ..., \"inference_count\": ...})")
+        if not isinstance(model.get("name"), str) or not model["name"]:
+            raise ServeSystemError(f"{where}.name: missing or not a string: every model's statistics name it")
+        key = (model["name"], str(model.get("version", "")))
+        if key in seen:
+            raise ServeSystemError(f"{where}: model {key[0]!r} version {key[1]!r} is listed twice")
+        seen.add(key)
+        for counter in ("inference_count", "execution_count"):
+            _counter(model, counter, where)
+        stats = model.get("inference_stats")
+        if stats is not None:
+            if not isinstance(stats, dict):
+                raise ServeSystemError(f"{where}.inference_stats: not an object")
+            for phase, stat in stats.items():
+                if not isinstance(stat, dict):
+                    raise ServeSystemError(f"{where}.inference_stats.{phase}: not an object with count and ns")
+                for counter in ("count", "ns"):
+                    _counter(stat, counter, f"{where}.inference_stats.{phase}")
+        batches = model.get("batch_stats")
+        if batches is not None:
+            if not isinstance(batches, list):
+                raise ServeSystemError(f"{where}.batch_stats: not a list")
+            for j, entry in enumerate(batches):
+                if not isinstance(entry, dict):
+                    raise ServeSystemError(f"{where}.batch_stats[{j}]: not an object")
+                _counter(entry, "batch_size", f"{where}.batch_stats[{j}]")
+                infer = entry.get("compute_infer")
+                if infer is not None:
+                    if not isinstance(infer, dict):
+                        raise ServeSystemError(f"{where}.batch_stats[{j}].compute_infer: not an object")
+                    _counter(infer, "count", f"{where}.batch_stats[{j}].compute_infer")
     return data
+
+
+def _counter(obj: dict[str, Any], key: str, where: str) -> None:
+    """``obj[key]`` is absent or a non-negative whole number (Triton's gRPC JSON writes them as strings)."""
+    if key not in obj:
+        return
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (
+            isinstance(value, str) and not value.isdigit()) or (isinstance(value, int) and value < 0):
+        raise ServeSystemError(f"{where}.{key}: {json.dumps(value)[:30]} is not a counter (a whole number >= 0)")
 
 
 def _by_model(snapshot: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -102,13 +158,34 @@ def _phase(model: dict[str, Any], phase: str) -> tuple[int, int]:
     return int(stat.get("count", 0)), int(stat.get("ns", 0))
 
 
+def _counters(model: dict[str, Any]) -> dict[str, int]:
+    """Every cumulative counter of a model's statistics, by name."""
+    out = {k: int(model.get(k, 0)) for k in ("inference_count", "execution_count")}
+    for phase in DURATIONS:
+        out[f"{phase}.count"], out[f"{phase}.ns"] = _phase(model, phase)
+    for size, n in _histogram(model).items():
+        out[f"batch {size}"] = n
+    return out
+
+
+def went_backwards(old: dict[str, Any], cur: dict[str, Any]) -> list[str]:
+    """The counters that are lower in ``cur`` than in ``old``: the server restarted or the model was
+    reloaded in between (Triton's counters only ever grow while a model stays loaded)."""
+    before = _counters(old)
+    return [k for k, v in _counters(cur).items() if v < before.get(k, 0)]
+
+
 def delta(before: dict[str, Any] | None, after: dict[str, Any]) -> list[ModelDelta]:
-    """Per model (and version) in ``after``: the difference to ``before`` (None: since load)."""
+    """Per model (and version) in ``after``: the difference to ``before`` (None: since load).
+
+    A model whose counters went backwards was reloaded (or the server restarted) in between: its
+    delta is the "after" snapshot alone, marked ``reset``.
+    """
     prev = _by_model(before or {"model_stats": []})
     out: list[ModelDelta] = []
     for key, cur in _by_model(after).items():
         old = prev.get(key, {})
-        reset = bool(old) and int(cur.get("execution_count", 0)) < int(old.get("execution_count", 0))
+        reset = bool(old) and bool(went_backwards(old, cur))
         if reset:
             old = {}
         d = ModelDelta(
@@ -133,7 +210,17 @@ def delta(before: dict[str, Any] | None, after: dict[str, Any]) -> list[ModelDel
 
 
 def delta_files(before: str | Path, after: str | Path) -> list[ModelDelta]:
-    return delta(load_snapshot(before), load_snapshot(after))
+    """The delta of two snapshot files; every model of "after" must be in "before" too."""
+    old, new = load_snapshot(before), load_snapshot(after)
+    prev = _by_model(old)
+    for i, (name, version) in enumerate(_by_model(new)):
+        if (name, version) not in prev:
+            raise ServeSystemError(
+                f"{after}: model_stats[{i}]: model {name!r} version {version!r} is not in {before}: take both "
+                "snapshots of the same models (GET /v2/models/NAME/stats before and after the run)")
+    if not _by_model(new):
+        raise ServeSystemError(f"{after}: model_stats is empty: no model to compare (was the model loaded?)")
+    return delta(old, new)
 
 
 # --------------------------------------------------------------------------------- Prometheus

@@ -9,8 +9,11 @@ anything is sent to a node.
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -60,14 +63,59 @@ def parse_pbtxt(text: str, path: str = "config.pbtxt") -> ModelConfig:
     return cfg
 
 
-def load_pbtxt(path: str | Path) -> ModelConfig:
-    """Read and parse a config.pbtxt file."""
+def read_text(path: str | Path) -> str:
+    """A configuration file's text; unreadable, binary or non-UTF-8 files are one-line errors."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: is a folder: give the config.pbtxt inside it") from None
     except OSError as exc:
         raise ConfigError(f"{p}:1:1: cannot read: {exc.strerror}") from None
-    return parse_pbtxt(text, str(p))
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ConfigError(f"{p}: UTF-16 text (as Windows editors and PowerShell's '>' write it): Triton reads "
+                          "config.pbtxt as UTF-8: save it as UTF-8") from None
+    if b"\0" in raw:
+        raise ConfigError(f"{p}: a binary file, not a config.pbtxt (protobuf text format): give the text "
+                          "configuration") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{p}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+                          "save config.pbtxt as UTF-8") from None
+    return text.removeprefix("\ufeff")
+
+
+def load_pbtxt(path: str | Path) -> ModelConfig:
+    """Read and parse a config.pbtxt file."""
+    return parse_pbtxt(read_text(path), str(path))
+
+
+def check_file(path: str | Path, host_gpus: int | None = None) -> list[str]:
+    """Every problem of one config.pbtxt as ``path: field: rule`` lines (empty: Triton would accept it).
+
+    A file named ``config.pbtxt`` is taken as a model folder's: its name must match the folder's,
+    and a missing backend may come from the version folders' files, as Triton fills it in.
+    """
+    p = Path(path)
+    try:
+        cfg = load_pbtxt(p)
+    except ConfigError as exc:
+        return [str(exc)]
+    in_folder = p.name == "config.pbtxt"
+    folder = p.resolve().parent.name if in_folder else None
+    backend = infer_backend(p.resolve().parent) if in_folder else None
+    return [f"{p}: {prob}" for prob in check(cfg, host_gpus, folder, backend, files_known=in_folder)]
+
+
+def advice_file(path: str | Path) -> list[str]:
+    """Notes on a config.pbtxt that Triton accepts (``path: field: note`` lines); none if unparsable."""
+    try:
+        cfg = load_pbtxt(path)
+    except ConfigError:
+        return []
+    return [f"{path}: {note}" for note in advice(cfg)]
 
 
 def to_dict(cfg: ModelConfig) -> dict[str, Any]:
@@ -131,41 +179,538 @@ def gpus_needed(cfg: ModelConfig) -> int:
     return need
 
 
-def check(cfg: ModelConfig, host_gpus: int | None = None) -> list[Problem]:
-    """What Triton would refuse in ``cfg``, and what a host with ``host_gpus`` GPUs cannot run."""
-    problems: list[Problem] = []
+# --------------------------------------------------------------------------------- Triton's rules
+#
+# Written from Triton's model-configuration documentation and the comments of model_config.proto.
+# Each rule names the field (a dotted path) and says, in Triton's words where it has them, what is
+# wrong and how to fix it. Every rule is checked: a configuration gets all its problems at once
+# (Triton itself stops at the first).
+
+#: platform -> the backend that serves it (Triton fills the backend in from the platform)
+PLATFORM_BACKEND: dict[str, str] = {
+    "tensorrt_plan": "tensorrt",
+    "tensorflow_graphdef": "tensorflow",
+    "tensorflow_savedmodel": "tensorflow",
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "libtorch": "pytorch",
+    "torch_aoti": "pytorch",
+}
+ENSEMBLE = "ensemble"
+#: the backends that understand a ``platform`` field; any other backend takes no platform
+PLATFORM_BACKENDS = frozenset(PLATFORM_BACKEND.values())
+#: backends that Triton's release images ship (a custom backend is a shared library of its own)
+KNOWN_BACKENDS = frozenset({
+    "python", "onnxruntime", "pytorch", "tensorflow", "tensorrt", "openvino", "fil", "dali",
+    "identity", "repeat", "square", "vllm", "tensorrtllm",
+})
+#: file in a version folder -> the backend Triton infers when the configuration names none
+BACKEND_BY_FILE: tuple[tuple[str, str], ...] = (
+    ("model.plan", "tensorrt"), ("model.onnx", "onnxruntime"), ("model.xml", "openvino"),
+    ("model.pt", "pytorch"), ("model.pt2", "pytorch"), ("model.savedmodel", "tensorflow"),
+    ("model.graphdef", "tensorflow"), ("model.py", "python"),
+)
+_BACKEND_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+KIND_MODEL = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL")
+_TYPE_INVALID = model_config_pb2.DataType.Value("TYPE_INVALID")
+_SEQ = model_config_pb2.ModelSequenceBatching.Control
+_BOOL_CONTROLS = ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY")
+_CORRID_TYPES = ("TYPE_UINT64", "TYPE_INT64", "TYPE_UINT32", "TYPE_INT32", "TYPE_STRING")
+_DELAY = model_config_pb2.ModelQueuePolicy.TimeoutAction.Value("DELAY")
+_FORMAT_NONE = model_config_pb2.ModelInput.Format.Value("FORMAT_NONE")
+
+
+def infer_backend(model_dir: Path) -> str | None:
+    """The backend Triton would fill in from the files of the model's version folders, if any."""
+    try:
+        versions = sorted(p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    except OSError:
+        return None
+    for version in versions[:1]:  # Triton inspects the first version folder only
+        for fname, backend in BACKEND_BY_FILE:
+            if (version / fname).exists():
+                return backend
+    return None
+
+
+def triton_rules(cfg: ModelConfig, folder: str | None = None, files_backend: str | None = None,
+                 files_known: bool = False) -> list[Problem]:
+    """What Triton refuses in ``cfg`` when it loads it (no host facts needed).
+
+    ``folder`` is the model's folder name in the repository (the name Triton serves it under),
+    where known. ``files_known`` says the model's version folders were looked at, and
+    ``files_backend`` is the backend their files imply (Triton fills a missing backend in from
+    them); without ``files_known`` a missing backend is not a problem (it may come from the files).
+    """
+    p: list[Problem] = []
+    if cfg.ByteSize() == 0:
+        return [Problem("(config)", "the configuration is empty: Triton needs at least 'backend' (or "
+                        "'platform'), the inputs and the outputs of the model")]
+    name = cfg.name or folder or "the model"
+    if folder is not None and cfg.name and cfg.name != folder:
+        p.append(Problem("name", f"{cfg.name!r} differs from its folder {folder!r}: if 'name' is given it "
+                         "must match the name of the model repository directory containing the model "
+                         f"(set name: \"{folder}\" or rename the folder)"))
+    _platform_backend(cfg, p, files_backend, files_known)
     mbs = cfg.max_batch_size
     if mbs < 0:
-        problems.append(Problem("max_batch_size", f"must be >= 0, got {mbs}"))
-    if cfg.HasField("dynamic_batching"):
-        db = cfg.dynamic_batching
-        if mbs == 0:
-            problems.append(Problem(
-                "dynamic_batching",
-                "dynamic batching with max_batch_size 0 forms no batches (Triton accepts it and ignores "
-                "it): set max_batch_size > 0 or remove dynamic_batching"))
-        for size in db.preferred_batch_size:
-            if size <= 0:
-                problems.append(Problem("dynamic_batching.preferred_batch_size",
-                                        f"sizes must be > 0, got {size}"))
-            elif mbs > 0 and size > mbs:
-                problems.append(Problem(
-                    "dynamic_batching.preferred_batch_size",
-                    f"preferred batch size {size} > max_batch_size {mbs} "
-                    "(Triton: dynamic batching preferred size must be <= max batch size)"))
+        p.append(Problem("max_batch_size", f"'max_batch_size' must be non-negative value, got {mbs} (0: the "
+                         "model does not batch)"))
+    for kind, ios in (("input", cfg.input), ("output", cfg.output)):
+        for i, io in enumerate(ios):
+            _io_rules(f"{kind}[{i}]", kind, io, mbs, cfg.platform, p)
+    _batch_io(cfg, p)
+    _dynamic_batching(cfg, p)
+    _sequence_batching(cfg, p)
+    if cfg.platform == ENSEMBLE or cfg.HasField("ensemble_scheduling"):
+        _ensemble(cfg, name, p)
+    else:
+        _instance_groups(cfg, p)
+        _warmup(cfg, p)
+    if cfg.model_transaction_policy.decoupled and cfg.response_cache.enable:
+        p.append(Problem("response_cache.enable", "Response Cache does not currently support models with "
+                         "'decoupled' transaction policy: disable the response cache"))
+    _model_metrics(cfg, p)
+    _rate_limiter(cfg, p)
+    return p
+
+
+def _platform_backend(cfg: ModelConfig, p: list[Problem], files_backend: str | None, files_known: bool) -> None:
+    platform, backend = cfg.platform, cfg.backend
+    if platform == ENSEMBLE:
+        if backend:
+            p.append(Problem("backend", f"an ensemble must have platform type 'ensemble' and empty backend type, "
+                             f"got backend {backend!r}: remove 'backend'"))
+        return
+    if platform and platform not in PLATFORM_BACKEND:
+        known = ", ".join(sorted([*PLATFORM_BACKEND, ENSEMBLE]))
+        p.append(Problem("platform", f"unexpected platform type {platform!r} (Triton knows: {known}); "
+                         "for a backend without a platform set 'backend' instead"))
+        return
+    if backend:
+        if not _BACKEND_NAME.match(backend):
+            p.append(Problem("backend", f"{backend!r} is not a backend name (letters, digits and '_' only)"))
+        elif backend in PLATFORM_BACKEND or backend == ENSEMBLE:
+            fix = f"platform: \"{backend}\"" if backend != ENSEMBLE else "platform: \"ensemble\" and no backend"
+            p.append(Problem("backend", f"{backend!r} is a platform name, not a backend: set {fix}"
+                             + (f" or backend: \"{PLATFORM_BACKEND[backend]}\"" if backend in PLATFORM_BACKEND
+                                else "")))
+        elif backend not in KNOWN_BACKENDS:
+            known = ", ".join(sorted(KNOWN_BACKENDS))
+            p.append(Problem("backend", f"unknown backend {backend!r}: Triton loads libtriton_{backend}.so from "
+                             f"its backend directory; Triton's images ship: {known}"))
+        elif platform and backend in PLATFORM_BACKENDS and PLATFORM_BACKEND[platform] != backend:
+            p.append(Problem("platform", f"unexpected 'platform' and 'backend' pair, got: {platform}, {backend} "
+                             f"(platform {platform!r} belongs to backend {PLATFORM_BACKEND[platform]!r})"))
+        elif platform and backend not in PLATFORM_BACKENDS:
+            p.append(Problem("platform", f"unexpected 'platform' and 'backend' pair, got: {platform}, {backend} "
+                             f"(backend {backend!r} takes no platform: remove 'platform')"))
+        return
+    if not platform and files_known and files_backend is None:
+        p.append(Problem("backend", "must specify 'platform' or 'backend' (Triton could not infer one from the "
+                         "version folders' files either): e.g. backend: \"python\" or backend: \"onnxruntime\""))
+
+
+def _io_rules(field: str, kind: str, io: Any, mbs: int, platform: str, p: list[Problem]) -> None:
+    label = f"model {kind} {io.name!r}" if io.name else f"model {kind}"
+    if not io.name:
+        p.append(Problem(f"{field}.name", f"model {kind} must specify 'name'"))
+    if io.data_type == _TYPE_INVALID:
+        p.append(Problem(f"{field}.data_type", f"{label} must specify 'data_type' (e.g. TYPE_FP32)"))
+    dims = list(io.dims)
+    if not dims:
+        p.append(Problem(f"{field}.dims", f"{label} must specify 'dims' (without the batch dimension; "
+                         "-1 for a variable-size dimension; [ 1 ] for a scalar per batch item)"))
+    for d in dims:
+        if d < 1 and d != -1:
+            p.append(Problem(f"{field}.dims", f"{label} dimension must be integer >= 1, or -1 to indicate a "
+                             f"variable-size dimension, got {d}"))
+            break
+    if io.HasField("reshape"):
+        shape = list(io.reshape.shape)
+        if not shape and mbs == 0:
+            p.append(Problem(f"{field}.reshape", f"{label} cannot have empty reshape for non-batching model as "
+                             "scalar tensors are not supported"))
+        if any(d < 1 and d != -1 for d in shape):
+            p.append(Problem(f"{field}.reshape.shape", f"{label} reshape dimensions must be integer >= 1, or -1 "
+                             "to indicate a variable-size dimension"))
+        elif dims and all(d >= 1 or d == -1 for d in dims):
+            why = _reshape_mismatch(dims, shape)
+            if why:
+                p.append(Problem(f"{field}.reshape.shape", f"{label} {why} (dims {dims}, reshape {shape})"))
+    if kind == "input":
+        fmt_name = model_config_pb2.ModelInput.Format.Name(io.format)
+        if io.format != _FORMAT_NONE and len(dims) != 3:
+            p.append(Problem(f"{field}.format", f"model input NHWC/NCHW require 3 dims ({fmt_name}, dims {dims})"))
+    if io.is_shape_tensor and platform != "tensorrt_plan":
+        p.append(Problem(f"{field}.is_shape_tensor", "shape tensors are only supported for TensorRT platform"))
+    if io.is_non_linear_format_io:
+        if platform != "tensorrt_plan":
+            p.append(Problem(f"{field}.is_non_linear_format_io",
+                             "Non-linear IO format is only supported for the TensorRT platform"))
+        elif len(dims) != 3:
+            p.append(Problem(f"{field}.is_non_linear_format_io", f"Non-linear IO format {kind} requires 3 dims"))
+
+
+def _reshape_mismatch(dims: list[int], shape: list[int]) -> str | None:
+    """Why ``reshape`` cannot hold ``dims`` (None: it can): same element count, or, with variable
+    dimensions, the same count between each pair of -1s and the same number of -1s."""
+    if -1 not in dims and -1 not in shape:
+        n_dims, n_shape = math.prod(dims), math.prod(shape) if shape else 0
+        if n_dims != n_shape and not (n_shape == 0 and n_dims == 1):
+            return f"has different size for dims and reshape ({n_dims} elements against {n_shape})"
+        return None
+    if (-1 in dims) != (-1 in shape):
+        return "has different size for dims and reshape (only one of them has a variable-size dimension)"
+
+    def trunks(xs: list[int]) -> list[int]:
+        out, cur = [], 1
+        for x in xs:
+            if x == -1:
+                out.append(cur)
+                cur = 1
+            else:
+                cur *= x
+        return [*out, cur]
+
+    a, b = trunks(dims), trunks(shape)
+    if len(a) != len(b):
+        return "has different number of variable-size dimensions for dims and reshape"
+    if a != b:
+        return "has different size for dims and reshape (element counts between the variable-size dimensions differ)"
+    return None
+
+
+def _batch_io(cfg: ModelConfig, p: list[Problem]) -> None:
+    inputs = {io.name for io in cfg.input}
+    outputs = {io.name for io in cfg.output}
+    bi_kinds = model_config_pb2.BatchInput.Kind
+    for i, bi in enumerate(cfg.batch_input):
+        field = f"batch_input[{i}]"
+        if bi.kind not in bi_kinds.values():
+            p.append(Problem(f"{field}.kind", f"unknown batch input kind {bi.kind} (kinds: {', '.join(bi_kinds.keys())})"))
+        elif len(bi.source_input) != 1:
+            p.append(Problem(f"{field}.source_input", f"batch input kind '{bi_kinds.Name(bi.kind)}' expects 1 source "
+                             f"input, got {len(bi.source_input)}"))
+        if not bi.target_name:
+            p.append(Problem(f"{field}.target_name", "batch input must name the model input(s) it creates "
+                             "('target_name')"))
+        if bi.data_type not in (model_config_pb2.TYPE_INT32, model_config_pb2.TYPE_FP32):
+            p.append(Problem(f"{field}.data_type", "batch input data type must be TYPE_INT32 or TYPE_FP32"))
+        for src in bi.source_input:
+            if src not in inputs:
+                p.append(Problem(f"{field}.source_input", f"unknown source input name {src!r} (the model's inputs: "
+                                 f"{', '.join(sorted(inputs)) or 'none'})"))
+    bo_kinds = model_config_pb2.BatchOutput.Kind
+    for i, bo in enumerate(cfg.batch_output):
+        field = f"batch_output[{i}]"
+        if bo.kind not in bo_kinds.values():
+            p.append(Problem(f"{field}.kind", f"unknown batch output kind {bo.kind} (kinds: {', '.join(bo_kinds.keys())})"))
+        elif len(bo.source_input) != 1:
+            p.append(Problem(f"{field}.source_input", f"batch output kind '{bo_kinds.Name(bo.kind)}' expects 1 source "
+                             f"input, got {len(bo.source_input)}"))
+        for src in bo.source_input:
+            if src not in inputs:
+                p.append(Problem(f"{field}.source_input", f"unknown source input name {src!r} (the model's inputs: "
+                                 f"{', '.join(sorted(inputs)) or 'none'})"))
+        seen: set[str] = set()
+        for target in bo.target_name:
+            if target not in outputs:
+                p.append(Problem(f"{field}.target_name", f"unknown target output name {target!r} (the model's "
+                                 f"outputs: {', '.join(sorted(outputs)) or 'none'})"))
+            elif target in seen:
+                p.append(Problem(f"{field}.target_name", f"target output name {target!r} can only be specified once"))
+            seen.add(target)
+
+
+def _dynamic_batching(cfg: ModelConfig, p: list[Problem]) -> None:
+    if not cfg.HasField("dynamic_batching"):
+        return
+    db, mbs = cfg.dynamic_batching, cfg.max_batch_size
+    for size in db.preferred_batch_size:
+        if size <= 0:
+            p.append(Problem("dynamic_batching.preferred_batch_size",
+                             f"dynamic batching preferred size must be positive, got {size}"))
+        elif size > mbs:
+            p.append(Problem("dynamic_batching.preferred_batch_size",
+                             f"preferred batch size {size} > max_batch_size {mbs} (Triton: dynamic batching "
+                             "preferred size must be <= max batch size)"))
+    levels = db.priority_levels
+    if levels:
+        if not 1 <= db.default_priority_level <= levels:
+            p.append(Problem("dynamic_batching.default_priority_level",
+                             f"default priority level must be in range [1, {levels}], got {db.default_priority_level}"))
+        for level in sorted(db.priority_queue_policy):
+            if not 1 <= level <= levels:
+                p.append(Problem("dynamic_batching.priority_queue_policy",
+                                 f"priority queue policy must have priority level in range [1, {levels}], got {level}"))
+    if db.preserve_ordering:
+        if levels > 1:
+            p.append(Problem("dynamic_batching.preserve_ordering",
+                             f"only one priority level is allowed when 'preserve_ordering' is true ({levels} given)"))
+        policies = [("default_queue_policy", db.default_queue_policy)] + [
+            (f"priority_queue_policy[{k}]", v) for k, v in sorted(db.priority_queue_policy.items())]
+        for where, pol in policies:
+            if pol.default_timeout_microseconds and pol.timeout_action == _DELAY:
+                p.append(Problem(f"dynamic_batching.{where}.timeout_action",
+                                 "queue policy can not have DELAY as timeout action when 'preserve_ordering' is true"))
+
+
+def _sequence_batching(cfg: ModelConfig, p: list[Problem]) -> None:
+    if not cfg.HasField("sequence_batching"):
+        return
+    sb, mbs = cfg.sequence_batching, cfg.max_batch_size
+    if cfg.response_cache.enable:
+        p.append(Problem("response_cache.enable", "Response Cache does not currently support models with sequence "
+                         "batching scheduler: disable the response cache"))
+    seen_tensors: set[str] = set()
+    seen_kinds: dict[int, str] = {}
+    for i, ci in enumerate(sb.control_input):
+        field = f"sequence_batching.control_input[{i}]"
+        if not ci.name:
+            p.append(Problem(f"{field}.name", "sequence batching control tensor must have a name"))
+        elif ci.name in seen_tensors:
+            p.append(Problem(f"{field}.name", f"sequence batching control tensor {ci.name!r} is specified for "
+                             "multiple control kinds: one control_input per tensor"))
+        seen_tensors.add(ci.name)
+        if not ci.control:
+            p.append(Problem(f"{field}.control", f"control input {ci.name!r} has no 'control' entry"))
+        for j, c in enumerate(ci.control):
+            kind = _SEQ.Kind.Name(c.kind)
+            cfield = f"{field}.control[{j}]"
+            if c.kind in seen_kinds:
+                p.append(Problem(f"{cfield}.kind", f"sequence batching specifies multiple {kind} tensors "
+                                 f"({seen_kinds[c.kind]!r} and {ci.name!r}): one of each kind"))
+            seen_kinds.setdefault(c.kind, ci.name)
+            given = [n for n in ("int32_false_true", "fp32_false_true", "bool_false_true") if len(getattr(c, n))]
+            if kind in _BOOL_CONTROLS:
+                if not given:
+                    p.append(Problem(cfield, f"sequence batching must specify either 'int32_false_true', "
+                                     f"'fp32_false_true' or 'bool_false_true' for {kind}"))
+                elif len(given) > 1:
+                    p.append(Problem(cfield, "sequence batching specifies more than one from 'int32_false_true', "
+                                     f"'fp32_false_true' and 'bool_false_true' for {kind}"))
+                elif len(getattr(c, given[0])) != 2:
+                    p.append(Problem(f"{cfield}.{given[0]}", f"sequence batching control '{given[0]}' must have "
+                                     f"exactly 2 entries (the false value, then the true value) for {kind}"))
+            else:  # CONTROL_SEQUENCE_CORRID: a typed tensor, no false/true values
+                if given:
+                    p.append(Problem(cfield, "sequence batching must not specify either 'int32_false_true', "
+                                     f"'fp32_false_true' or 'bool_false_true' for {kind}: give 'data_type'"))
+                dtype = model_config_pb2.DataType.Name(c.data_type)
+                if dtype not in _CORRID_TYPES:
+                    p.append(Problem(f"{cfield}.data_type", f"unexpected data type {dtype} for control {kind}. "
+                                     f"Allowed data types are {', '.join(_CORRID_TYPES)}"))
+    if sb.HasField("oldest"):
+        for size in sb.oldest.preferred_batch_size:
+            if size <= 0 or size > mbs:
+                p.append(Problem("sequence_batching.oldest.preferred_batch_size",
+                                 f"sequence batching preferred batch size must be positive and <= max batch size "
+                                 f"({mbs}), got {size}"))
+    if sb.HasField("direct"):
+        util = sb.direct.minimum_slot_utilization
+        if not 0.0 <= util <= 1.0:
+            p.append(Problem("sequence_batching.direct.minimum_slot_utilization",
+                             f"sequence batching minimum slot utilization must be in range (0.0, 1.0], got {util:g}"))
+    for i, st in enumerate(sb.state):
+        field = f"sequence_batching.state[{i}]"
+        for attr in ("input_name", "output_name"):
+            if not getattr(st, attr):
+                p.append(Problem(f"{field}.{attr}", f"sequence state must specify '{attr}'"))
+        if st.data_type == _TYPE_INVALID:
+            p.append(Problem(f"{field}.data_type", "sequence state must specify 'data_type'"))
+        if not st.dims:
+            p.append(Problem(f"{field}.dims", "sequence state must specify 'dims'"))
+        elif any(d < 1 and d != -1 for d in st.dims):
+            p.append(Problem(f"{field}.dims", "sequence state dimension must be integer >= 1, or -1 to indicate a "
+                             "variable-size dimension"))
+
+
+def _instance_groups(cfg: ModelConfig, p: list[Problem]) -> None:
     for i, group in enumerate(cfg.instance_group):
         field = f"instance_group[{i}]"
+        kind = model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)
+        if group.kind in (KIND_CPU, KIND_MODEL) and group.gpus:
+            p.append(Problem(f"{field}.gpus", f"instance group has kind {kind} but specifies one or more GPUs: "
+                             "remove 'gpus' or use KIND_GPU"))
+        if any(g < 0 for g in group.gpus):
+            p.append(Problem(f"{field}.gpus", f"GPU ids are >= 0, got {list(group.gpus)}"))
+        if group.profile and cfg.platform != "tensorrt_plan":
+            p.append(Problem(f"{field}.profile", "specifies profile field which is only supported for TensorRT models"))
+        for prof in group.profile:
+            if not prof.isdigit():
+                p.append(Problem(f"{field}.profile", f"invalid profile {prof!r}: the field should contain the string "
+                                 "representation of a non-negative integer"))
+
+
+def _warmup(cfg: ModelConfig, p: list[Problem]) -> None:
+    mbs = cfg.max_batch_size
+    for i, w in enumerate(cfg.model_warmup):
+        field = f"model_warmup[{i}]"
+        if not w.name:
+            p.append(Problem(f"{field}.name", "a warm-up sample must have a 'name'"))
+        if w.batch_size < 1 or w.batch_size > max(mbs, 1):
+            p.append(Problem(f"{field}.batch_size", f"warm-up batch size must be in [1, {max(mbs, 1)}] "
+                             f"(max_batch_size {mbs}), got {w.batch_size}"))
+        if not w.inputs:
+            p.append(Problem(f"{field}.inputs", "a warm-up sample must give its inputs"))
+        for iname, inp in sorted(w.inputs.items()):
+            if inp.data_type == _TYPE_INVALID:
+                p.append(Problem(f"{field}.inputs[{iname}].data_type", "warm-up input must specify 'data_type'"))
+            if inp.WhichOneof("input_data_type") is None:
+                p.append(Problem(f"{field}.inputs[{iname}]", "warm-up input must specify one of 'zero_data', "
+                                 "'random_data' or 'input_data_file'"))
+
+
+def _ensemble(cfg: ModelConfig, name: str, p: list[Problem]) -> None:
+    if cfg.platform != ENSEMBLE:
+        p.append(Problem("platform", f"ensemble scheduling cannot be set for a model whose platform is not "
+                         f"ensemble (got {cfg.platform!r}): set platform: \"ensemble\""))
+        return
+    if not cfg.HasField("ensemble_scheduling"):
+        p.append(Problem("ensemble_scheduling", "ensemble scheduling must be set for a model whose platform is "
+                         "ensemble: add ensemble_scheduling { step [ ... ] }"))
+        return
+    for attr, what in (("instance_group", "instance group"), ("model_warmup", "model_warmup")):
+        if len(getattr(cfg, attr)):
+            p.append(Problem(attr, f"{what} should not be specified for an ensemble (its steps' models have their "
+                             "own): remove it"))
+    if cfg.HasField("optimization"):
+        p.append(Problem("optimization", "optimization should not be specified for an ensemble: remove it"))
+    steps = cfg.ensemble_scheduling.step
+    if not steps:
+        p.append(Problem("ensemble_scheduling.step", "must specify 'step' for an ensemble"))
+        return
+    # the data flow: a tensor is written by at most one step; a step runs once all its inputs are ready
+    writer: dict[str, int] = {}
+    ok = True
+    for i, step in enumerate(steps):
+        field = f"ensemble_scheduling.step[{i}]"
+        if not step.model_name:
+            p.append(Problem(f"{field}.model_name", f"must specify 'model_name' in step {i}"))
+        elif step.model_name == cfg.name:
+            p.append(Problem(f"{field}.model_name", f"step {i} calls the ensemble itself ({cfg.name!r}): circular "
+                             "dependency"))
+        if step.model_version < -1:
+            p.append(Problem(f"{field}.model_version", f"must be -1 (latest) or a version number, got {step.model_version}"))
+        if not step.input_map:
+            p.append(Problem(f"{field}.input_map", f"must specify 'input_map' in step {i}"))
+            ok = False
+        if not step.output_map:
+            p.append(Problem(f"{field}.output_map", f"must specify 'output_map' in step {i}"))
+            ok = False
+        for tensor in sorted(step.output_map.values()):
+            if tensor in writer:
+                p.append(Problem(f"{field}.output_map", f"ensemble tensor {tensor!r} can appear in an output map only "
+                                 f"once (already written by step {writer[tensor]})"))
+                ok = False
+            writer.setdefault(tensor, i)
+    if not ok:
+        return
+    ready = {inp.name for inp in cfg.input}
+    consumed = {t for step in steps for t in step.input_map.values()}
+    unused_inputs = [inp.name for inp in cfg.input if inp.name not in consumed]
+    pending = list(range(len(steps)))
+    progress = True
+    while progress:
+        progress = False
+        for i in list(pending):
+            if set(steps[i].input_map.values()) <= ready:
+                ready |= set(steps[i].output_map.values())
+                pending.remove(i)
+                progress = True
+    # a misspelt tensor name is both unreachable (read, never written) and unused (written, never
+    # read): say it once, as a "did you mean"
+    outputs = {o.name for o in cfg.output}
+    unused = sorted(t for t in writer if t not in outputs and t not in consumed) + unused_inputs
+    available = sorted(ready | set(writer))
+    suggested: set[str] = set()
+    rooted = False
+    for i in pending:
+        lack = sorted(t for t in steps[i].input_map.values() if t not in ready and t not in writer)
+        for t in lack:
+            rooted = True
+            near = difflib.get_close_matches(t, unused, 1, 0.4) or difflib.get_close_matches(t, available, 1)
+            suggested.update(near)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            p.append(Problem(f"ensemble_scheduling.step[{i}].input_map",
+                             f"ensemble tensor {t!r} is read but neither an ensemble input nor written by a step: "
+                             f"it is unreachable{hint}"))
+    for i, out in enumerate(cfg.output):
+        if out.name not in writer:
+            near = difflib.get_close_matches(out.name, unused, 1, 0.4)
+            suggested.update(near)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            p.append(Problem(f"output[{i}]", f"ensemble output {out.name!r} is not written by any step's "
+                             f"output_map{hint}"))
+        elif out.name not in ready and not rooted:
+            p.append(Problem(f"output[{i}]", f"output {out.name!r} for ensemble is not written: its steps wait on "
+                             "each other (a cycle in the steps' input and output maps)"))
+    for i, inp in enumerate(cfg.input):
+        if inp.name in unused_inputs and inp.name not in suggested:
+            p.append(Problem(f"input[{i}]", f"ensemble input {inp.name!r} is not used by any step's input_map"))
+    for tensor in unused:
+        if tensor not in suggested and tensor not in unused_inputs:
+            p.append(Problem(f"ensemble_scheduling.step[{writer[tensor]}].output_map",
+                             f"ensemble tensor {tensor!r} is unused in the ensemble: no step reads it and it is not "
+                             "an ensemble output"))
+
+
+def _model_metrics(cfg: ModelConfig, p: list[Problem]) -> None:
+    for i, mc in enumerate(cfg.model_metrics.metric_control):
+        field = f"model_metrics.metric_control[{i}]"
+        if not mc.HasField("metric_identifier"):
+            p.append(Problem(f"{field}.metric_identifier", "metric control must specify 'metric_identifier'"))
+        elif not mc.metric_identifier.family:
+            p.append(Problem(f"{field}.metric_identifier.family", "metric identifier must specify non-empty 'family'"))
+        if not mc.HasField("histogram_options"):
+            p.append(Problem(f"{field}.histogram_options", "metric control must specify 'histogram_options'"))
+        elif not mc.histogram_options.buckets:
+            p.append(Problem(f"{field}.histogram_options.buckets", "histogram options must specify non-empty 'buckets'"))
+        elif list(mc.histogram_options.buckets) != sorted(set(mc.histogram_options.buckets)):
+            p.append(Problem(f"{field}.histogram_options.buckets", "histogram buckets must be in increasing order"))
+
+
+def _rate_limiter(cfg: ModelConfig, p: list[Problem]) -> None:
+    for i, group in enumerate(cfg.instance_group):
+        seen: set[str] = set()
+        for j, res in enumerate(group.rate_limiter.resources):
+            field = f"instance_group[{i}].rate_limiter.resources[{j}]"
+            if not res.name:
+                p.append(Problem(f"{field}.name", "a rate-limiter resource must have a 'name'"))
+            elif res.name in seen:
+                p.append(Problem(f"{field}.name", f"resource {res.name!r} is listed twice in one instance group"))
+            seen.add(res.name)
+
+
+def advice(cfg: ModelConfig) -> list[Problem]:
+    """What Triton accepts but probably does not do what the author meant (notes, not refusals)."""
+    notes: list[Problem] = []
+    if cfg.HasField("dynamic_batching") and cfg.max_batch_size == 0:
+        notes.append(Problem("dynamic_batching", "with max_batch_size 0 the dynamic batcher forms no batches "
+                             "(Triton accepts it; requests are still queued and scheduled one by one): set "
+                             "max_batch_size > 0 to batch"))
+    for i, group in enumerate(cfg.instance_group):
         if group.count < 0:
-            problems.append(Problem(f"{field}.count", f"must be >= 0, got {group.count}"))
-        if group.kind == KIND_CPU and group.gpus:
-            problems.append(Problem(f"{field}.gpus", "GPU ids given for a KIND_CPU group"))
-        if host_gpus is None:
-            continue
+            notes.append(Problem(f"instance_group[{i}].count", f"{group.count} is below 1: Triton accepts it and "
+                                 "runs its default instance count instead; give the count you mean"))
+    return notes
+
+
+def check(cfg: ModelConfig, host_gpus: int | None = None, folder: str | None = None,
+          files_backend: str | None = None, files_known: bool = False) -> list[Problem]:
+    """What Triton would refuse in ``cfg``, and what a host with ``host_gpus`` GPUs cannot run."""
+    problems = triton_rules(cfg, folder, files_backend, files_known)
+    if host_gpus is None:
+        return problems
+    for i, group in enumerate(cfg.instance_group):
+        field = f"instance_group[{i}]"
         if group.kind == KIND_GPU and host_gpus == 0:
             problems.append(Problem(f"{field}.kind",
                                     "KIND_GPU on a host with no GPU: use KIND_CPU or a GPU node"))
         for gid in group.gpus:
-            if host_gpus > 0 and (gid < 0 or gid >= host_gpus):
+            if host_gpus > 0 and gid >= host_gpus:
                 problems.append(Problem(
                     f"{field}.gpus", f"GPU id {gid} does not exist on a host with {host_gpus} GPU(s)"))
     accel = cfg.optimization.execution_accelerators.gpu_execution_accelerator

@@ -33,3 +33,8 @@ class BadInput:
     env: dict[str, str] = field(default_factory=dict)
     #: seconds before the run is abandoned (the case then fails)
     timeout: float = 120.0
+    #: only for programs that are not ours and print warnings no setting turns off (ansible-playbook
+    #: lists every inventory plugin's failure as a multi-line warning before its one ``[ERROR]`` line):
+    #: a line prefix; then exactly one stderr line with this prefix is required, and it is the line
+    #: checked. Our own commands never use it.
+    error_prefix: str = ""

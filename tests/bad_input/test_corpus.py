@@ -81,6 +81,10 @@ def test_bad_input_is_refused_cleanly(case: BadInput, tmp_path: Path) -> None:
     proc = subprocess.run(argv, cwd=work, env=env, check=False, capture_output=True, text=True, timeout=case.timeout,
                           stdin=subprocess.DEVNULL)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    if case.error_prefix:
+        assert case.argv[0] != "serve-system" and not case.argv[0].startswith("chi_scripts/"), \
+            "error_prefix is only for programs that are not ours"
+        lines = [ln for ln in lines if ln.startswith(case.error_prefix)]
     shown = f"argv={argv}\nrc={proc.returncode}\nstderr:\n{proc.stderr}\nstdout:\n{proc.stdout[-2000:]}"
     assert proc.returncode != 0, shown
     assert "Traceback" not in proc.stderr + proc.stdout, shown

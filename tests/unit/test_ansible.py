@@ -31,7 +31,8 @@ def test_syntax_check(playbook: Path) -> None:
 def test_ansible_lint_production_profile() -> None:
     proc = subprocess.run(
         [str(BIN / "ansible-lint"), "--profile", "production", "--offline", "playbooks", "roles"],
-        cwd=REPO, env=_env(), capture_output=True, text=True, check=False, timeout=600,
+        # ansible.cfg makes a missing inventory an error; ansible-lint's syntax checks get the example one
+        cwd=REPO, env={**_env(), "ANSIBLE_INVENTORY": str(REPO / "inventory" / "hosts.example.yml")}, capture_output=True, text=True, check=False, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 

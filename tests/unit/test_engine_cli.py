@@ -18,16 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_validate_pbtxt_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = FIX / "model_repository" / "food_classifier" / "config.pbtxt"
     assert main(["validate", str(good)]) == 0
-    bad = tmp_path / "config.pbtxt"
-    bad.write_text('name: "m"\nmax_batch_size: 4\ndynamic_batching { preferred_batch_size: [8] }\n')
+    bad = tmp_path / "m" / "config.pbtxt"
+    bad.parent.mkdir()
+    bad.write_text('name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
+                   'dynamic_batching { preferred_batch_size: [8] }\n')
     typo = tmp_path / "typo.pbtxt"
     typo.write_text('name: "m"\n  instance_groups [ ]\n')
     capsys.readouterr()
     assert main(["validate", str(good), str(bad), str(typo)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        f"{bad}:1:1: dynamic_batching.preferred_batch_size: preferred batch size 8 > max_batch_size 4 "
-        "(Triton: dynamic batching preferred size must be <= max batch size)",
+        (f"{bad}: dynamic_batching.preferred_batch_size: preferred batch size 8 > max_batch_size 4 "
+        "(Triton: dynamic batching preferred size must be <= max batch size)"),
         f'{typo}:2:3: Message type "inference.ModelConfig" has no field named "instance_groups".',
     ]
 
@@ -103,7 +105,9 @@ def test_import_table_and_nothing_found(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_stats_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = tmp_path / "before.json"
-    before.write_text(json.dumps({"model_stats": []}))
+    # the snapshot of a freshly loaded model: every counter at zero
+    before.write_text(json.dumps({"model_stats": [{"name": "food_classifier", "version": "1",
+                                                   "inference_count": 0, "execution_count": 0}]}))
     after = FIX / "notebook_stats_after.json"
     assert main(["stats", str(before), str(after), "--json"]) == 0
     (d,) = json.loads(capsys.readouterr().out)

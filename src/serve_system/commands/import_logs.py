@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 from pathlib import Path
+from typing import Any
 
 from .. import perf
 from ..errors import ServeSystemError
@@ -14,19 +16,54 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="parse perf_analyzer stdout logs (as pasted in the labs) and -f CSV exports")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.add_argument("--json", action="store_true", help="one JSON object per load level (JSON lines)")
-    p.add_argument("-b", "--batch-size", type=int, default=None,
+    p.add_argument("-b", "--batch-size", type=_batch_size, default=None,
                    help="batch size used, where the log does not say (CSV exports never do)")
     p.set_defaults(func=_run)
+
+
+def _batch_size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"-b/--batch-size: {text!r} is not a whole number: give the batch size "
+                                         "perf_analyzer ran with (its -b), e.g. -b 1") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"-b/--batch-size: {n} is not a batch size: give 1 or more (perf_analyzer's "
+                                         "-b)")
+    return n
+
+
+def read_log(path: Path) -> str:
+    """A log or CSV's text: UTF-8 (with or without BOM) or UTF-16 with BOM (PowerShell's ``>``)."""
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise ServeSystemError(f"{path}: is a folder: give perf_analyzer's output or -f CSV file") from None
+    except OSError as exc:
+        raise ServeSystemError(f"{path}: cannot read: {exc.strerror}") from None
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError:
+            raise ServeSystemError(f"{path}: starts as UTF-16 but is not: save it as UTF-8") from None
+    if b"\0" in raw:
+        raise ServeSystemError(f"{path}: a binary file, not perf_analyzer's text output or -f CSV export")
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ServeSystemError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+                               "save it as UTF-8") from None
 
 
 def _run(args: argparse.Namespace) -> int:
     rows: list[tuple[Path, perf.Level]] = []
     for path in args.paths:
+        text = read_log(path)
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise ServeSystemError(f"{path}: cannot read: {exc.strerror}") from None
-        levels = perf.parse_any(text, args.batch_size)
+            levels = perf.parse_any(text, args.batch_size, strict=True)
+        except perf.CsvFormatError as exc:
+            raise ServeSystemError(f"{path}: {exc}") from None
         if not levels:
             raise ServeSystemError(f"{path}: no perf_analyzer results found (expected 'Concurrency: N, "
                                    "throughput: ...' lines or a -f CSV export)")
@@ -42,9 +79,12 @@ def _run(args: argparse.Namespace) -> int:
                   "queue", "infer", "batch")
     for path, lv in rows:
         j = lv.to_json()
-        cell = lambda k: "-" if j.get(k) is None else f"{j[k]:g}"
-        table.add_row(path.name, lv.mode, f"{lv.load:g}", lv.status, cell("throughput"), cell("latency_avg_us"),
-                      cell("p50_us"), cell("p90_us"), cell("p95_us"), cell("p99_us"), cell("queue_us"),
-                      cell("compute_infer_us"), cell("batch_size"))
+        table.add_row(path.name, lv.mode, f"{lv.load:g}", lv.status,
+                      *(_cell(j, k) for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
+                                              "queue_us", "compute_infer_us", "batch_size")))
     Console(width=160).print(table)
     return 0
+
+
+def _cell(row: dict[str, Any], key: str) -> str:
+    return "-" if row.get(key) is None else f"{row[key]:g}"

@@ -8,6 +8,10 @@ from pathlib import Path
 
 from .. import stats
 
+#: said of a model whose counters went backwards between the snapshots
+RESET_NOTE = (" [counters went backwards: the server restarted or the model was reloaded between the snapshots;"
+              " these are the counts since then]")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stats", help="per model: inference/execution count deltas, average batch size, histogram")
@@ -26,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
         j = d.to_json()
         avg = "-" if j["avg_batch_size"] is None else f"{j['avg_batch_size']:.2f}"
         print(f"{d.name} v{d.version}: {d.inference_count} inferences in {d.execution_count} executions "
-              f"(avg batch {avg}){' [counters reset: model reloaded]' if d.reset else ''}")
+              f"(avg batch {avg}){RESET_NOTE if d.reset else ''}")
         for size, n in sorted(d.histogram.items()):
             print(f"  batch {size:>3}: {n:>7} {'#' * min(60, n * 60 // max(d.histogram.values()))}")
     return 0

@@ -1,0 +1,258 @@
+"""Triton's own verdict on model configurations, from a real local tritonserver.
+
+:func:`compare` loads each config.pbtxt into a scratch model repository of a local tritonserver
+(explicit model control, loopback ports, one server per configuration) and prints, one line each,
+where Triton's verdict and :func:`serve_system.tritonconfig.check_file`'s differ. Triton's refusals
+that only say this server lacks something the model needs (a backend library, the model's files, a
+GPU it was not asked about) are reported as inconclusive, not as a difference.
+
+Where a tritonserver is found: ``--tritonserver``, ``$SERVE_SYSTEM_TRITONSERVER``, ``tritonserver``
+on PATH, the nvidia-pytriton package of this Python, or the project's engine Triton venv
+(``scripts/engine_triton_venv.sh``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import requests
+
+from . import tritonconfig as tc
+from .errors import ServeSystemError
+
+#: what Triton says when it is this server, not the configuration, that cannot load the model
+INCONCLUSIVE = (
+    "unable to find backend library", "unable to load backend", "unable to find 'libtriton_",
+    "unable to find backend", "failed to open", "no such file", "unable to create stub",
+    "contains models that are not available", "model.onnx", "model.plan", "model.pt",
+)
+
+#: a Python model that loads and answers nothing: enough for Triton to check the configuration
+STUB_MODEL = '''import triton_python_backend_utils as pb_utils  # noqa: F401
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [None for _ in requests]
+'''
+
+
+class NoTriton(ServeSystemError):
+    """No tritonserver can run here (not found, or it does not start)."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Triton's answer for one configuration: accepted, or its error message."""
+
+    accepted: bool
+    message: str = ""
+
+    @property
+    def conclusive(self) -> bool:
+        low = self.message.lower()
+        return self.accepted or not any(key in low for key in INCONCLUSIVE)
+
+
+def find_tritonserver(explicit: Path | None = None) -> Path:
+    """The tritonserver binary to use, or :class:`NoTriton` saying where it was looked for."""
+    tried: list[str] = []
+    for cand in _candidates(explicit):
+        tried.append(str(cand))
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand
+    where = "; ".join(tried) if tried else "nothing to try"
+    raise NoTriton(f"no tritonserver found (looked at: {where}): install nvidia-pytriton==0.7.0 (see "
+                   "scripts/engine_triton_venv.sh), put tritonserver on PATH or give --tritonserver BIN")
+
+
+def _candidates(explicit: Path | None) -> list[Path]:
+    out: list[Path] = []
+    if explicit is not None:
+        return [explicit]
+    if os.environ.get("SERVE_SYSTEM_TRITONSERVER"):
+        return [Path(os.environ["SERVE_SYSTEM_TRITONSERVER"])]
+    on_path = shutil.which("tritonserver")
+    if on_path:
+        out.append(Path(on_path))
+    spec = importlib.util.find_spec("pytriton")
+    if spec is not None and spec.origin:
+        out.append(Path(spec.origin).parent / "tritonserver" / "bin" / "tritonserver")
+    for root in {Path.cwd(), Path(__file__).resolve().parents[2]}:
+        out += sorted((root / ".cache").glob("engine-triton-*/lib/python3*/site-packages/pytriton/tritonserver/bin/"
+                                             "tritonserver"))
+    out.append(Path("/opt/tritonserver/bin/tritonserver"))
+    return out
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def local_gpus() -> int:
+    """GPUs this machine has, as ``nvidia-smi -L`` lists them (0 without it)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def triton_verdict(binary: Path, config: Path, timeout: float = 120.0, as_python: bool = False) -> Verdict:
+    """Load ``config`` (a config.pbtxt) into a scratch repository of a fresh tritonserver.
+
+    ``as_python``: the configuration with its backend replaced by the Python backend (platform
+    dropped), for a backend this server lacks: Triton then still checks everything else.
+    """
+    folder = config.resolve().parent.name if config.name == "config.pbtxt" else config.stem
+    with tempfile.TemporaryDirectory(prefix="serve-system-triton-") as tmp:
+        repo = Path(tmp) / "models"
+        model = repo / folder
+        (model / "1").mkdir(parents=True)
+        try:
+            cfg = tc.load_pbtxt(config)
+        except tc.ConfigError:
+            cfg = tc.ModelConfig()
+        if as_python:
+            cfg.backend, cfg.platform = "python", ""
+            (model / "config.pbtxt").write_text(tc.render_pbtxt(cfg))
+        else:
+            shutil.copyfile(config, model / "config.pbtxt")
+        inferred = tc.infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
+        if config.name == "config.pbtxt":  # the files the configuration names (labels), not the weights
+            for extra in config.resolve().parent.iterdir():
+                if extra.is_file() and extra.name != "config.pbtxt" and extra.stat().st_size < 1 << 20:
+                    shutil.copyfile(extra, model / extra.name)
+        if cfg.backend == "python" or (not cfg.backend and not cfg.platform and inferred == "python"):
+            # the model's own model.py may need packages this server lacks: a stub stands in for it
+            (model / "1" / "model.py").write_text(STUB_MODEL)
+        return _load(binary, repo, folder, Path(tmp), timeout)
+
+
+def _load(binary: Path, repo: Path, name: str, work: Path, timeout: float) -> Verdict:
+    http, grpc, metrics = _free_ports(3)
+    env = dict(os.environ)
+    venv = _venv_of(binary)
+    if venv is not None:
+        env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
+    backends = binary.parent.parent / "backends"
+    argv = [str(binary), f"--model-repository={repo}", "--model-control-mode=explicit",
+            "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={metrics}", "--allow-metrics=false"]
+    if backends.is_dir():
+        argv.append(f"--backend-directory={backends}")
+    log = work / "tritonserver.log"
+    try:
+        proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    except OSError as exc:
+        raise NoTriton(f"{binary}: cannot start: {exc.strerror}") from None
+    url = f"http://127.0.0.1:{http}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                tail = " ".join(log.read_text(errors="replace").split()[-40:])
+                raise NoTriton(f"{binary} exited with status {proc.returncode} before it was ready: {tail}")
+            try:
+                if requests.get(f"{url}/v2/health/live", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                raise NoTriton(f"{binary} was not live within {timeout:.0f} s (see its log: {log})")
+            time.sleep(0.3)
+        resp = requests.post(f"{url}/v2/repository/models/{name}/load", timeout=timeout)
+        if resp.status_code == 200:
+            return Verdict(True)
+        try:
+            message = str(resp.json().get("error", resp.text))
+        except ValueError:
+            message = resp.text
+        # the load API's answer can be generic ("failed to poll from model repository"): the
+        # server's log has the reason
+        reason = _logged_error(log, name)
+        if reason and reason not in message:
+            message = f"{reason} ({message})"
+        return Verdict(False, " ".join(message.split()))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _logged_error(log: Path, name: str) -> str:
+    """The last error line of the server's log about model ``name`` (its text after the source tag)."""
+    found = ""
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("E") and name in line and "] " in line:
+            found = line.split("] ", 1)[1].strip()
+    return found
+
+
+def _venv_of(binary: Path) -> Path | None:
+    for parent in binary.resolve().parents:
+        if (parent / "pyvenv.cfg").is_file():
+            return parent
+    return None
+
+
+def compare(configs: list[Path], explicit: Path | None = None, out: TextIO | None = None) -> int:
+    """Print where Triton and we differ for each config.pbtxt; returns how many differ.
+
+    Where this server lacks the model's backend, the configuration is loaded once more with the
+    Python backend in its place, and that verdict is compared with ours on everything but the
+    platform and backend fields.
+    """
+    stream = out if out is not None else sys.stdout
+    binary = find_tritonserver(explicit)
+    gpus = local_gpus()
+    differ = 0
+    for path in configs:
+        ours = tc.check_file(path, gpus)
+        theirs = triton_verdict(binary, path)
+        how = "Triton"
+        if not theirs.accepted and "unable to find backend library" in theirs.message.lower():
+            lacking = theirs.message
+            theirs = triton_verdict(binary, path, as_python=True)
+            how = "Triton (backend replaced by python: this server has none of the model's)"
+            ours = [line for line in ours if not line.startswith((f"{path}: platform:", f"{path}: backend:"))]
+            if not theirs.conclusive:
+                theirs = Verdict(False, lacking)
+        if not theirs.conclusive:
+            print(f"{path}: Triton: inconclusive here ({theirs.message[:200]}); ours: "
+                  f"{'refused' if ours else 'accepted'}", file=stream)
+            continue
+        if theirs.accepted == (not ours):
+            verdict = "accepted" if theirs.accepted else f"refused ({theirs.message[:200]})"
+            print(f"{path}: {how} agrees: {verdict}", file=stream)
+            continue
+        differ += 1
+        if theirs.accepted:
+            print(f"{path}: DIFFERS: {how} accepts it, we refuse it: {ours[0]}", file=stream)
+        else:
+            print(f"{path}: DIFFERS: {how} refuses it ({theirs.message}), we accept it", file=stream)
+    return differ

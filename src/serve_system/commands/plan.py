@@ -20,9 +20,10 @@ from pathlib import Path
 
 from .. import experiment as exp
 from .. import results as res
+from ..spec import SpecError, TritonSpec, check_name, load_spec
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="validate + render an experiment spec for hosts (used by the playbooks)")
     p.add_argument("spec", type=Path, metavar="SPEC")
     p.add_argument("--run-dir", type=Path, required=True, help="results/<experiment>/<run-id>")
@@ -41,27 +42,87 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _hosts(values: list[str]) -> list[tuple[str, int]]:
-    out = []
+    out: list[tuple[str, int]] = []
     for v in values:
         name, _, gpus = v.partition("=")
-        if not name or not gpus.isdigit():
-            raise exp.SpecError([f"--host {v!r}: give NAME=GPUS, e.g. node-1=2"])
+        if not name or not gpus.isdigit() or len(gpus) > 3:
+            raise SpecError([f"--host {v!r}: give NAME=GPUS, e.g. --host node-1=2"])
+        try:
+            check_name(name, "host name")
+        except ValueError as exc:
+            raise SpecError([f"--host {v!r}: {exc}"]) from None
+        if name in {h for h, _ in out}:
+            raise SpecError([f"--host {v!r}: host {name!r} given twice: give each host once"])
         out.append((name, int(gpus)))
     return out
 
 
+def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    names = {h for h, _ in hosts}
+    for b in values:
+        name, _, d = b.partition("=")
+        if not name or not d:
+            raise SpecError([f"--base-dir {b!r}: give NAME=DIR, e.g. --base-dir node-1=results/x/r1/node-1/.node_base"])
+        if name not in names:
+            raise SpecError([(f"--base-dir {b!r}: {name!r} is not one of the --host names "
+                             f"({', '.join(sorted(names))}): name a host given with --host")])
+        if not Path(d).is_dir():
+            raise SpecError([f"--base-dir {b!r}: {d!r} is not a folder: give the folder holding <model>/config.pbtxt"])
+        out[name] = Path(d).resolve()
+    return out
+
+
+def _run_dir(run: Path, experiment: str) -> Path:
+    """The run folder, resolved; refused (nothing written) when it could land somewhere else."""
+    shown = f"--run-dir {str(run)!r}"
+    if ".." in run.parts:
+        raise SpecError([f"{shown}: '..' in the path: give the run folder itself (results/<experiment>/<run id>)"])
+    try:
+        check_name(run.name, "run id")
+    except ValueError as exc:
+        raise SpecError([f"{shown}: {exc}"]) from None
+    if run.is_symlink() or (run.exists() and not run.is_dir()):
+        raise SpecError([f"{shown}: exists and is not a folder: give a run folder (results/<experiment>/<run id>)"])
+    resolved = run.resolve()
+    manifest = resolved / "manifest.json"
+    if manifest.exists():
+        try:
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SpecError([(f"{manifest}: (file): not readable JSON ({exc.__class__.__name__}): move it away "
+                             "or use another run id")]) from None
+        if not isinstance(doc, dict):
+            raise SpecError([f"{manifest}: (file): not a JSON object: move it away or use another run id"])
+        if doc.get("experiment") not in (None, experiment):
+            raise SpecError([(f"{shown}: holds a run of experiment {doc.get('experiment')!r}, not {experiment!r}: "
+                             "give this experiment's run folder")])
+    return resolved
+
+
+def _host_dir(run: Path, host: str) -> Path:
+    hdir = run / host
+    if hdir.is_symlink() or (hdir.exists() and not hdir.is_dir()) or hdir.resolve().parent != run:
+        raise SpecError([f"--host {host!r}: {hdir} is not a folder of the run: move it away"])
+    return hdir
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
-        spec = exp.load_spec(args.spec)
+        spec = load_spec(args.spec)
+        if not isinstance(spec, TritonSpec):
+            raise SpecError([(f"{args.spec}: kind: {spec.kind!r} specs are not planned by 'serve-system plan' "
+                             "(it plans kind: triton): run experiments/fastapi.yml")])
         hosts = _hosts(args.host) or [("localhost", 0)]
-        bases = {name: Path(d) for name, _, d in (b.partition("=") for b in args.base_dir)}
+        bases = _bases(args.base_dir, hosts)
+        run = _run_dir(args.run_dir, spec.name)
+        hdirs = {h: _host_dir(run, h) for h, _ in hosts}
         for h, g in hosts:
             exp.plan(spec, g, url=args.url, node_work_dir=args.node_work_dir, repository=bases.get(h))
-    except exp.SpecError as exc:
+    except SpecError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return 1
-    run = args.run_dir
     run.mkdir(parents=True, exist_ok=True)
     if not args.no_manifest:
         shutil.copyfile(args.spec, run / "spec.yml")
@@ -69,15 +130,15 @@ def _run(args: argparse.Namespace) -> int:
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
         manifest.setdefault("start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         manifest.update(
-            experiment=spec.name, run_id=run.name, description=spec.data.get("description"),
-            spec_file=str(args.spec), spec=spec.data, stand_in=spec.data.get("stand_in"),
+            experiment=spec.name, run_id=run.name, description=spec.description,
+            spec_file=str(args.spec), spec=spec.data, stand_in=spec.stand_in,
             hosts=sorted(set(manifest.get("hosts", [])) | {h for h, _ in hosts}),
-            objectives=[asdict(o) for o in spec.objectives],
+            objectives=[o.as_record() for o in spec.goals()],
         )
         manifest_path.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
     out = {}
     for (host, gpus) in hosts:
-        hdir = run / host
+        hdir = hdirs[host]
         if args.fresh and hdir.exists():
             shutil.rmtree(hdir)
         done = res.done_pairs(hdir)
@@ -91,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         doc = {
             "host": host, "gpus": gpus, "experiment": spec.name, "run_id": run.name,
             "models": sorted({v.model for v in variants}),
-            "warmup_requests": int((spec.data.get("warmup") or {}).get("requests", 20)),
+            "warmup_requests": spec.warmup.requests,
             "variants": [{**asdict(v), "todo": sum(not lv.done for lv in v.levels)} for v in variants],
         }
         (hdir / "plan.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -32,10 +32,14 @@ def test_workspace_files_are_in_jupyters_work_dir(rehearsal_cluster: RehearsalCl
 
 
 def test_the_labs_perf_analyzer_command_runs_with_the_shipped_input(rehearsal_cluster: RehearsalCluster) -> None:
-    """The lab's command, verbatim, from /work (where the student's terminal starts), under a cap."""
+    """The lab's command from /work (where the student's terminal starts), under a cap.
+
+    Count windows instead of the lab's 5 s time windows: on a busy 2-core CI machine the time windows
+    may never agree within 10 tries (perf_analyzer then exits 2 without a measurement).
+    """
     lab = "perf_analyzer -u triton_server:8000 -m food_classifier --input-data input.json -b 1 --concurrency-range 8"
     res = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "exec", "-w", "/work", "jupyter", "bash", "-c",
-                                 f"ulimit -v {CAP_KB} && {lab}", check=False)
+                                 f"ulimit -v {CAP_KB} && {lab} {QUICK}", check=False)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "Concurrency: 8, throughput:" in res.stdout
     assert "queue" in res.stdout and "compute infer" in res.stdout

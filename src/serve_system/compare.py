@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -22,16 +23,40 @@ METRICS = ("throughput", "p50_us", "p95_us", "p99_us", "errors")
 
 
 def load_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """A reported run's rows (summary.json: ``{"rows": [...], ...}``, or a bare list from older reports)."""
     path = run_dir / "summary.json"
+    fix = f"re-run `serve-system report {run_dir}`"
+    if not run_dir.is_dir():
+        raise ServeSystemError(f"{run_dir}: no such run folder; give results/<experiment>/<run-id>")
     if not path.is_file():
         raise ServeSystemError(f"{path}: no summary; run `serve-system report {run_dir}` first")
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ServeSystemError(f"{path}: not valid JSON ({exc}); re-run `serve-system report {run_dir}`") from None
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
+    rows = doc.get("rows") if isinstance(doc, dict) else doc
     if not isinstance(rows, list):
-        raise ServeSystemError(f"{path}: expected a list of rows; re-run `serve-system report {run_dir}`")
+        raise ServeSystemError(f"{path}: field 'rows' must be a list of rows; {fix}")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise ServeSystemError(f"{path}: rows[{i}] must be an object; {fix}")
+        for k in ("load", *METRICS):
+            v = r.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise ServeSystemError(f"{path}: rows[{i}].{k} must be a number or null, found {v!r}; {fix}")
     return rows
+
+
+def check_output(path: Path, option: str) -> None:
+    """Refuse an output path that cannot be written (before any work is done)."""
+    if path.is_dir():
+        raise ServeSystemError(f"{option} {path}: is a folder; give a file name, e.g. {path / 'compare.md'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ServeSystemError(f"{option} {path}: folder {parent} does not exist; create it first or choose "
+                               "another path")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ServeSystemError(f"{option} {path}: not writable; choose a path you can write")
 
 
 def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict[str, Any]]:
@@ -40,6 +65,7 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     order: list[tuple[Any, ...]] = []
     for i, run in enumerate(run_dirs):
         for r in load_rows(run):
+            key: tuple[Any, ...]
             if r.get("load") is None:  # a variant that never ran (refused / unavailable)
                 key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"), r.get("mode"), None)
             elif loads and not any(abs(float(r["load"]) - x) < 1e-9 for x in loads):
@@ -83,11 +109,16 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
+def _ms_of(r: dict[str, Any]) -> Any:
+    """A formatter of the row's microsecond columns as milliseconds."""
+    return lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | errors | "
-             "x first |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | errors | "
+              "x first |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ms = lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"  # noqa: E731
+        ms = _ms_of(r)
         load = "-" if r["load"] is None else f"{r['mode'] or ''} {r['load']:g}".strip()
         status = r["status"] + (f": {r['note']}" if r["note"] else "")
         lines.append(f"| {r['experiment']} ({r['run_id']}) | {r['host']} | {r['variant']} | {load} | {status} | "

@@ -144,22 +144,24 @@ def plan(
         perf = spec.merged_perf(v)
         load = spec.merged_load(v)
         for prob in tc.check_shapes(cfg, perf.get("shapes") or {}):
-            errs.append(f"{where}: {vname}: perf.{prob.field}: {prob.message}")
+            errs.append(f"{where}: {_perf_field(v, 'shapes')}{prob.field.removeprefix('shapes')}: {prob.message}")
         batch = int(perf.get("batch_size", 1))
         if cfg.max_batch_size == 0 and batch > 1:
-            errs.append(f"{where}: {vname}: perf.batch_size: {batch} > 1 but the model does not batch "
-                        "(max_batch_size 0)")
+            errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > 1 but the model does not batch "
+                        "(max_batch_size 0): use batch_size 1")
         elif cfg.max_batch_size and batch > cfg.max_batch_size:
-            errs.append(f"{where}: {vname}: perf.batch_size: {batch} > max_batch_size {cfg.max_batch_size}")
+            errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > max_batch_size {cfg.max_batch_size}: "
+                        "use a smaller batch_size")
         input_data = None
         if perf.get("input_data") and perf["input_data"] not in ("random", "zero"):
             try:
                 src = resolve(spec.path, str(perf["input_data"]))
             except ValueError as exc:
-                errs.append(f"{where}: {vname}: perf.input_data: {exc}")
+                errs.append(f"{where}: {_perf_field(v, 'input_data')}: {exc}")
                 continue
             if not src.exists():
-                errs.append(f"{where}: {vname}: perf.input_data: {perf['input_data']} not found")
+                errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf['input_data']} not found: give an "
+                            "existing JSON file (relative to the spec's folder), 'random' or 'zero'")
             input_data = str(src)
             perf["input_data"] = f"{node_work_dir}/{src.name}"
         if "distribution" in load:
@@ -192,8 +194,14 @@ def plan(
                                input_data=input_data, perf=perf, warmup_argv=warmup_argv,
                                stand_in=stand_in))
     if errs:
-        raise SpecError(errs)
+        raise SpecError(list(dict.fromkeys(errs)))  # a spec-wide setting's problem reads once
     return out
+
+
+def _perf_field(v: Variant, key: str) -> str:
+    """Where a perf setting comes from: the variant's own ``perf`` or the spec's."""
+    own = v.perf is not None and key in v.perf.model_fields_set
+    return f"{v.name}: perf.{key}" if own else f"perf.{key}"
 
 
 def baseline_body(spec: TritonSpec, repository: Path | None = None) -> dict[str, Any]:

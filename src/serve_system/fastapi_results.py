@@ -54,3 +54,13 @@ def bench_fields(level_dir: Path) -> dict[str, Any] | None:
         out["error"] = (f"{ph['errors']} of {ph['requests']} requests failed: {samples[0]}"
                         if ph.get("errors") and samples else None)
     return out
+
+
+def latencies_s(level_dir: Path) -> list[float]:
+    """Every successful request's latency (seconds) kept in a level's ``bench.json``; [] when none."""
+    try:
+        data = json.loads((level_dir / "bench.json").read_text(encoding="utf-8"))
+        phases = data["phases"]
+        return [float(x) for ph in phases for x in ph.get("latencies_s") or []]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []

@@ -8,7 +8,10 @@ the configs as protobuf messages (``ModelConfig``: strict parsing, no text surge
 * ``gpus == 0``: every ``KIND_GPU`` instance group becomes ``KIND_CPU`` (its ``gpus`` list dropped);
 * ``onnx_serving == "python_shim"``: ``onnxruntime`` models get ``backend: "python"`` and the shim
   ``shims/onnx_python_shim.py`` as ``1/model.py``;
-* models listed in ``standin`` get the stand-in ONNX weights (``serve_system.standin``).
+* models listed in ``standin`` get the stand-in ONNX weights generated for them
+  (``serve_system.standin``: each known model has one with its signature and kind of compute);
+  any other model keeps the weights files its source directory holds (``1/model.onnx``, ...), or
+  gets them fetched on the node (the food classifiers' URLs).
 
 Every edit is recorded in the config's ``serve_system_*`` parameters and in ``models.json`` (the
 model table the play prints), so nothing is changed silently. Files are rewritten only when their
@@ -21,14 +24,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import ServeSystemError
-from .standin import STANDIN_NOTE, onnx_standin_bytes
+from .standin import STANDIN_NOTE, standin_bytes, standin_for
 
 SHIM = Path(__file__).resolve().parent / "shims" / "onnx_python_shim.py"
 ONNX_SERVING = ("onnxruntime", "python_shim")
 #: the weights file each known model expects when no stand-in is used
 WEIGHTS = {"food_classifier": "food11.pth", "food_classifier_onnx": "model.onnx"}
+WEIGHT_SUFFIXES = (".pth", ".onnx", ".pt")
 MANIFEST = "models.json"
 
 
@@ -43,13 +48,13 @@ class ModelRow:
     weights: str
 
 
-def _config_pb():  # type: ignore[no-untyped-def]
+def _config_pb() -> Any:
     from tritonclient.grpc import model_config_pb2
 
     return model_config_pb2
 
 
-def parse_config(path: Path):  # type: ignore[no-untyped-def]
+def parse_config(path: Path) -> Any:
     from google.protobuf import text_format
 
     pb = _config_pb()
@@ -59,7 +64,7 @@ def parse_config(path: Path):  # type: ignore[no-untyped-def]
         raise ServeSystemError(f"{path}: not a valid Triton model config ({exc})") from exc
 
 
-def _set_param(config, key: str, value: str) -> None:  # type: ignore[no-untyped-def]
+def _set_param(config: Any, key: str, value: str) -> None:
     config.parameters[key].string_value = value
 
 
@@ -76,17 +81,23 @@ def render_model(
         raise ServeSystemError(f"{src / 'config.pbtxt'}: name {config.name!r} must match its directory {name!r}")
     config.name = name
     files: dict[str, bytes] = {}
+    own_weights: list[str] = []
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         rel = path.relative_to(src).as_posix()
-        if rel == "config.pbtxt" or "__pycache__" in rel or rel.endswith((".pth", ".onnx", ".pt")):
+        if rel == "config.pbtxt" or "__pycache__" in rel or rel == "README.md":
             continue
+        if rel.endswith(WEIGHT_SUFFIXES):
+            if standin:
+                continue  # the stand-in replaces them
+            own_weights.append(rel)
         files[rel] = path.read_bytes()
 
     lab_backend = config.backend or config.platform
     served_by = {"python": "Triton Python backend", "onnxruntime": "Triton onnxruntime backend"}.get(
         lab_backend, f"Triton {lab_backend} backend"
     )
-    if lab_backend == "onnxruntime" and onnx_serving == "python_shim":
+    if lab_backend in ("onnxruntime", "onnxruntime_onnx") and onnx_serving == "python_shim":
+        config.platform = ""
         config.backend = "python"
         served_by = "serve-system ONNX shim (Python backend + onnxruntime, CPU)"
         _set_param(config, "serve_system_served_by", "onnx_python_shim: Triton has no onnxruntime backend here")
@@ -102,11 +113,17 @@ def render_model(
         raise ServeSystemError(f"{name}: GPU instance group left on a node without GPUs")
 
     if standin:
-        files["1/model.onnx"] = onnx_standin_bytes()
-        weights = f"stand-in: {STANDIN_NOTE}"
+        maker = standin_for(name)
+        files["1/model.onnx"] = standin_bytes(name)
+        weights = f"stand-in: {STANDIN_NOTE}; replaces {maker.replaces}"
         _set_param(config, "serve_system_weights", weights)
+    elif own_weights:
+        weights = ", ".join(own_weights) + " (from the source repository)"
+    elif name in WEIGHTS:
+        weights = f"1/{WEIGHTS[name]} (fetched on the node)"
     else:
-        weights = f"1/{WEIGHTS.get(name, '(in the model directory)')} (fetched on the node)"
+        raise ServeSystemError(f"{src}: model {name!r} has no weights (no 1/model.onnx) and no stand-in was "
+                               "asked for: put its weights there, or deploy it with its stand-in")
     files["config.pbtxt"] = text_format.MessageToString(config).encode("utf-8")
     row = ModelRow(name, config.backend or config.platform, served_by, ",".join(kinds) or "default", weights)
     return files, row
@@ -120,10 +137,16 @@ def render(
     gpus: int,
     onnx_serving: str,
     standin: list[str],
+    standin_unless_given: list[str] | None = None,
 ) -> tuple[bool, list[ModelRow]]:
-    """Render ``models`` of ``source`` into ``dest``; returns (changed, model table)."""
+    """Render ``models`` of ``source`` into ``dest``; returns (changed, model table).
+
+    Models in ``standin`` get their stand-in; models in ``standin_unless_given`` get it only when
+    their source directory holds no weights file (the user's own weights win).
+    """
     if onnx_serving not in ONNX_SERVING:
         raise ServeSystemError(f"onnx_serving must be one of {', '.join(ONNX_SERVING)}, got {onnx_serving!r}")
+    standin = list(standin) + [m for m in standin_unless_given or [] if not has_weights(source / m)]
     unknown = sorted(set(standin) - set(models))
     if unknown:
         raise ServeSystemError(f"stand-in requested for models that are not deployed: {', '.join(unknown)}")
@@ -138,6 +161,11 @@ def render(
         rows.append(row)
     wanted[MANIFEST] = (json.dumps([asdict(r) for r in rows], indent=2) + "\n").encode()
     return sync_tree(dest, wanted), rows
+
+
+def has_weights(model_dir: Path) -> bool:
+    """The model's source directory holds a weights file (model.onnx, food11.pth, ...)."""
+    return model_dir.is_dir() and any(p.is_file() and p.name.endswith(WEIGHT_SUFFIXES) for p in model_dir.rglob("*"))
 
 
 def sync_tree(dest: Path, wanted: dict[str, bytes]) -> bool:

@@ -1,27 +1,126 @@
 """Report a run: summary.csv + summary.json, plots (matplotlib, Agg) and report.md.
 
-Everything is recomputed from the raw tree (:mod:`serve_system.results`). Plots:
-throughput vs latency per variant, stacked server-side latency breakdown, batch-size histograms,
-utilisation over time (GPU where Triton reports one, else CPU). The best variant per objective of
-the spec (``manifest.json`` keeps it) is named with the rule that picked it.
+Everything is recomputed from the raw tree (:mod:`serve_system.results`). The run folder is checked
+first (:func:`check_run`): an empty or interrupted run, or a malformed record, is refused with one
+line saying what is missing, before anything is written (``partial=True`` reports an interrupted
+run anyway and lists what is missing). report.md holds the best variant per objective of the spec,
+the lab's claims checked against the numbers (``## Findings``, :mod:`serve_system.findings`), the
+measurements and the plots:
+
+- latency (p50 / p95 / p99) against load, per variant;
+- throughput against latency, per variant;
+- Triton's server-side latency breakdown and the batch sizes it formed (where Triton measured them);
+- utilisation over time per GPU (CPU where no GPU is reported), and GPU memory over time;
+- the FastAPI benchmark's latency distribution (every latency it kept).
+
+A plot without data is not drawn; report.md says which and why.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import statistics
+import math
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from . import fastapi_results
+from . import findings as fnd
 from . import results as res
+from .errors import ServeSystemError
 from .spec import DEFAULT_OBJECTIVES as _DEFAULT
 from .spec import read_objectives
 
 DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
+PERCENTILES = (("p50_us", "-", "p50"), ("p95_us", "--", "p95"), ("p99_us", ":", "p99"))
+#: drawn for a variant whose perf_analyzer output had no percentiles
+AVG = (("latency_avg_us", "-.", "avg (no percentiles)"),)
+AVG_AND_PERCENTILES = AVG + PERCENTILES
 
 
-def write_summary(run_dir: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
+# -- checks (nothing is written before they pass) -----------------------------------------------
+
+
+def _manifest(run: Path) -> dict[str, Any]:
+    path = run / "manifest.json"
+    if not path.exists():
+        return {}
+    fix = "restore it from the experiment's run or delete it"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
+    if not isinstance(data, dict):
+        raise ServeSystemError(f"{path}: expected a JSON object, found {type(data).__name__}; {fix}")
+    if data.get("objectives") is not None:
+        # the spec model is the one definition of an objective
+        data["objectives"] = [o.as_record() for o in read_objectives(data["objectives"], path)]
+    return data
+
+
+def _host_dirs(run: Path) -> list[Path]:
+    return sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots")))
+
+
+def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
+    """What an interrupted run lacks: hosts, variants or levels that were planned or started, unfinished."""
+    out: list[str] = []
+    hosts = {p.name: p for p in _host_dirs(run)}
+    for h in manifest.get("hosts") or []:
+        if str(h) not in hosts:
+            out.append(f"{h}/ (a host of manifest.json without results)")
+    for name, hdir in hosts.items():
+        plan = res._read_json(hdir / "plan.json")
+        if isinstance(plan, dict):
+            if not (hdir / "host.json").exists():
+                out.append(f"{name}/host.json (the host never finished)")
+            for v in plan.get("variants") or []:
+                if not isinstance(v, dict):
+                    continue
+                vdir = hdir / str(v.get("name"))
+                vmeta = res._read_json(vdir / "variant.json") or {}
+                if vmeta.get("status") in ("refused", "unavailable"):
+                    continue
+                for lv in v.get("levels") or []:
+                    if isinstance(lv, dict) and not (vdir / str(lv.get("id")) / "level.json").exists():
+                        out.append(f"{name}/{v.get('name')}/{lv.get('id')}")
+        for ldir in sorted(hdir.glob("*/*/")):
+            if ldir.is_dir() and not ldir.name.startswith(".") and not ldir.parent.name.startswith(".") \
+                    and not (ldir / "level.json").exists() \
+                    and any(ldir.iterdir()) and f"{name}/{ldir.parent.name}/{ldir.name}" not in out:
+                out.append(f"{name}/{ldir.parent.name}/{ldir.name} (started, no level.json)")
+    return out
+
+
+def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[str, Any], list[dict[str, Any]], list[str]]:
+    """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is written."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
+    manifest = _manifest(run)
+    if not manifest and not _host_dirs(run):
+        raise ServeSystemError(f"{run}: empty run folder (no manifest.json, no <host>/ folder); give "
+                               "results/<experiment>/<run-id> as an experiment playbook wrote it")
+    rows = res.collect(run)
+    gaps = missing(run, manifest)
+    if not any(r.get("load") is not None for r in rows) and not any(r["status"] in ("refused", "unavailable")
+                                                                   for r in rows):
+        what = f"; missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}" if gaps else ""
+        raise ServeSystemError(f"{run}: nothing measured yet (no <host>/<variant>/<level>/level.json){what}; "
+                               "run the experiment (ansible-playbook experiments/NAME.yml -e run_id=...) first")
+    if gaps and not partial:
+        raise ServeSystemError(
+            f"{run}: interrupted run, {len(gaps)} missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}; "
+            f"resume it (run the experiment again with -e run_id={run.name}) or report what is there with --partial")
+    return run, manifest, rows, gaps
+
+
+# -- summary ------------------------------------------------------------------------------------
+
+
+def write_summary(run_dir: Path, rows: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """summary.csv (the rows) and summary.json ({experiment, run_id, rows, best, findings})."""
     csv_path, json_path = run_dir / "summary.csv", run_dir / "summary.json"
     with csv_path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(res.COLUMNS))
@@ -29,155 +128,329 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path
         for r in rows:
             w.writerow({k: json.dumps(v) if isinstance(v, dict) else ("" if v is None else v) for k, v in r.items()
                         if k in res.COLUMNS})
-    json_path.write_text(json.dumps(rows, indent=1, default=str) + "\n", encoding="utf-8")
+    doc = {"experiment": rows[0]["experiment"] if rows else None, "run_id": rows[0]["run_id"] if rows else None,
+           "rows": rows, **(extra or {})}
+    json_path.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
     return csv_path, json_path
 
 
 def best(rows: list[dict[str, Any]], objective: dict[str, Any]) -> dict[str, Any] | None:
     """The best (host, variant, load) by an objective, averaging repetitions; None if no row qualifies."""
-    metric, goal = objective.get("metric", "throughput"), objective.get("goal", "max")
-    at_load = objective.get("at_load")
-    cons = objective.get("constraints") or {}
-    groups: dict[tuple[str, str, Any, Any], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r.get("status") != "ok":
-            continue
-        if at_load is not None and float(r["load"]) != float(at_load):
-            continue
-        groups.setdefault((r["host"], r["variant"], r["mode"], r["load"]), []).append(r)
-    cands = []
-    for key, rs in groups.items():
-        vals: dict[str, float] = {}
-        for m in {metric, *cons}:
-            nums = [float(r[m]) for r in rs if r.get(m) is not None]
-            if nums:
-                vals[m] = statistics.fmean(nums)
-        if metric not in vals:
-            continue
-        ok = True
-        for m, bound in cons.items():
-            if m not in vals or ("max" in bound and vals[m] > bound["max"]) or ("min" in bound and vals[m] < bound["min"]):
-                ok = False
-        if ok:
-            cands.append((vals[metric], key, len(rs)))
-    if not cands:
-        return None
-    value, key, n = (max if goal == "max" else min)(cands, key=lambda c: c[0])
-    return {"objective": objective.get("name", f"{goal}_{metric}"), "metric": metric, "goal": goal,
-            "host": key[0], "variant": key[1], "mode": key[2], "load": key[3], "value": value, "repetitions": n,
-            "at_load": at_load, "constraints": cons}
+    ranked = fnd.rank(rows, objective)
+    return ranked[0] if ranked else None
 
 
-def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
+# -- plots --------------------------------------------------------------------------------------
+
+
+class _Plots:
+    """Draws into ``plots/``; remembers what was drawn and what was skipped (and why)."""
+
+    def __init__(self, run: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        self.plt = plt
+        self.dir = run / "plots"
+        self.made: list[Path] = []
+        self.skipped: list[str] = []
+
+    def save(self, fig: Any, name: str) -> None:
+        self.dir.mkdir(exist_ok=True)
+        fig.tight_layout()
+        path = self.dir / name
+        fig.savefig(path, dpi=110)
+        self.plt.close(fig)
+        self.made.append(path)
+
+
+def _variant_colours(variants: list[str]) -> dict[str, Any]:
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    cmap = matplotlib.colormaps["tab10"]
+    return {v: cmap(i % 10) for i, v in enumerate(variants)}
 
-    out_dir = run_dir / "plots"
-    out_dir.mkdir(exist_ok=True)
-    made: list[Path] = []
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("throughput") is not None]
-    hosts = sorted({r["host"] for r in ok})
-    for host in hosts:
-        hr = [r for r in ok if r["host"] == host]
-        variants = sorted({r["variant"] for r in hr})
-        # throughput vs latency per variant
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+
+def _latency_vs_load(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
+    for mode in sorted({r["mode"] for r in hr if r.get("mode")}):
+        mr = [r for r in hr if r["mode"] == mode and any(r.get(k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
+        if not mr:
+            p.skipped.append(f"{host}: latency against {mode} (no latency measured)")
+            continue
+        variants = sorted({r["variant"] for r in mr})
+        colours = _variant_colours(variants)
+        fig, ax = p.plt.subplots(figsize=(8, 4.8))
         for v in variants:
-            pts = sorted(((r["load"], r["throughput"], r.get("p95_us") or r.get("latency_avg_us"))
-                          for r in hr if r["variant"] == v), key=lambda t: t[0])
-            pts = [p for p in pts if p[2] is not None]
-            if pts:
-                ax.plot([p[2] / 1000 for p in pts], [p[1] for p in pts], marker="o", label=v)
-                for load, thr, lat in pts:
-                    ax.annotate(f"{load:g}", (lat / 1000, thr), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        ax.set_xlabel("latency p95 (ms; avg where p95 missing)")
-        ax.set_ylabel("throughput (infer/s)")
-        ax.set_title(f"{host}: throughput vs latency (labels: load level)")
+            vr = [r for r in mr if r["variant"] == v]
+            keys = PERCENTILES if any(r.get(k) is not None for r in vr for k, _, _ in PERCENTILES) else AVG
+            for key, style, label in keys:
+                by_load: dict[float, list[float]] = {}
+                for r in vr:
+                    if r.get(key) is not None:
+                        by_load.setdefault(float(r["load"]), []).append(float(r[key]) / 1000)
+                if by_load:
+                    xs = sorted(by_load)
+                    ax.plot(xs, [sum(by_load[x]) / len(by_load[x]) for x in xs], linestyle=style, marker="o",
+                            markersize=4, color=colours[v], label=f"{v} {label}")
+        loads = sorted({float(r["load"]) for r in mr})
+        if len(loads) > 1 and loads[-1] / loads[0] >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(loads, [f"{x:g}" for x in loads])
+        ax.set_xlabel("concurrent clients" if mode == "concurrency" else "requests per second (request rate)")
+        ax.set_ylabel("latency (ms)")
+        ax.set_title(f"{host}: latency against load: p50 solid, p95 dashed, p99 dotted", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        made.append(_save(fig, out_dir / f"{host}_throughput_latency.png"))
-        # stacked server-side breakdown
-        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(hr) + 2), 4.5))
-        labels, bottoms = [], [0.0] * len(hr)
-        hr_sorted = sorted(hr, key=lambda r: (r["variant"], r["load"], r.get("repetition") or 1))
-        labels = [f"{r['variant']}\n{r['load']:g}" for r in hr_sorted]
-        for part in ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
-            vals = [(r.get(part) or 0) / 1000 for r in hr_sorted]
-            ax.bar(range(len(hr_sorted)), vals, bottom=bottoms, label=part.replace("_us", ""))
-            bottoms = [b + v for b, v in zip(bottoms, vals)]
-        ax.set_xticks(range(len(hr_sorted)), labels, fontsize=7)
-        ax.set_ylabel("server time per request (ms)")
-        ax.set_title(f"{host}: server-side latency breakdown")
-        ax.legend(fontsize=8)
-        made.append(_save(fig, out_dir / f"{host}_latency_breakdown.png"))
-        # batch-size histograms
-        with_hist = [r for r in hr_sorted if r.get("batch_size_histogram")]
-        if with_hist:
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            width = 0.8 / len(with_hist)
-            for i, r in enumerate(with_hist):
-                h = {int(k): v for k, v in r["batch_size_histogram"].items()}
-                ax.bar([k + i * width for k in h], list(h.values()), width=width,
-                       label=f"{r['variant']} @ {r['load']:g}")
-            ax.set_xlabel("batch size executed")
-            ax.set_ylabel("executions")
-            ax.set_title(f"{host}: batch sizes formed by Triton")
+        ax.legend(fontsize=7, ncol=max(1, len(variants) // 4 + 1))
+        p.save(fig, f"{host}_latency_vs_{mode}.png")
+
+
+def _throughput_latency(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
+    pts_by_v: dict[str, list[tuple[float, float, float]]] = {}
+    for v in sorted({r["variant"] for r in hr}):
+        kept = sorted((float(r["load"]), float(r["throughput"]), float(r.get("p95_us") or r["latency_avg_us"]))
+                      for r in hr if r["variant"] == v and r.get("throughput") is not None
+                      and (r.get("p95_us") or r.get("latency_avg_us")) is not None)
+        if kept:
+            pts_by_v[v] = kept
+    if not pts_by_v:
+        p.skipped.append(f"{host}: throughput against latency (no level with both)")
+        return
+    fig, ax = p.plt.subplots(figsize=(7, 4.5))
+    for v, pts in pts_by_v.items():
+        ax.plot([q[2] / 1000 for q in pts], [q[1] for q in pts], marker="o", label=v)
+        for load, thr, lat in pts:
+            ax.annotate(f"{load:g}", (lat / 1000, thr), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("latency p95 (ms; average where p95 is missing)")
+    ax.set_ylabel("throughput (infer/s)")
+    ax.set_title(f"{host}: throughput against latency (labels: load level)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    p.save(fig, f"{host}_throughput_latency.png")
+
+
+def _breakdown(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
+    parts = ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+    br = sorted((r for r in hr if any(r.get(k) is not None for k in parts)),
+                key=lambda r: (r["variant"], r["mode"] or "", r["load"], r.get("repetition") or 1))
+    if not br:
+        p.skipped.append(f"{host}: server-side latency breakdown (no Triton statistics: e.g. the FastAPI benchmark)")
+        return
+    fig, ax = p.plt.subplots(figsize=(max(6, 0.6 * len(br) + 2), 4.5))
+    bottoms = [0.0] * len(br)
+    for part in parts:
+        vals = [(r.get(part) or 0) / 1000 for r in br]
+        ax.bar(range(len(br)), vals, bottom=bottoms, label=part.replace("_us", ""))
+        bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
+    ax.set_xticks(range(len(br)), [f"{r['variant']}\n{r['load']:g}" for r in br], fontsize=7)
+    ax.set_ylabel("server time per request (ms)")
+    ax.set_title(f"{host}: server-side latency breakdown")
+    ax.legend(fontsize=8)
+    p.save(fig, f"{host}_latency_breakdown.png")
+
+
+def _batch_sizes(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
+    """Share of requests served in each batch size, per variant and load (Triton's own statistics)."""
+    with_hist = sorted((r for r in hr if r.get("batch_size_histogram")),
+                       key=lambda r: (r["variant"], r["load"], r.get("repetition") or 1))
+    if not with_hist:
+        p.skipped.append(f"{host}: batch sizes (no Triton statistics)")
+        return
+    sizes = sorted({int(k) for r in with_hist for k in r["batch_size_histogram"]})
+    fig, ax = p.plt.subplots(figsize=(min(13.0, max(7.0, 0.5 * len(sizes) + 4)), 4.5))
+    width = 0.8 / len(with_hist)
+    for i, r in enumerate(with_hist):
+        h = {int(k): int(v) for k, v in r["batch_size_histogram"].items()}
+        served = sum(k * v for k, v in h.items()) or 1
+        ax.bar([k - 0.4 + (i + 0.5) * width for k in sizes], [100 * k * h.get(k, 0) / served for k in sizes],
+               width=width, label=f"{r['variant']} @ {r['load']:g} (avg {_fmt(r.get('avg_batch_size'), 2)}"
+                                   f"{'' if r.get('status') == 'ok' else ', ' + str(r.get('status'))})")
+    ax.set_xticks(sizes, [str(k) for k in sizes])
+    ax.set_xlabel("batch size executed by Triton")
+    ax.set_ylabel("share of requests (%)")
+    ax.set_title(f"{host}: batch sizes formed by Triton")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    p.save(fig, f"{host}_batch_sizes.png")
+
+
+def _spans(ax: Any, samples: dict[str, list[dict[str, Any]]], t0: float) -> None:
+    """Shade and name each variant's time span on a time axis."""
+    for i, (variant, ss) in enumerate(sorted(samples.items(), key=lambda kv: kv[1][0]["t"])):
+        a, b = ss[0]["t"] - t0, ss[-1]["t"] - t0
+        ax.axvspan(a, b, color="grey", alpha=0.08 if i % 2 else 0.16, lw=0)
+        ax.text((a + b) / 2, 1.0, variant, transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7)
+
+
+def _gapped(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """x and y of a time series, broken (NaN) where sampling paused, e.g. between variants."""
+    if len(pts) < 2:
+        return [q[0] for q in pts], [q[1] for q in pts]
+    steps = sorted(b[0] - a[0] for a, b in pairwise(pts))
+    gap = max(5.0, 3 * steps[len(steps) // 2])
+    xs, ys = [pts[0][0]], [pts[0][1]]
+    for a, b in pairwise(pts):
+        if b[0] - a[0] > gap:
+            xs.append((a[0] + b[0]) / 2)
+            ys.append(float("nan"))
+        xs.append(b[0])
+        ys.append(b[1])
+    return xs, ys
+
+
+def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+    hosts = sorted({h for h, _ in series})
+    any_gpu = False
+    for host in hosts:
+        per_v = {v: ss for (h, v), ss in series.items() if h == host and ss}
+        if not per_v:
+            continue
+        t0 = min(ss[0]["t"] for ss in per_v.values())
+        samples = sorted((s for ss in per_v.values() for s in ss), key=lambda s: s["t"])
+        gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_utilization" in m})
+        if gpus:
+            any_gpu = True
+            fig, ax = p.plt.subplots(figsize=(9, 4.2))
+            for g in gpus:
+                pts = [(s["t"] - t0, s["gpus"][g]["nv_gpu_utilization"] * 100) for s in samples
+                       if "nv_gpu_utilization" in s["gpus"].get(g, {})]
+                ax.plot(*_gapped(pts), label=g, lw=1.2, marker=".", markersize=3)
+            _spans(ax, per_v, t0)
+            ax.set_ylim(0, 105)
+            ax.set_xlabel("seconds since the first sample")
+            ax.set_ylabel("GPU utilisation (%)")
+            ax.set_title(f"{host}: utilisation per GPU (sampled from :8002/metrics)", pad=14)
+            ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-            made.append(_save(fig, out_dir / f"{host}_batch_sizes.png"))
-    series = res.utilisation_series(run_dir)
-    if series:
-        fig, ax = plt.subplots(figsize=(8, 4))
-        gpu_seen = False
-        t0 = min(s[0]["t"] for s in series.values() if s) if any(series.values()) else 0
-        for (host, variant), samples in sorted(series.items()):
-            gpu = [(s["t"] - t0, statistics.fmean(g["nv_gpu_utilization"] for g in s["gpus"].values()
-                                                  if "nv_gpu_utilization" in g))
-                   for s in samples if any("nv_gpu_utilization" in g for g in s["gpus"].values())]
-            if gpu:
-                gpu_seen = True
-                ax.plot([p[0] for p in gpu], [p[1] * 100 for p in gpu], label=f"{host}/{variant}")
-                continue
-            cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"]) for s in samples if "nv_cpu_utilization" in s["cpu"]]
-            if cpu:
-                ax.plot([p[0] for p in cpu], [p[1] * 100 for p in cpu], label=f"{host}/{variant} (CPU)")
-        ax.set_xlabel("seconds since first sample")
-        ax.set_ylabel("GPU utilisation (%)" if gpu_seen else "CPU utilisation (%) - no GPU reported")
-        ax.set_title("utilisation over time (sampled from :8002/metrics)")
+            p.save(fig, f"{host}_gpu_utilisation.png")
+        else:
+            cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"] * 100) for s in samples if "nv_cpu_utilization" in s["cpu"]]
+            if not cpu:
+                p.skipped.append(f"{host}: utilisation (its metrics samples report neither GPU nor CPU utilisation)")
+            else:
+                fig, ax = p.plt.subplots(figsize=(9, 4.2))
+                ax.plot(*_gapped(cpu), lw=1.2, marker=".", markersize=3, label="CPU (whole host)")
+                _spans(ax, per_v, t0)
+                ax.set_ylim(0, 105)
+                ax.set_xlabel("seconds since the first sample")
+                ax.set_ylabel("CPU utilisation (%)")
+                ax.set_title(f"{host}: CPU utilisation (Triton reported no GPU)", pad=14)
+                ax.grid(alpha=0.3)
+                p.save(fig, f"{host}_cpu_utilisation.png")
+        mem_gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_memory_used_bytes" in m})
+        if not mem_gpus:
+            continue
+        fig, ax = p.plt.subplots(figsize=(9, 4.2))
+        for g in mem_gpus:
+            pts = [(s["t"] - t0, s["gpus"][g]["nv_gpu_memory_used_bytes"] / 2**20) for s in samples
+                   if "nv_gpu_memory_used_bytes" in s["gpus"].get(g, {})]
+            line = ax.plot(*_gapped(pts), label=f"{g} used", lw=1.2, marker=".", markersize=3)
+            totals = [s["gpus"][g]["nv_gpu_memory_total_bytes"] / 2**20 for s in samples
+                      if "nv_gpu_memory_total_bytes" in s["gpus"].get(g, {})]
+            if totals:
+                ax.axhline(max(totals), color=line[0].get_color(), ls=":", lw=1, label=f"{g} total")
+        _spans(ax, per_v, t0)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("seconds since the first sample")
+        ax.set_ylabel("GPU memory (MiB)")
+        ax.set_title(f"{host}: GPU memory over time", pad=14)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-        made.append(_save(fig, out_dir / "utilisation.png"))
-    return made
+        ax.legend(fontsize=7)
+        p.save(fig, f"{host}_gpu_memory.png")
+    if not series:
+        p.skipped.append("utilisation and GPU memory over time (no metrics.jsonl samples in the run)")
+    elif not any_gpu:
+        p.skipped.append("utilisation per GPU and GPU memory over time (Triton reported no GPU: CPU utilisation "
+                         "drawn instead)")
 
 
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
+def _fastapi_latency(p: _Plots, run: Path) -> None:
+    found: dict[str, list[tuple[str, float, list[float]]]] = {}
+    for bench in sorted(run.glob("*/*/*/bench.json")):
+        ldir = bench.parent
+        lat = fastapi_results.latencies_s(ldir)
+        meta = res._read_json(ldir / "level.json") or {}
+        if lat:
+            load = float(meta.get("load") or 0)
+            found.setdefault(ldir.parent.parent.name, []).append((ldir.parent.name, load, lat))
+    for host, series in sorted(found.items()):
+        fig, (ax, bx) = p.plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+        series.sort(key=lambda s: (s[1], s[0]))
+        for variant, load, lat in series:
+            ms = sorted(x * 1000 for x in lat)
+            n = len(ms)
+            ax.step(ms, [(i + 1) / n for i in range(n)], where="post",
+                    label=f"{variant}, {load:g} sender{'s' if load != 1 else ''} (n={n})")
+        ax.set_xscale("log")
+        for q in (0.5, 0.95, 0.99):
+            ax.axhline(q, color="grey", lw=0.6, ls=":")
+        ax.set_xlabel("latency (ms, log scale)")
+        ax.set_ylabel("fraction of requests at or below")
+        ax.set_title(f"{host}: FastAPI latency distribution")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        bx.boxplot([[x * 1000 for x in lat] for _, _, lat in series], whis=(1, 99), showfliers=False)
+        bx.set_xticks(range(1, len(series) + 1), [f"{v}\n{load:g}" for v, load, _ in series], fontsize=7)
+        bx.set_yscale("log")
+        bx.set_ylabel("latency (ms; box p25-p75, whiskers p1-p99)")
+        bx.set_title("per variant and senders")
+        bx.grid(alpha=0.3, axis="y")
+        p.save(fig, f"{host}_fastapi_latency.png")
 
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+
+def make_plots(run: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
+    """Draw every plot with data; return (files, plots skipped with the reason)."""
+    p = _Plots(run)
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("load") is not None]
+    if not ok:
+        p.skipped.append("every plot (no level was measured ok)")
+    for host in sorted({r["host"] for r in ok}):
+        hr = [r for r in ok if r["host"] == host]
+        _latency_vs_load(p, host, hr)
+        _throughput_latency(p, host, hr)
+        _breakdown(p, host, hr)
+        # Triton's statistics are real even where perf_analyzer found no stable measurement
+        _batch_sizes(p, host, [r for r in rows if r["host"] == host and r.get("load") is not None])
+    _over_time(p, res.utilisation_series(run))
+    _fastapi_latency(p, run)
+    return p.made, p.skipped
+
+
+# -- report.md ----------------------------------------------------------------------------------
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
-    if v is None or v == "":
+    if v is None or v == "" or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
         return f"{v:,.{digits}f}"
     return str(v)
 
 
-def write_report(run_dir: str | Path) -> dict[str, Any]:
-    """Write summary.csv/json, plots and report.md for a run folder; return what was written."""
-    run = Path(run_dir)
-    rows = res.collect(run)
-    manifest = res._read_json(run / "manifest.json") or {}
-    csv_path, json_path = write_summary(run, rows)
-    plots = _plots(run, rows)
-    objectives = [o.as_record() for o in read_objectives(manifest.get("objectives"), run / "manifest.json")]
-    winners = [b for b in (best(rows, o) for o in objectives)]
+def _ms_of(r: dict[str, Any]) -> Any:
+    """A formatter of the row's microsecond columns as milliseconds."""
+    return lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"
+
+
+def _rule(o: dict[str, Any]) -> str:
+    rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"
+    if o.get("at_load") is not None:
+        rule += f" at load {float(o['at_load']):g}"
+    if o.get("constraints"):
+        rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items() for k, b in bd.items())
+    return rule
+
+
+def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
+    """Check the run folder, then write summary.csv/json, plots and report.md; return what was written."""
+    run, manifest, rows, gaps = check_run(run_dir, partial)
+    objectives = manifest.get("objectives") or DEFAULT_OBJECTIVES
+    winners = [best(rows, o) for o in objectives]
+    found = fnd.evaluate(rows, res.variant_setups(run), objectives)
+    plots, skipped = make_plots(run, rows)
+    csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
+                                                    "missing": gaps})
     lines = [f"# {manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}", ""]
     if manifest.get("description"):
         lines += [str(manifest["description"]).strip(), ""]
@@ -196,27 +469,27 @@ def write_report(run_dir: str | Path) -> dict[str, Any]:
         else:
             ended = "(not finished on " + ", ".join(h for h, e in ends.items() if not e) + ")"
         lines += [f"Started {manifest['start']}, ended {ended}; hosts: {', '.join(hosts)}.", ""]
+    if gaps:
+        lines += [f"> **Interrupted run, reported with --partial.** Missing: {', '.join(gaps)}.", ""]
     lines += ["## Best variant per objective", ""]
-    for o, w in zip(objectives, winners):
-        rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"
-        if o.get("at_load") is not None:
-            rule += f" at load {float(o['at_load']):g}"
-        if o.get("constraints"):
-            rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items() for k, b in bd.items())
+    for o, w in zip(objectives, winners, strict=True):
         if w is None:
-            lines.append(f"- **{o.get('name', rule)}** ({rule}): no measured level qualifies")
+            lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies")
         else:
-            lines.append(f"- **{w['objective']}** ({rule}): `{w['variant']}` on {w['host']} at {w['mode']} "
+            lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at {w['mode']} "
                          f"{w['load']:g} -> {w['metric']} = {_fmt(w['value'])} (mean of {w['repetitions']})")
-    lines += ["", "## Measurements", "",
-              "| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
-              "infer ms | avg batch | util |",
+    lines += ["", *fnd.markdown(found, stand_in)]
+    lines += ["## Measurements", "",
+              ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
+               "infer ms | avg batch | util |"),
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        util = r.get("gpu_util")
-        util_s = f"GPU {util * 100:.0f}%" if util is not None else (
-            f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-")
-        ms = lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"  # noqa: E731
+        util, busiest = r.get("gpu_util"), r.get("gpu_util_max")
+        if util is not None:
+            util_s = f"GPU {util * 100:.0f}%" + (f" (busiest {busiest * 100:.0f}%)" if busiest is not None else "")
+        else:
+            util_s = f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-"
+        ms = _ms_of(r)
         load = f"{r['mode'][:4] if r.get('mode') else ''} {_fmt(r.get('load'))}".strip()
         lines.append(f"| {r['host']} | {r['variant']} | {load} | {_fmt(r.get('repetition'))} | {r['status']}"
                      f"{' (retried)' if r.get('retried') else ''} | {_fmt(r.get('throughput'))} | {ms('latency_avg_us')} | "
@@ -232,19 +505,22 @@ def write_report(run_dir: str | Path) -> dict[str, Any]:
         for f in manifest.get("failures") or []:
             lines.append(f"- {f}")
     notes = res._read_json(run / "notes.json") or {}
-    for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and p.name != "plots"):
+    for host_dir in _host_dirs(run):
         for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             vm = res._read_json(vdir / "variant.json") or {}
             for n in vm.get("notes") or []:
                 notes.setdefault("adapted", []).append(f"{host_dir.name}/{vdir.name}: {n}")
     if notes.get("adapted"):
         lines += ["", "## Adapted to the host", ""] + [f"- {n}" for n in notes["adapted"]]
-    if plots:
+    if plots or skipped:
         lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
-    lines += ["", "Files: `summary.csv`, `summary.json` (one row per host x variant x load x repetition; "
-              "times in microseconds). Raw perf_analyzer output, stats and metrics are under each "
-              "`<host>/<variant>/<level>/`.", ""]
+        if skipped:
+            lines += ["", "Not drawn (no data): " + "; ".join(skipped) + "."]
+    lines += ["", ("Files: `summary.csv` (one row per host x variant x load x repetition; times in microseconds), "
+                   "`summary.json` (the same rows, the best variants and the findings with their numbers). Raw "
+                   "perf_analyzer output, stats and metrics are under each `<host>/<variant>/<level>/`."), ""]
     md = run / "report.md"
     md.write_text("\n".join(lines), encoding="utf-8")
-    return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path),
-            "report": str(md), "plots": [str(p) for p in plots], "best": winners}
+    return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path), "report": str(md),
+            "plots": [str(p) for p in plots], "skipped": skipped, "best": winners, "findings": found,
+            "missing": gaps}

@@ -32,7 +32,7 @@ COLUMNS: tuple[str, ...] = (
     "throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
-    "gpu_util", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s", "stand_in",
+    "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s", "stand_in",
     "errors",
 )
 
@@ -51,13 +51,29 @@ def _read_text(path: Path) -> str:
         return ""
 
 
+def read_level_json(path: Path) -> dict[str, Any]:
+    """A level.json, checked: a JSON object whose ``load`` is a positive number (else one-line error)."""
+    fix = "re-run the experiment to measure this level again, or delete the level folder"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not valid UTF-8 JSON"
+        raise ServeSystemError(f"{path}: unreadable level record ({why}); {fix}") from None
+    if not isinstance(meta, dict):
+        raise ServeSystemError(f"{path}: expected a JSON object, found {type(meta).__name__}; {fix}")
+    load = meta.get("load")
+    if isinstance(load, bool) or not isinstance(load, int | float) or not load > 0 or load == float("inf"):
+        raise ServeSystemError(f"{path}: field 'load' must be a positive number, found {load!r}; {fix}")
+    return meta
+
+
 def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     """One tidy row from a level folder."""
-    meta = _read_json(level_dir / "level.json") or {}
+    meta = read_level_json(level_dir / "level.json")
     row: dict[str, Any] = {c: None for c in COLUMNS}
     row.update(base)
     mode = meta.get("mode", perfmod.CONCURRENCY)
-    load = float(meta.get("load", 0))
+    load = float(meta["load"])
     row.update(mode=mode, load=_num(load), repetition=meta.get("repetition", 1))
     attempts = meta.get("attempts") or []
     row["attempts"] = len(attempts) or None
@@ -104,6 +120,7 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
                 row["compute_output_us"] = d.avg_us("compute_output")
     samples = statsmod.read_samples(level_dir / "metrics.jsonl")
     row["gpu_util"] = statsmod.mean_gpu_util(samples)
+    row["gpu_util_max"] = statsmod.busiest_gpu_util(samples)
     row["gpu_mem_max_bytes"] = statsmod.max_gpu_mem(samples)
     row["cpu_util"] = statsmod.mean_cpu_util(samples)
     return row
@@ -137,7 +154,7 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
                     "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
             levels = sorted(p for p in vdir.iterdir() if p.is_dir() and (p / "level.json").exists())
             if vmeta.get("status") in ("refused", "unavailable") and not levels:
-                row = {c: None for c in COLUMNS}
+                row: dict[str, Any] = {c: None for c in COLUMNS}
                 row.update(base, status=vmeta["status"], error=vmeta.get("error"))
                 rows.append(row)
                 continue
@@ -169,4 +186,36 @@ def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[s
         out.setdefault(key, []).extend(statsmod.read_samples(f))
     for v in out.values():
         v.sort(key=lambda s: s["t"])
+    return out
+
+
+def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(host, variant) -> how it was set up, from the raw files (for the report's findings).
+
+    ``config_pbtxt`` (the exact config sent, or None), ``distribution`` and ``batch_size`` (from the
+    first level's perf_analyzer argv and level.json), ``runtime`` (FastAPI variants), ``status``,
+    ``error``, and the host's ``host_gpus`` / ``host_cpus`` (facts.json).
+    """
+    run = Path(run_dir)
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots"))):
+        facts = _read_json(host_dir / "facts.json") or {}
+        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            vmeta = _read_json(vdir / "variant.json") or {}
+            cfg = vdir / "config.pbtxt"
+            setup: dict[str, Any] = {
+                "config_pbtxt": _read_text(cfg) if cfg.is_file() else None,
+                "runtime": vmeta.get("runtime"), "status": vmeta.get("status"), "error": vmeta.get("error"),
+                "distribution": None, "batch_size": 1,
+                "host_gpus": facts.get("gpus"), "host_cpus": facts.get("cpus"),
+            }
+            for lj in sorted(vdir.glob("*/level.json")):
+                meta = _read_json(lj) or {}
+                setup["batch_size"] = meta.get("batch_size") or 1
+                for attempt in meta.get("attempts") or []:
+                    argv = [str(a) for a in (attempt or {}).get("argv") or []]
+                    if "--request-distribution" in argv[:-1]:
+                        setup["distribution"] = argv[argv.index("--request-distribution") + 1]
+                break
+            out[(host_dir.name, vdir.name)] = setup
     return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -104,6 +105,9 @@ Version = Annotated[str, BeforeValidator(_version),
 RelPath = Annotated[str, AfterValidator(_rel_path)]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+Repetitions = Annotated[int, Field(ge=1, le=100, strict=True)]
+#: the most perf_analyzer runs one spec may plan per host (variants x levels x repetitions)
+MAX_RUNS = 10_000
 
 
 class _Model(BaseModel):
@@ -199,11 +203,12 @@ class Perf(_Model):
     max_threads: PosInt | None = None
     async_: bool | None = Field(default=None, alias="async")
     verbose_csv: bool | None = None
-    retries: NonNegInt | None = None
+    retries: Annotated[int, Field(ge=0, le=10, strict=True)] | None = None
 
 
 class Warmup(_Model):
-    requests: NonNegInt = Field(default=20, description="requests sent after each load, before measuring")
+    requests: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = Field(
+        default=20, description="requests sent after each load, before measuring")
 
 
 class Bound(_Model):
@@ -299,7 +304,7 @@ class TritonSpec(_Model):
     stand_in: str | None = None
     load: Load
     perf: Perf = Perf()
-    repetitions: PosInt = 1
+    repetitions: Repetitions = 1
     warmup: Warmup = Warmup()
     objectives: list[Objective] | None = None
     objective: Objective | None = Field(default=None, description="one objective (older form of objectives)")
@@ -334,12 +339,17 @@ class TritonSpec(_Model):
         return list(DEFAULT_OBJECTIVES)
 
     def merged_load(self, v: Variant) -> dict[str, Any]:
+        """The variant's load: the spec's, with the variant's own keys over it (null: the default)."""
         over = v.load.model_dump(exclude_unset=True) if v.load else {}
-        return {**self.load.model_dump(exclude_unset=True), **over}
+        merged = {**self.load.model_dump(exclude_unset=True), **over}
+        return {k: x for k, x in merged.items() if x is not None}
 
     def merged_perf(self, v: Variant) -> dict[str, Any]:
+        """The variant's perf_analyzer settings: the spec's, with the variant's over them (null: the
+        default, e.g. ``input_data: null`` drops the spec's input file)."""
         over = v.perf.model_dump(exclude_unset=True, by_alias=True) if v.perf else {}
-        return {**self.perf.model_dump(exclude_unset=True, by_alias=True), **over}
+        merged = {**self.perf.model_dump(exclude_unset=True, by_alias=True), **over}
+        return {k: x for k, x in merged.items() if x is not None}
 
     def levels_of(self, v: Variant) -> list[float]:
         return expand_levels(self.merged_load(v).get("levels"))
@@ -353,12 +363,15 @@ class FastapiVariant(_Model):
 
 
 class FastapiLevel(_Model):
-    senders: PosInt = Field(description="concurrent closed-loop senders (1: the lab's sequential loop)")
-    requests: PosInt = Field(description="requests sent in all at this level")
+    senders: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(
+        description="concurrent closed-loop senders (1: the lab's sequential loop)")
+    requests: Annotated[int, Field(ge=1, le=10_000_000, strict=True)] = Field(
+        description="requests sent in all at this level")
 
 
 class FastapiWarmup(_Model):
-    requests: NonNegInt = Field(default=0, description="requests sent after each start of the endpoint, not measured")
+    requests: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = Field(
+        default=0, description="requests sent after each start of the endpoint, not measured")
 
 
 class FastapiSpec(_Model):
@@ -369,7 +382,7 @@ class FastapiSpec(_Model):
     description: str | None = None
     variants: Annotated[list[FastapiVariant], Field(min_length=1)]
     levels: Annotated[list[FastapiLevel], Field(min_length=1)]
-    repetitions: PosInt = 1
+    repetitions: Repetitions = 1
     warmup: FastapiWarmup = FastapiWarmup()
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
 
@@ -385,8 +398,9 @@ class FastapiSpec(_Model):
         return self._raw
 
 
-Spec = TritonSpec | FastapiSpec
-KINDS: dict[str, type[TritonSpec | FastapiSpec]] = {"triton": TritonSpec, "fastapi": FastapiSpec}
+#: a spec of either kind, as :func:`load_spec` returns it
+AnySpec = TritonSpec | FastapiSpec
+KINDS: dict[str, type[AnySpec]] = {"triton": TritonSpec, "fastapi": FastapiSpec}
 
 
 def json_schema() -> dict[str, Any]:
@@ -433,7 +447,7 @@ def resolve(spec_path: Path, rel: str) -> Path:
     return next((c for c in inside if c.exists()), inside[0])
 
 
-def load_spec(path: str | Path) -> TritonSpec | FastapiSpec:
+def load_spec(path: str | Path) -> AnySpec:
     """Read and check a spec file; raise :class:`SpecError` (nothing is written either way)."""
     p = Path(path)
     raw = read_yaml(p)
@@ -446,6 +460,8 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
     try:
         if p.is_dir():
             raise SpecError([f"{where}: (file): is a folder: give a spec file (.yml)"])
+        if p.exists() and not p.is_file():
+            raise SpecError([f"{where}: (file): not a regular file: give a spec file (.yml)"])
         with p.open("rb") as fh:
             blob = fh.read(max_bytes + 1)
     except OSError as exc:
@@ -461,6 +477,7 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
                          f"{exc.start}): save the file as UTF-8")]) from None
     loader = yaml.SafeLoader(text)
     try:
+        _check_depth(text, where)
         node = loader.get_single_node()
         if node is None:
             raise SpecError([f"{where}: (file): empty: a spec is a mapping (name, model, load, variants, ...)"])
@@ -473,6 +490,20 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
         raise SpecError([f"{where}{loc}: (file): not valid YAML: {problem} (fix the syntax there)"]) from None
     finally:
         loader.dispose()
+
+
+def _check_depth(text: str, where: str) -> None:
+    """Refuse deep nesting from the event stream (the parser does not recurse; composing does)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                m = event.start_mark
+                at = f":{m.line + 1}:{m.column + 1}" if m is not None else ""
+                raise SpecError([f"{where}{at}: (file): nested deeper than {MAX_DEPTH} levels: flatten the spec"])
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
 
 
 def _check_nodes(root: yaml.Node, where: str) -> None:
@@ -558,7 +589,7 @@ def _unwrap_model(ann: Any) -> Any:
         origin = get_origin(ann)
         if origin is Annotated:
             ann = get_args(ann)[0]
-        elif origin is Union or str(origin) == "types.UnionType" or type(ann).__name__ == "UnionType":
+        elif origin in (Union, types.UnionType):
             models = [a for a in get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)]
             others = [a for a in get_args(ann) if a is not type(None) and a not in models]
             if models:
@@ -641,7 +672,7 @@ def _errors(exc: ValidationError, cls: Any, where: str) -> list[str]:
     return lines
 
 
-def spec_from_data(raw: Any, p: Path) -> TritonSpec | FastapiSpec:
+def spec_from_data(raw: Any, p: Path) -> AnySpec:
     """Check parsed spec data (see :func:`load_spec`)."""
     where = str(p)
     if not isinstance(raw, dict):
@@ -652,7 +683,7 @@ def spec_from_data(raw: Any, p: Path) -> TritonSpec | FastapiSpec:
     if jinja:
         raise SpecError(jinja)
     kind = raw.get("kind", "triton")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         close = difflib.get_close_matches(str(kind), list(KINDS), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise SpecError([f"{where}: kind: {kind!r} is not a kind of spec ({hint}use triton or fastapi)"])
@@ -729,6 +760,7 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
             errs.append(f"{where}: {fld}: {exc}")
     # every variant's own load, merged with the spec's
     levels: set[float] = set()
+    runs = 0
     for i, v in enumerate(variants):
         fld = f"variants[{i}].load" if i < len(spec.variants) else "sweep.load"
         load = spec.merged_load(v)
@@ -747,6 +779,10 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
             errs.append(f"{where}: {fld if v.load and v.load.levels is not None else 'load'}.levels: "
                         "concurrency levels are whole numbers >= 1")
         levels.update(lv)
+        runs += len(lv) * spec.repetitions
+    if runs > MAX_RUNS:
+        errs.append(f"{where}: variants: {runs} perf_analyzer runs (variants x levels x repetitions): keep a "
+                    f"spec under {MAX_RUNS}, split it into several")
     for i, o in enumerate(spec.goals() if (spec.objectives or spec.objective) else []):
         fld = f"objectives[{i}]" if spec.objectives else "objective"
         if o.at_load is not None and levels and o.at_load not in levels:

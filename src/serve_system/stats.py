@@ -206,6 +206,16 @@ def mean_gpu_util(samples: list[dict[str, Any]]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def busiest_gpu_util(samples: list[dict[str, Any]]) -> float | None:
+    """The busiest GPU's mean utilisation (0..1): each GPU averaged over the samples, then the highest."""
+    per: dict[str, list[float]] = {}
+    for s in samples:
+        for gpu, g in s["gpus"].items():
+            if "nv_gpu_utilization" in g:
+                per.setdefault(gpu, []).append(g["nv_gpu_utilization"])
+    return max(sum(v) / len(v) for v in per.values()) if per else None
+
+
 def max_gpu_mem(samples: list[dict[str, Any]]) -> float | None:
     vals = [g["nv_gpu_memory_used_bytes"] for s in samples for g in s["gpus"].values()
             if "nv_gpu_memory_used_bytes" in g]

@@ -9,6 +9,7 @@ anything is sent to a node.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,14 @@ def _short_parse_error(msg: str) -> str:
 def apply_overrides(base: ModelConfig, overrides: dict[str, Any] | None, where: str) -> ModelConfig:
     """Return a new config: ``base`` with each top-level key of ``overrides`` replaced (None removes)."""
     data = to_dict(base)
+    fields = ModelConfig.DESCRIPTOR.fields
+    known = sorted({f.name for f in fields} | {f.json_name for f in fields})
+    for key in overrides or {}:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f'did you mean "{close[0]}"? ' if close else ""
+            raise ConfigError(f'{where}: "{key}" is not a field of Triton\'s ModelConfig ({hint}see '
+                              "model_config.proto for the fields)")
     for key, value in (overrides or {}).items():
         if value is None:
             data.pop(key, None)

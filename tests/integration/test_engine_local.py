@@ -153,7 +153,7 @@ def test_variants_through_the_repository_api(triton: LocalTriton, image: str, tm
     assert set(map(int, dyn8["batch_size_histogram"])) - {1}
     out = report.write_report(run_dir)
     assert (run_dir / "summary.csv").read_text().count("\n") == len(rows) + 1
-    assert json.loads((run_dir / "summary.json").read_text())[0]["experiment"] == "engine_local"
+    assert json.loads((run_dir / "summary.json").read_text())["rows"][0]["experiment"] == "engine_local"
     assert all(Path(p).stat().st_size > 5000 for p in out["plots"]) and len(out["plots"]) >= 3
     md = (run_dir / "report.md").read_text()
     assert "most_throughput_at_8" in md and "bad_priority" in md and "refused" in md

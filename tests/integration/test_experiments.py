@@ -71,7 +71,7 @@ def test_dynbatch_end_to_end_with_resume_and_refusal(rehearsal_cluster, tmp_path
     assert refused["status"] == "refused" and "failed to load" in refused["error"]
     assert "default priority level must be in range" in refused["error"]  # Triton's own reason, from its log
 
-    rows = json.loads((run / "summary.json").read_text())
+    rows = json.loads((run / "summary.json").read_text())["rows"]
     measured = {(r["variant"], r["load"]): r for r in rows if r["status"] == "ok"}
     assert set(measured) == {("baseline", 1), ("baseline", 8), ("dynbatch", 1), ("dynbatch", 8)}
     for (variant, load), r in measured.items():

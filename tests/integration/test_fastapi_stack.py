@@ -116,7 +116,7 @@ def test_benchmark_experiment_measures_onnx_and_reports_pytorch_unavailable(
         bench = json.loads((host_dir / "onnx" / level / "bench.json").read_text())
         assert len(bench["phases"][0]["latencies_s"]) == n
     # the summary (same schema as the Triton experiments) has the rows
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())["rows"]
     rows = {(r["variant"], r["load"]): r for r in summary if r["host"] == node}
     assert rows[("onnx", 1)]["status"] == "ok" and rows[("onnx", 4)]["status"] == "ok"
     assert rows[("onnx", 4)]["errors"] == 0 and rows[("onnx", 4)]["p99_us"] > 0

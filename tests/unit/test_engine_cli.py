@@ -38,15 +38,31 @@ def test_validate_gpu_host_count(capsys: pytest.CaptureFixture[str]) -> None:
     assert "KIND_GPU on a host with no GPU" in capsys.readouterr().err
 
 
+def _refusing_blip(tmp_path: Path) -> Path:
+    """The shipped blip spec with on_missing_gpus: refuse (its base config inline: the copy is elsewhere)."""
+    import textwrap
+
+    base = (ROOT / "model_repository" / "blip" / "config.pbtxt").read_text()
+    text = (ROOT / "experiments" / "specs" / "blip.yml").read_text()
+    text = text.replace("on_missing_gpus: adapt", "on_missing_gpus: refuse").replace(
+        "base_config: model_repository/blip/config.pbtxt\n",
+        "base_config_text: |\n" + textwrap.indent(base, "  "))
+    path = tmp_path / "blip.yml"
+    path.write_text(text)
+    return path
+
+
 def test_validate_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     specs = ROOT / "experiments" / "specs"
-    # the specs whose base config is inline validate anywhere; a 0-GPU host refuses blip's GPU variants
-    assert main(["validate", str(specs / "mnist_cpu_sweep.yml"), str(specs / "dli_bert.yml"),
+    # every shipped spec validates on a 0-GPU host (adapted); with on_missing_gpus: refuse, blip's
+    # GPU variants are refused there
+    assert main(["validate", "--gpus", "0", str(specs / "mnist_cpu_sweep.yml"), str(specs / "dli_bert.yml"),
                  str(specs / "blip.yml")]) == 0
     capsys.readouterr()
-    assert main(["validate", "--gpus", "0", str(specs / "blip.yml")]) == 1
+    refusing = _refusing_blip(tmp_path)
+    assert main(["validate", "--gpus", "0", str(refusing)]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 3 and lines[0].startswith(f"{specs / 'blip.yml'}: gpu_dynbatch: instance_group: ")
+    assert len(lines) == 3 and lines[0].startswith(f"{refusing}: gpu_dynbatch: instance_group: ")
     bad = tmp_path / "s.yml"
     bad.write_text((specs / "dli_bert.yml").read_text().replace("percentile: 85", "percentil: 85"))
     assert main(["validate", str(bad)]) == 1
@@ -127,7 +143,7 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     _fake_run(run)
     assert main(["report", str(run)]) == 0
     assert "5 row(s)" in capsys.readouterr().out
-    rows = json.loads((run / "summary.json").read_text())
+    rows = json.loads((run / "summary.json").read_text())["rows"]
     a4 = next(r for r in rows if r["variant"] == "a" and r["load"] == 4)
     assert a4["throughput"] == 158.156 and a4["queue_us"] == 15154 and a4["p99_us"] == 158118
     assert a4["avg_batch_size"] == round(1436 / 386, 4) and a4["batch_size_histogram"]["2"] == 127
@@ -138,7 +154,8 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "**fast** (max throughput at load 4): `a` on node-1 at concurrency 4" in md
     assert "**tight**" in md and "no measured level qualifies" in md
     assert sorted(p.name for p in (run / "plots").iterdir()) == [
-        "node-1_batch_sizes.png", "node-1_latency_breakdown.png", "node-1_throughput_latency.png", "utilisation.png"]
+        "node-1_batch_sizes.png", "node-1_cpu_utilisation.png", "node-1_latency_breakdown.png",
+        "node-1_latency_vs_concurrency.png", "node-1_throughput_latency.png"]
     assert (run / "summary.csv").read_text().splitlines()[0].split(",")[:4] == ["experiment", "run_id", "host", "variant"]
 
 
@@ -183,7 +200,7 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
 
 def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    assert main(["plan", str(ROOT / "experiments" / "specs" / "blip.yml"), "--run-dir", str(run),
-                 "--host", "node-1=0"]) == 1
+    refusing = _refusing_blip(tmp_path)
+    assert main(["plan", str(refusing), "--run-dir", str(run), "--host", "node-1=0"]) == 1
     assert "gpu_dynbatch: instance_group: uses 1 GPU(s), the host has 0" in capsys.readouterr().err
     assert not run.exists()

@@ -98,3 +98,35 @@ def test_cli_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert rc == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("serve-system: error: ") and "config.pbtxt not found" in err and "\n" not in err
+
+
+EXTRA = ["blip", "onnx-mnist-cpu", "bertQA-onnx"]
+
+
+def test_extra_models_get_their_own_standins_unless_weights_are_given(tmp_path: Path) -> None:
+    import shutil
+
+    src = tmp_path / "src"
+    for name in EXTRA:
+        shutil.copytree(REPO / name, src / name)
+    (src / "blip" / "1").mkdir()
+    (src / "blip" / "1" / "model.onnx").write_bytes(b"the user's own export")
+    _, rows = render(src, tmp_path / "out", models=EXTRA, gpus=0, onnx_serving="python_shim",
+                     standin=[], standin_unless_given=EXTRA)
+    table = {r.model: r for r in rows}
+    assert (tmp_path / "out" / "blip" / "1" / "model.onnx").read_bytes() == b"the user's own export"
+    assert table["blip"].weights == "1/model.onnx (from the source repository)"
+    assert "serve_system_weights" not in parse_config(tmp_path / "out" / "blip" / "config.pbtxt").parameters
+    for name in ("onnx-mnist-cpu", "bertQA-onnx"):
+        assert is_standin(tmp_path / "out" / name / "1" / "model.onnx")
+        assert table[name].weights.startswith("stand-in: ")
+        cfg = parse_config(tmp_path / "out" / name / "config.pbtxt")
+        assert cfg.parameters["serve_system_weights"].string_value.startswith("stand-in")
+        assert cfg.backend == "python" and not cfg.platform
+        assert all(g.kind == g.KIND_CPU for g in cfg.instance_group)
+    assert table["bertQA-onnx"].instances == "1xCPU"  # the course's KIND_GPU instance, on a CPU node
+
+
+def test_a_model_without_weights_or_standin_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ServeSystemError, match="blip.*no weights.*stand-in"):
+        render(REPO, tmp_path, models=["blip"], gpus=0, onnx_serving="python_shim", standin=[])

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from serve_system.report import write_report
 
+FIX = Path(__file__).parent / "fixtures"
+
 
 def _run(tmp_path: Path, ends: dict[str, str | None]) -> Path:
     run = tmp_path / "dynbatch" / "r1"
@@ -14,7 +16,10 @@ def _run(tmp_path: Path, ends: dict[str, str | None]) -> Path:
     (run / "manifest.json").write_text(json.dumps(
         {"experiment": "dynbatch", "run_id": "r1", "start": "2026-11-21T18:54:30Z", "hosts": sorted(ends)}))
     for host, end in ends.items():
-        (run / host).mkdir()
+        level = run / host / "baseline" / "c1_r1"  # one measured level (the notebook's first output)
+        level.mkdir(parents=True)
+        (level / "level.json").write_text(json.dumps({"mode": "concurrency", "load": 1, "repetition": 1}))
+        (level / "perf.stdout").write_text((FIX / "perf" / "notebook_01.txt").read_text())
         if end:
             (run / host / "host.json").write_text(json.dumps({"host": host, "end": end}))
     return run
@@ -29,5 +34,5 @@ def test_run_end_is_the_last_hosts_end(tmp_path: Path) -> None:
 
 def test_a_host_without_host_json_is_named_as_not_finished(tmp_path: Path) -> None:
     run = _run(tmp_path, {"n1": "2026-11-21T18:58:01+00:00", "n2": None})
-    write_report(run)
+    write_report(run)  # no plan.json: nothing says n2 had more to do
     assert "ended (not finished on n2); hosts: n1, n2." in (run / "report.md").read_text()

@@ -46,8 +46,8 @@ def test_every_shipped_spec_loads() -> None:
     assert len(files) >= 7
     for f in files:
         s = load_spec(f)
-        assert isinstance(s, TritonSpec) and s.kind == "triton" and s.all_variants, f
         assert s.path == f and s.data["name"] == s.name
+        assert s.all_variants if isinstance(s, TritonSpec) else s.variants, f
 
 
 def test_both_kinds_load(tmp_path: Path) -> None:
@@ -67,6 +67,7 @@ def test_both_kinds_load(tmp_path: Path) -> None:
     ({"bogus": 1}, "spec.yml: bogus: unknown key ("),
     ({"varaints": []}, "spec.yml: varaints: unknown key (did you mean 'variants'?"),
     ({"kind": "tritn"}, "spec.yml: kind: 'tritn' is not a kind of spec (did you mean 'triton'?"),
+    ({"kind": {"a": 1}}, "spec.yml: kind: {'a': 1} is not a kind of spec (use triton or fastapi)"),
     ({"repetitions": 0}, "spec.yml: repetitions: is 0: use a number >= 1"),
     ({"repetitions": "two"}, "spec.yml: repetitions: is 'two': use a whole number"),
     ({"name": "../escape"}, "spec.yml: name: '../escape' is not a plain name"),
@@ -124,10 +125,25 @@ def test_file_level_limits(tmp_path: Path) -> None:
     assert line == f"{twice}:2:1: name: key given twice: keep one"
     (line,) = _refused(_write(tmp_path, "a: &a [*a]\n", "rec.yml"))
     assert "refers to itself" in line or "expands" in line
+    (line,) = _refused(_write(tmp_path, "name: " + "[" * 5000 + "]" * 5000 + "\n", "deep.yml"))
+    assert "nested deeper than 64 levels" in line  # refused from the event stream, before composing recurses
     (line,) = _refused(_write(tmp_path, "- 1\n", "list.yml"))
     assert "a spec is a mapping" in line
     (line,) = _refused(_write(tmp_path, "name: [\n", "syntax.yml"))
     assert "not valid YAML" in line
+
+
+def test_null_settings_mean_the_default(tmp_path: Path) -> None:
+    """An explicit null in perf or load falls back to the default (the spec's setting is dropped)."""
+    from serve_system import experiment as exp
+
+    data = {**TRITON, "perf": {"batch_size": 1, "protocol": "grpc"},
+            "variants": [{"name": "a", "perf": {"batch_size": None, "protocol": None}, "load": {"mode": None}}]}
+    s = load_spec(_write(tmp_path, data))
+    assert isinstance(s, TritonSpec)
+    assert s.merged_perf(s.all_variants[0]) == {} and s.merged_load(s.all_variants[0]) == {"levels": [1, 8]}
+    argv = exp.plan(s, 0)[0].levels[0].argv
+    assert argv[argv.index("-i") + 1] == "http" and argv[argv.index("-b") + 1] == "1"
 
 
 def test_aliases_within_limits_are_fine() -> None:
@@ -162,3 +178,17 @@ def test_shipped_schema_is_current_and_accepts_every_shipped_spec() -> None:
     assert not list(validator.iter_errors(FASTAPI))
     assert list(validator.iter_errors({**TRITON, "varaints": []}))
     assert list(validator.iter_errors({**FASTAPI, "levels": [{"senders": 0, "requests": 1}]}))
+
+
+def test_report_reads_objectives_through_the_model(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.json"
+    assert [o.title for o in specmod.read_objectives(None, manifest)] == ["max_throughput"]
+    got = specmod.read_objectives([{"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8,
+                                    "constraints": {"throughput": {"min": 10}}}], manifest)
+    assert got[0].as_record() == {"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8.0,
+                                  "constraints": {"throughput": {"min": 10.0}}}
+    with pytest.raises(SpecError) as exc:
+        specmod.read_objectives([{"metric": "throughput"}, {"metric": "speed"}], manifest)
+    assert exc.value.lines == [(f"{manifest}: objectives[1].metric: is 'speed': use 'throughput', 'latency_avg_us', "
+                               "'p50_us', 'p90_us', 'p95_us', 'p99_us', 'queue_us', 'compute_infer_us', "
+                               "'avg_batch_size' or 'gpu_util'")]

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .. import compare as cmp
+from ..errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +20,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    for x in args.load:
+        if not x > 0 or x == float("inf"):
+            raise UsageError(f"--load {x:g}: a load level must be a positive number (concurrency, senders or rate)")
+    outs = [(o, path) for o, path in (("--out", args.out), ("--csv", args.csv)) if path is not None]
+    for option, path in outs:
+        cmp.check_output(path, option)
+    if len(outs) == 2 and outs[0][1].resolve() == outs[1][1].resolve():
+        raise UsageError(f"--out and --csv both name {args.out}; give two different files")
+    inputs = {(d / n).resolve() for d in args.run_dirs for n in ("summary.json", "summary.csv", "report.md")}
+    for option, path in outs:
+        if path.resolve() in inputs:
+            raise UsageError(f"{option} {path}: is a run's own report file; write the comparison elsewhere")
     rows = cmp.compare(args.run_dirs, args.load or None)
     text = cmp.markdown(rows)
     print(text, end="")

@@ -1,4 +1,5 @@
-"""``serve-system models render``: the model repository of one node (used by the serve_stack role)."""
+"""``serve-system models``: ``render`` the model repository of one node (used by the serve_stack role);
+``standins`` measures the generated stand-in models (parameters, MACs, CPU time) on this machine."""
 
 from __future__ import annotations
 
@@ -20,14 +21,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--gpus", type=int, default=0, help="GPUs of the node (0: KIND_GPU groups become KIND_CPU)")
     r.add_argument("--onnx-serving", choices=ONNX_SERVING, default="onnxruntime")
     r.add_argument("--standin", action="append", default=[], help="model that gets the generated stand-in weights")
+    r.add_argument("--standin-unless-given", action="append", default=[], metavar="MODEL",
+                   help="model that gets its stand-in unless its source directory holds weights")
     r.add_argument("--json", action="store_true", help="print {changed, models, files} as JSON")
     r.set_defaults(func=_render)
+    m = msub.add_parser("standins", help="parameters, compute and CPU time of the generated stand-in models")
+    m.add_argument("--model", action="append", dest="models", help="only this model (repeat); default: all")
+    m.add_argument("--repeats", type=int, default=30, help="timed runs per model (median reported)")
+    m.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    m.set_defaults(func=_standins)
 
 
 def _render(args: argparse.Namespace) -> int:
     changed, rows = render(
         args.source, args.dest, models=args.models, gpus=args.gpus,
         onnx_serving=args.onnx_serving, standin=args.standin,
+        standin_unless_given=args.standin_unless_given,
     )
     files = sorted(p.relative_to(args.dest).as_posix() for p in args.dest.rglob("*") if p.is_file())
     if args.json:
@@ -36,4 +45,28 @@ def _render(args: argparse.Namespace) -> int:
         print(("changed" if changed else "unchanged") + f": {args.dest}")
         for line in format_table(rows):
             print("  " + line)
+    return 0
+
+
+def _standins(args: argparse.Namespace) -> int:
+    import os
+
+    from ..standin import STANDINS, measure, standin_for
+
+    models = args.models or [m for m in STANDINS if m != "food_classifier"]  # the two food models share one
+    for name in models:
+        standin_for(name)  # unknown name: one line, before any work
+    rows = [measure(name, repeats=max(args.repeats, 3)) for name in models]
+    load = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps({"load_avg_1m": load, "models": [asdict(r) for r in rows]}, indent=2))
+        return 0
+    print(f"{'model':<22}{'parameters':>12}{'MMACs':>9}{'GFLOPs':>8}{'wall ms b1':>11}{'ms/item b8':>12}"
+          f"{'CPU ms b1':>11}{'MB':>7}")
+    for r in rows:
+        print(f"{r.model:<22}{r.parameters:>12,}{r.macs / 1e6:>9.1f}{2 * r.macs / 1e9:>8.2f}"
+              f"{r.cpu_ms_p50:>11.2f}{r.cpu_ms_per_item_b8:>12.2f}{r.cpu_time_ms:>11.2f}{r.size_bytes / 1e6:>7.1f}")
+    print(f"(onnxruntime CPU, {rows[0].threads if rows else 0} cores; wall: median of {args.repeats} runs; "
+          "CPU: processor time of all threads per request; "
+          f"load average {load:.2f} while measuring; FLOPs = 2 x MACs)")
     return 0

@@ -6,6 +6,11 @@ is written and the command exits 1 with one line per problem. Otherwise it write
 ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json`` (what to load, the
 perf_analyzer command of each load level, which levels are already measured) plus each variant's
 ``config.pbtxt`` and ``load_body.json``. With ``--fresh`` the hosts' earlier results are removed first.
+
+Arguments are checked as strictly as the spec, before anything is written or deleted: ``RUN_DIR`` is
+``<results>/<experiment name>/<run id>`` (a plain run id, no ``..``, not a link), each host a plain
+name (its folder is ``RUN_DIR/<host>``, the only thing ``--fresh`` removes), ``--base-dir`` names a
+``--host``, and an existing ``manifest.json`` must belong to the same experiment.
 """
 
 from __future__ import annotations
@@ -85,6 +90,9 @@ def _run_dir(run: Path, experiment: str) -> Path:
     if run.is_symlink() or (run.exists() and not run.is_dir()):
         raise SpecError([f"{shown}: exists and is not a folder: give a run folder (results/<experiment>/<run id>)"])
     resolved = run.resolve()
+    if resolved.parent.name != experiment:
+        raise SpecError([(f"{shown}: its folder is {resolved.parent.name!r}, not the experiment's name "
+                         f"{experiment!r}: give results/{experiment}/<run id>")])
     manifest = resolved / "manifest.json"
     if manifest.exists():
         try:
@@ -115,10 +123,10 @@ def _run(args: argparse.Namespace) -> int:
                              "(it plans kind: triton): run experiments/fastapi.yml")])
         hosts = _hosts(args.host) or [("localhost", 0)]
         bases = _bases(args.base_dir, hosts)
-        run = _run_dir(args.run_dir, spec.name)
-        hdirs = {h: _host_dir(run, h) for h, _ in hosts}
         for h, g in hosts:
             exp.plan(spec, g, url=args.url, node_work_dir=args.node_work_dir, repository=bases.get(h))
+        run = _run_dir(args.run_dir, spec.name)
+        hdirs = {h: _host_dir(run, h) for h, _ in hosts}
     except SpecError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)

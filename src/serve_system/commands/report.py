@@ -11,14 +11,20 @@ from .. import report
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="summarise a run folder results/<experiment>/<run-id> (recomputed from raw files)")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--partial", action="store_true",
+                   help="report an interrupted run anyway (report.md lists what is missing)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    out = report.write_report(args.run_dir)
+    out = report.write_report(args.run_dir, partial=args.partial)
     print(f"{out['rows']} row(s) -> {out['report']} ({len(out['plots'])} plot(s))")
     for b in out["best"]:
         if b:
             print(f"best {b['objective']}: {b['variant']} on {b['host']} at {b['mode']} {b['load']:g} "
                   f"({b['metric']} = {b['value']:.1f})")
+    for f in out["findings"]:
+        print(f"finding: {f.claim}: {f.verdict}")
+    if out["missing"]:
+        print(f"partial: {len(out['missing'])} missing (listed in report.md)")
     return 0

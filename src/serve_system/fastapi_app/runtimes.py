@@ -192,24 +192,54 @@ class TorchRuntime:
 
 
 def write_torch_standin(path: Path) -> Path:
-    """The stand-in as a TorchScript archive: the same weights and outputs as the ONNX stand-in."""
+    """The stand-in as a TorchScript archive: the ONNX stand-in's graph and weights, traced in torch.
+
+    The module runs the ONNX graph node by node (the operators the Food-11 stand-in uses), so the
+    archive computes exactly what the ONNX stand-in computes, with the same weights.
+    """
     import onnx
     import torch
-    from onnx import numpy_helper
+    import torch.nn.functional as F
+    from onnx import helper, numpy_helper
 
     graph = onnx.load_from_string(onnx_standin_bytes()).graph
-    weights = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in graph.initializer}
+    consts = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in graph.initializer}
+    nodes = [(n.op_type, list(n.input), list(n.output), {a.name: helper.get_attribute_value(a) for a in n.attribute})
+             for n in graph.node]
+    unknown = sorted({op for op, *_ in nodes} - {"Conv", "Clip", "Add", "GlobalAveragePool", "Flatten", "Gemm"})
+    if unknown:
+        raise RuntimeUnavailable(f"PyTorch stand-in: operators {', '.join(unknown)} not supported")
 
     class Food11Standin(torch.nn.Module):
-        def __init__(self, w: torch.Tensor, b: torch.Tensor):
+        def __init__(self) -> None:
             super().__init__()
-            self.register_buffer("w", w)
-            self.register_buffer("b", b)
+            for i, (name, value) in enumerate(consts.items()):
+                self.register_buffer(f"c{i}", value)
+            self.names = {name: f"c{i}" for i, name in enumerate(consts)}
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x.mean(dim=(2, 3)) @ self.w + self.b
+            env = {"input": x}
+            for name, attr in self.names.items():
+                env[name] = getattr(self, attr)
+            for op, ins, outs, at in nodes:
+                a = [env[i] for i in ins]
+                if op == "Conv":
+                    y = F.conv2d(a[0], a[1], a[2], stride=at["strides"], padding=at["pads"][:2], groups=at["group"])
+                elif op == "Clip":
+                    y = torch.clamp(a[0], float(a[1]), float(a[2]))
+                elif op == "Add":
+                    y = a[0] + a[1]
+                elif op == "GlobalAveragePool":
+                    y = a[0].mean(dim=(2, 3), keepdim=True)
+                elif op == "Flatten":
+                    y = torch.flatten(a[0], 1)
+                else:  # Gemm (no transposes in the stand-in)
+                    y = a[0] @ a[1] + a[2]
+                env[outs[0]] = y
+            return env["output"]
 
-    scripted = torch.jit.script(Food11Standin(weights["W"], weights["B"]))
+    with torch.no_grad():
+        scripted = torch.jit.trace(Food11Standin().eval(), torch.zeros(1, 3, 224, 224))
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.jit.save(scripted, str(path), _extra_files={STANDIN_KEY: STANDIN_NOTE})
     return path

@@ -1,0 +1,240 @@
+"""report.md's ``## Findings``: the lab's claims checked against a run's raw files, with verdicts."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from report_trees import (
+    DYN,
+    FIX,
+    FOOD_ONNX,
+    NB,
+    P260,
+    config,
+    fastapi_run,
+    instances,
+    lab_run,
+    level,
+    manifest,
+    stats_snapshot,
+    variant,
+)
+
+from serve_system import findings as fnd
+from serve_system.cli import main
+from serve_system.compare import compare
+from serve_system.errors import ServeSystemError
+from serve_system.report import write_report
+
+
+def _verdicts(md: str) -> dict[str, str]:
+    section = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^- \*\*(.+?)\*\*: \*\*(.+?)\*\*\.", section, re.MULTILINE)}
+
+
+def test_the_lab_notebooks_own_numbers(tmp_path: Path) -> None:
+    run = lab_run(tmp_path / "lab" / "r1")
+    out = write_report(run)
+    md = (run / "report.md").read_text()
+    v = _verdicts(md)
+    assert set(v.values()) <= set(fnd.VERDICTS) and len(v) == 6
+    assert v["Queue delay grows with concurrency on one instance"] == "held"
+    assert "queue at concurrency 1 -> 0.02 ms (infer 18.57 ms), 8 -> 132.34 ms (infer 18.92 ms), 16 -> 283.04 ms" in md
+    assert v["Dynamic batching raises the average batch and throughput at the same load"] == "held"
+    assert "average batch 1.00 (`baseline`) -> 3.72 (`dynbatch`), throughput 52.4 -> 78.6/s (+50 %)" in md
+    # the lab's own observation: 4+4 instances were slower than 2+2 with the GPUs far from busy
+    assert v["More instances raise throughput until the CPU or GPU saturates"] == "did not hold"
+    assert "4 -> 8 instances: 192.8 -> 118.7/s (-38 %; at 4: busiest GPU 46 %) flat/falls while not saturated" in md
+    assert "1 -> 4 instances: 52.4 -> 192.8/s (+268 %; at 1: busiest GPU 22 %) rises" in md
+    assert v["Poisson arrivals raise tail latency over constant arrivals at the same rate"] == "not measurable here"
+    assert v["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "held"
+    assert "`baseline` 51.5/s, latency 19.31 ms vs `onnx` 138.4/s (+169 %), 6.70 ms" in md
+    assert v["The sweep's objective picks one best variant"] == "held"
+    assert "`gpus01_2x2` 192.85 vs next `gpus01_4x2` 118.69 (62.5 % apart)" in md
+    summary = json.loads((run / "summary.json").read_text())
+    assert [f["verdict"] for f in summary["findings"]] == [f.verdict for f in out["findings"]]
+    inst = next(f for f in summary["findings"] if f["key"] == "instances")
+    assert [p["instances"] for p in inst["evidence"][0]["points"]] == [1, 4, 8]
+    assert summary["best"][0]["variant"] == "gpus01_2x2" and len(summary["rows"]) == 7
+
+
+def test_dynamic_batching_that_lowers_throughput_did_not_hold(tmp_path: Path) -> None:
+    run = tmp_path / "db" / "r1"
+    manifest(run, "db", [{"metric": "throughput", "goal": "max"}])
+    variant(run, "n1", "baseline", config(instance_group=instances(1), dynamic_batching=None))
+    level(run, "n1", "baseline", "c8_r1", load=8, stdout=NB / "notebook_06.txt", stats=stats_snapshot(False))
+    variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN))
+    level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=NB / "notebook_05.txt", stats=stats_snapshot(True))
+    # at concurrency 1 nothing can be batched: that level is not a comparison
+    level(run, "n1", "baseline", "c1_r1", load=1, stdout=NB / "notebook_01.txt", stats=stats_snapshot(False))
+    level(run, "n1", "dynbatch", "c1_r1", load=1, stdout=NB / "notebook_01.txt", stats=stats_snapshot(True))
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert _verdicts(md)["Dynamic batching raises the average batch and throughput at the same load"] == "did not hold"
+    assert "throughput 192.8 -> 78.6/s (-59 %) - throughput not higher" in md
+    assert "concurrency 1 on n1: average batch" not in md
+
+
+def test_claims_follow_the_configurations_not_the_names(tmp_path: Path) -> None:
+    """Variants named like the lab's, whose configs do not differ the way the names say."""
+    run = tmp_path / "names" / "r1"
+    manifest(run, "names", [])
+    variant(run, "n1", "baseline", config(instance_group=instances(1), dynamic_batching=None))
+    level(run, "n1", "baseline", "c8_r1", load=8, stdout=NB / "notebook_02.txt", stats=stats_snapshot(False))
+    variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=None))  # no batching at all
+    level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=NB / "notebook_05.txt", stats=stats_snapshot(True))
+    variant(run, "n1", "onnx", config(instance_group=instances(1)))  # still the Python backend
+    level(run, "n1", "onnx", "c8_r1", load=8, stdout=NB / "notebook_09.txt")
+    v = _verdicts((write_report(run), (run / "report.md").read_text())[1])
+    assert v["Dynamic batching raises the average batch and throughput at the same load"] == "not measurable here"
+    assert v["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "not measurable here"
+    assert v["Queue delay grows with concurrency on one instance"] == "not measurable here"  # one level each
+
+
+def test_more_instances_than_cpus_count_as_saturated(tmp_path: Path) -> None:
+    run = tmp_path / "inst" / "r1"
+    manifest(run, "inst", [])
+    (run / "n1").mkdir()
+    (run / "n1" / "facts.json").write_text(json.dumps({"host": "n1", "gpus": 0, "cpus": 2}))
+    for name, count, nb in (("x1", 1, "notebook_02.txt"), ("x2", 2, "notebook_06.txt"), ("x4", 4, "notebook_07.txt")):
+        variant(run, "n1", name, config(instance_group=[{"count": count, "kind": "KIND_CPU"}]))
+        level(run, "n1", name, "c8_r1", load=8, stdout=NB / nb)
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert _verdicts(md)["More instances raise throughput until the CPU or GPU saturates"] == "held"
+    assert "2 -> 4 instances: 192.8 -> 118.7/s (-38 %; at 2: 2 CPU instances on 2 CPUs) flat/falls, already saturated" in md
+
+
+def test_best_variant_within_noise_is_not_a_clear_best() -> None:
+    rows = [{"host": "n1", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t}
+            for v, t in (("a", 100.0), ("b", 99.0), ("c", 50.0))]
+    f = fnd.best_variant(rows, [{"name": "most", "metric": "throughput", "goal": "max"}])
+    assert f.verdict == "did not hold" and "`a` at concurrency 8 100.00 vs next `b` 99.00 (1.0 % apart" in f.detail
+    only_one = fnd.best_variant(rows[:1], [{"name": "most", "metric": "throughput", "goal": "max"}])
+    assert only_one.verdict == "not measurable here" and "only `a` qualifies" in only_one.detail
+
+
+def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
+    run = tmp_path / "be" / "r1"
+    manifest(run, "be", [], stand_in="Generated stand-in weights (serve_system_weights).")
+    variant(run, "n1", "python", config(instance_group=instances(1)))
+    level(run, "n1", "python", "c1_r1", load=1, stdout=NB / "notebook_01.txt")
+    d = variant(run, "n1", "onnx", config(FOOD_ONNX))
+    (d / "variant.json").write_text(json.dumps({"status": "refused", "error": "unable to find backend 'onnxruntime'"}))
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert _verdicts(md)["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "not measurable here"
+    assert "Not measured: `onnx` refused: unable to find backend 'onnxruntime'" in md
+    # a level perf_analyzer could not measure is named where a claim was not measurable
+    (run / "n1" / "python" / "c8_r1").mkdir()
+    (run / "n1" / "python" / "c8_r1" / "level.json").write_text(json.dumps({"mode": "concurrency", "load": 8}))
+    (run / "n1" / "python" / "c8_r1" / "perf.stdout").write_text(
+        (Path(__file__).parent / "fixtures" / "perf260" / "unstable_count_windows.txt").read_text())
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert "1 level(s) of this run were not measured (listed under Not measured), e.g. `python` concurrency 8: " in md
+    assert "(repetitions averaged), measured on a stand-in model: the numbers are real for this model" in md
+
+
+def test_fastapi_run_plots_its_latency_distribution_and_skips_empty_plots(tmp_path: Path) -> None:
+    run = fastapi_run(tmp_path / "fastapi" / "r1")
+    out = write_report(run)
+    names = sorted(Path(p).name for p in out["plots"])
+    assert names == ["node-1_fastapi_latency.png", "node-1_latency_vs_concurrency.png", "node-1_throughput_latency.png"]
+    assert all(Path(p).stat().st_size > 10_000 for p in out["plots"])
+    md = (run / "report.md").read_text()
+    assert "Not drawn (no data): node-1: server-side latency breakdown" in md
+    v = _verdicts(md)
+    assert v["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "held"
+    assert "FastAPI concurrency 16 on node-1: `pytorch`" in md
+
+
+def test_gpu_plots_are_per_gpu_and_the_busiest_gpu_is_kept(tmp_path: Path) -> None:
+    run = lab_run(tmp_path / "lab" / "r1")
+    out = write_report(run)
+    names = {Path(p).name for p in out["plots"]}
+    assert {"node-1_gpu_utilisation.png", "node-1_gpu_memory.png", "node-1_latency_vs_concurrency.png"} <= names
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    base1 = next(r for r in rows if r["variant"] == "baseline" and r["load"] == 1)
+    assert base1["gpu_util"] == pytest.approx(0.11) and base1["gpu_util_max"] == pytest.approx(0.22)
+    assert "GPU 11% (busiest 22%)" in (run / "report.md").read_text()
+
+
+def test_an_interrupted_run_is_refused_unless_partial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = lab_run(tmp_path / "lab" / "r1")
+    (run / "node-1" / "plan.json").write_text(json.dumps({"variants": [
+        {"name": "dynbatch", "levels": [{"id": "c8_r1"}, {"id": "c16_r1"}]}]}))
+    (run / "node-1" / "host.json").write_text(json.dumps({"end": "2026-11-22T05:00:00Z"}))
+    with pytest.raises(ServeSystemError, match=r"interrupted run, 1 missing: node-1/dynbatch/c16_r1;"):
+        write_report(run)
+    assert not (run / "report.md").exists() and not (run / "plots").exists()
+    assert main(["report", "--partial", str(run)]) == 0
+    assert "partial: 1 missing" in capsys.readouterr().out
+    md = (run / "report.md").read_text()
+    assert "**Interrupted run, reported with --partial.** Missing: node-1/dynbatch/c16_r1." in md
+    assert json.loads((run / "summary.json").read_text())["missing"] == ["node-1/dynbatch/c16_r1"]
+
+
+def test_compare_reads_what_report_wrote(tmp_path: Path) -> None:
+    lab = lab_run(tmp_path / "lab" / "r1")
+    fa = fastapi_run(tmp_path / "fastapi" / "r1")
+    write_report(lab)
+    write_report(fa)
+    rows = compare([fa, lab], [1])
+    assert [(r["experiment"], r["variant"]) for r in rows] == [
+        ("fastapi", "onnx"), ("fastapi", "pytorch"), ("lab", "baseline"), ("lab", "onnx")]
+    assert rows[3]["throughput"] == pytest.approx(138.444)
+
+
+def _arrivals(tmp_path: Path, constant_p99_us: int | None, constant_rate: float = 40) -> str:
+    """Poisson at 40 requests/s (a real perf_analyzer 2.60 run) beside a constant-arrivals twin.
+
+    The twin at 40 requests/s is the same output with its p99 set by the test; at 120 requests/s it
+    is a real rehearsal-node run.
+    """
+    run = tmp_path / "arr" / "r1"
+    manifest(run, "arr", [])
+    cfg = config(instance_group=instances(1), dynamic_batching=None)
+    variant(run, "n1", "poisson", cfg)
+    level(run, "n1", "poisson", "rr40_r1", mode="request_rate", load=40, distribution="poisson",
+          stdout=P260 / "rate_40_poisson_grpc.stdout", csv=P260 / "rate_40_poisson_grpc.csv")
+    variant(run, "n1", "constant", cfg)
+    if constant_p99_us is None:
+        level(run, "n1", "constant", "rr120_r1", mode="request_rate", load=constant_rate, distribution="constant",
+              stdout=FIX / "rehearsal" / "arrivals_constant_120.stdout", csv=FIX / "rehearsal" / "arrivals_constant_120.csv")
+    else:
+        d = level(run, "n1", "constant", "rr40_r1", mode="request_rate", load=40, distribution="constant")
+        header, values = (P260 / "rate_40_poisson_grpc.csv").read_text().splitlines()
+        cols = values.split(",")
+        cols[header.split(",").index("p99 latency")] = str(constant_p99_us)
+        (d / "perf.csv").write_text(header + "\n" + ",".join(cols) + "\n")
+    write_report(run)
+    return (run / "report.md").read_text()
+
+
+def test_poisson_arrivals_against_constant_at_the_same_rate(tmp_path: Path) -> None:
+    claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
+    md = _arrivals(tmp_path / "a", 21_000)
+    assert _verdicts(md)[claim] == "held"
+    assert "40 requests/s on n1: p99 21.00 ms constant (`constant`) -> 42.44 ms Poisson (`poisson`) (+102 %)" in md
+    md = _arrivals(tmp_path / "b", 50_000)
+    assert _verdicts(md)[claim] == "did not hold" and "(-15 %); queue 4.54 ms -> 4.54 ms - not higher" in md
+    md = _arrivals(tmp_path / "c", None, 120)  # different rates are not compared
+    assert _verdicts(md)[claim] == "not measurable here"
+
+
+def test_batches_formed_are_told_where_throughput_was_not_measured(tmp_path: Path) -> None:
+    run = tmp_path / "db" / "r1"
+    manifest(run, "db", [])
+    variant(run, "n1", "baseline", config(instance_group=instances(1), dynamic_batching=None))
+    level(run, "n1", "baseline", "c8_r1", load=8, stdout=NB / "notebook_02.txt", stats=stats_snapshot(False))
+    variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN))
+    level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=P260 / "unstable_count_windows.txt", stats=stats_snapshot(True))
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert _verdicts(md)["Dynamic batching raises the average batch and throughput at the same load"] == "not measurable here"
+    assert ("Triton's statistics alone (no throughput to compare) give average batches concurrency 8: "
+            "1.00 (`baseline`) -> 3.72 (`dynbatch`).") in md

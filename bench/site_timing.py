@@ -11,6 +11,7 @@ Images are built (or reused) before any timing starts, so builds are not measure
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 import tempfile
@@ -20,19 +21,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from integration.ansible_run import run_playbook  # noqa: E402
+from integration.ansible_run import run_playbook
 
-from serve_system import images, rehearsal  # noqa: E402
-from serve_system.nodes import record_host_keys, scan_host_keys, write_inventory  # noqa: E402
+from serve_system import images
+from serve_system.provision.base import LaunchRequest, finish, quiet, server_names
+from serve_system.provision.local import LocalProvider, teardown_nodes
 
 
 def cluster(count: int, prefix: str, workdir: Path) -> Path:
     inv = workdir / prefix / "hosts.yml"
     kh = workdir / prefix / "known_hosts"
-    nodes = rehearsal.launch_nodes(count, prefix, inv, kh)
-    for n in nodes:
-        record_host_keys(kh, n.address, n.port, scan_host_keys(n.address, n.port))
-    write_inventory(nodes, inv, kh)
+    nodes = LocalProvider(prefix, inv).launch(LaunchRequest(tuple(server_names(prefix, count))), quiet)
+    finish(nodes, inv, kh, quiet)
     return inv
 
 
@@ -46,9 +46,11 @@ def timed_site(inv: Path) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keep", action="store_true", help="leave the nodes running")
+    ap.add_argument("--only-rerun", action="store_true", help="only the first vs second run on one node")
     args = ap.parse_args()
     tag = secrets.token_hex(2)
-    prefixes = [f"bench-{tag}-one", f"bench-{tag}-three"]
+    base = os.environ.get("SERVE_SYSTEM_IT_PREFIX") or "bench"
+    prefixes = [f"{base}-{tag}-one", f"{base}-{tag}-three"]
     t0 = time.monotonic()
     images.ensure_all(print)
     print(f"images ready ({time.monotonic() - t0:.0f} s, not part of the timings)")
@@ -56,18 +58,19 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             one = cluster(1, prefixes[0], work)
-            three = cluster(3, prefixes[1], work)
             first = timed_site(one)
             second = timed_site(one)
-            parallel = timed_site(three)
+            parallel = None if args.only_rerun else timed_site(cluster(3, prefixes[1], work))
         print(f"site.yml, 1 fresh node        : {first:7.1f} s")
-        print(f"site.yml, same node again     : {second:7.1f} s   (first/second = {first / second:.1f}x)")
-        print(f"site.yml, 3 fresh nodes at once: {parallel:7.1f} s   (3 nodes / 1 node = {parallel / first:.2f}x,"
-              f" per node {parallel / 3:.1f} s)")
+        print(f"site.yml, same node again     : {second:7.1f} s   (second/first = {100 * second / first:.0f} %,"
+              f" target <= 25 %)")
+        if parallel is not None:
+            print(f"site.yml, 3 fresh nodes at once: {parallel:7.1f} s   (3 nodes / 1 node = {parallel / first:.2f}x,"
+                  f" per node {parallel / 3:.1f} s)")
     finally:
         if not args.keep:
             for p in prefixes:
-                rehearsal.teardown_nodes(p)
+                teardown_nodes(p)
     return 0
 
 

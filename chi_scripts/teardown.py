@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Delete the lab's servers and floating IPs (and optionally the lease).
 
-Thin wrapper: the work is done by serve_system (see src/serve_system/chi_cli.py). Run it with the
+Thin wrapper: the work is done by serve_system (see src/serve_system/commands/provision.py). Run it with the
 project's virtual environment: `.venv/bin/python chi_scripts/teardown.py --help`.
 """
 
@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 try:
-    from serve_system.chi_cli import teardown_main
+    from serve_system.commands.provision import script_main
 except ImportError:  # a checkout without `pip install -e .`: use the sources next to this script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from serve_system.chi_cli import teardown_main
+    from serve_system.commands.provision import script_main
 
 if __name__ == "__main__":
-    sys.exit(teardown_main())
+    sys.exit(script_main("teardown"))

@@ -6,16 +6,17 @@
 #   3. configure: playbooks/site.yml (docker, nvidia toolkit - skipped without GPU -, nvtop, serve stack)
 #   4. show Triton serving the lab's models on the node
 #   5. run experiments/dynbatch.yml on it and print the dynamic-batching report
-# Environment: REHEARSE_COUNT (nodes, default 1), REHEARSE_PREFIX (node names, default rehearsal-node).
+# Environment: REHEARSE_COUNT (nodes, default 1), REHEARSE_PREFIX (node names, default the tool's own
+# default node-serve-system-$USER, the same for both providers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\033[1m[rehearse]\033[0m %s\n' "$*" >&2; }
 
 bash scripts/bootstrap.sh
 COUNT="${REHEARSE_COUNT:-1}"
-PREFIX="${REHEARSE_PREFIX:-rehearsal-node}"
+PREFIX="${REHEARSE_PREFIX:-node-serve-system-${USER:-$(id -un)}}"
 
-log "provisioning ${COUNT} rehearsal node(s) (${PREFIX}-1..${COUNT})"
+log "provisioning ${COUNT} rehearsal node(s) named ${PREFIX}*"
 .venv/bin/python chi_scripts/launch.py --provider local --count "$COUNT" --prefix "$PREFIX"
 
 log "configuring with playbooks/site.yml"

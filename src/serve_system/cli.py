@@ -19,8 +19,8 @@ from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "import_logs", "stats_delta",
-    "report", "compare",
+    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "import_logs",
+    "stats_delta", "report", "compare",
 )
 
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Provision, configure, experiment and report for the Triton serving lab.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.commands.{name}").register(sub)
     return parser

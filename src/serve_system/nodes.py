@@ -145,11 +145,14 @@ def read_inventory(path: Path) -> list[Node]:
             f"{path}: inventory not found; run chi_scripts/launch.py first (or pass -i PATH)"
         ) from exc
     except yaml.YAMLError as exc:
-        raise ServeSystemError(f"{path}: not valid YAML ({exc})") from exc
+        problem = " ".join(str(exc).split())
+        raise ServeSystemError(f"{path}: not valid YAML ({problem}); re-run launch to rewrite it") from exc
+    except UnicodeDecodeError as exc:
+        raise ServeSystemError(f"{path}: not UTF-8 text; re-run launch to rewrite the inventory") from exc
     try:
         group = doc["all"]["children"][GROUP]
     except (KeyError, TypeError) as exc:
-        raise ServeSystemError(f"{path}: no '{GROUP}' group under all.children") from exc
+        raise ServeSystemError(f"{path}: no '{GROUP}' group under all.children; re-run launch to rewrite it") from exc
     hosts = (group or {}).get("hosts") or {}
     return [Node.from_host_vars(name, hv or {}) for name, hv in hosts.items()]
 

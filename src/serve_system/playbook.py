@@ -59,6 +59,7 @@ def run_playbook(
     extravars: dict[str, Any] | None = None,
     limit: str | None = None,
     console: Console | None = None,
+    forks: int | None = None,
 ) -> int:
     """Run ``playbook`` on ``inventory`` and return ansible-playbook's exit code.
 
@@ -94,6 +95,7 @@ def run_playbook(
             inventory=str(inventory),
             extravars=extravars or {},
             limit=limit,
+            forks=max(1, forks) if forks else None,  # one fork per node: a class runs at once
             envvars=envvars,
             quiet=True,
             event_handler=_progress_handler(console, seen_task),

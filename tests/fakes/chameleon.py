@@ -5,12 +5,12 @@ python-glanceclient, openstacksdk and keystoneauth code runs unchanged against i
 replaces the transport of every ``requests`` session, so no packet leaves the process and nothing
 can reach the real Chameleon.
 
-What it serves (enough for the calls serve_system.chameleon makes through python-chi):
+What it serves (enough for the calls serve_system.provision.chameleon makes through python-chi):
 
 * the resource API's ``sites.json`` (``CHI_RESOURCE_API_URL``),
 * Keystone v3 ``POST /v3/auth/tokens`` (password, application credential, token) with a catalog,
-* Blazar ``/v1/leases`` (list, get, create, delete) with scripted status sequences and refusals,
-* Nova ``/v2.1`` (version document with microversions, servers, flavors, keypairs),
+* Blazar ``/v1/leases`` (list, get, create, update, delete) with scripted status sequences and refusals,
+* Nova ``/v2.1`` (version document with microversions, servers, the rebuild action, flavors, keypairs),
 * Neutron ``/v2.0`` (networks, ports, floating IPs, with quota and port checks),
 * Glance ``/v2/images``.
 
@@ -26,7 +26,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -44,7 +44,7 @@ WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _blazar_time(dt: datetime) -> str:
@@ -81,6 +81,9 @@ class FakeChameleon:
     auth_bodies: list[dict[str, Any]] = field(default_factory=list)
     lease_create_bodies: list[dict[str, Any]] = field(default_factory=list)
     server_create_bodies: list[dict[str, Any]] = field(default_factory=list)
+    lease_update_bodies: list[dict[str, Any]] = field(default_factory=list)
+    #: (server id, body) of every server action (rebuild, ...)
+    server_actions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.networks = {
@@ -256,6 +259,15 @@ class FakeChameleon:
         if request.method == "DELETE":
             del self.leases[lease_id]
             return self._resp(request, 204)
+        if request.method == "PUT":
+            self.lease_update_bodies.append(body)
+            if self.blazar_refusal:
+                return self._resp(request, 400, {"error_code": 400, "error_name": "NotEnoughHostsAvailable",
+                                                 "error_message": self.blazar_refusal})
+            for key in ("end_date", "start_date"):
+                if key in body:
+                    lease[key] = _blazar_time(datetime.strptime(body[key], "%Y-%m-%d %H:%M"))
+            return self._resp(request, 200, {"lease": copy.deepcopy(lease)})
         return self._resp(request, 405, {"error_code": 405, "error_message": "Method not allowed"})
 
     # --- nova -----------------------------------------------------------------------------------
@@ -319,6 +331,22 @@ class FakeChameleon:
             return self._nova_resp(request, 200, {"servers": servers})
         if p == "/servers" and request.method == "POST":
             return self._create_server(request, origin, body)
+        m = re.fullmatch(r"/servers/([^/]+)/action", p)
+        if m and request.method == "POST":
+            s = self.servers.get(m.group(1))
+            if s is None:
+                return self._nova_resp(request, 404, {"itemNotFound": {"code": 404,
+                                       "message": f"Instance {m.group(1)} could not be found."}})
+            self.server_actions.append((s["id"], body))
+            if "rebuild" in body:
+                image_ids = {f"img-{i}": n for i, n in enumerate(self.images)}
+                if body["rebuild"].get("imageRef") not in image_ids:
+                    return self._nova_resp(request, 400, {"badRequest": {"code": 400, "message": "Image not found"}})
+                # Nova keeps the server, its ports (so its floating IP) and its reservation; the disk is new
+                s.update(status="ACTIVE", image={"id": body["rebuild"]["imageRef"], "links": []},
+                         updated=_now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+                return self._nova_resp(request, 202, {"server": self._server_view(s, origin)})
+            return self._nova_resp(request, 400, {"badRequest": {"code": 400, "message": "fake: unsupported action"}})
         m = re.fullmatch(r"/servers/([^/]+)", p)
         if m:
             s = self.servers.get(m.group(1))
@@ -350,7 +378,7 @@ class FakeChameleon:
             return self._nova_resp(request, 400, {"badRequest": {"code": 400, "message": "Image not found"}})
         if srv.get("key_name") not in self.keypairs:
             return self._nova_resp(request, 400, {"badRequest": {"code": 400,
-                                   "message": f"Invalid key_name provided."}})
+                                   "message": "Invalid key_name provided."}})
         if not hints.get("reservation"):
             return self._nova_resp(request, 400, {"badRequest": {"code": 400,
                                    "message": "a reservation is required on bare metal"}})

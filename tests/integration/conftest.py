@@ -36,9 +36,10 @@ from typing import Any
 
 import pytest
 
-from serve_system import rehearsal
-from serve_system.nodes import Node, record_host_keys, scan_host_keys, write_inventory
+from serve_system.nodes import Node
 from serve_system.podman import podman
+from serve_system.provision.base import LaunchRequest, finish, quiet, server_names
+from serve_system.provision.local import LocalProvider
 
 from .ansible_run import PlaybookResult, run_playbook
 
@@ -90,11 +91,10 @@ def rehearsal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehe
     workdir = tmp_path_factory.mktemp("rehearsal")
     inventory = workdir / "hosts.yml"
     known_hosts = workdir / "known_hosts"
+    provider = LocalProvider(prefix, inventory)
     try:
-        nodes = rehearsal.launch_nodes(NODE_COUNT, prefix, inventory, known_hosts)
-        for n in nodes:
-            record_host_keys(known_hosts, n.address, n.port, scan_host_keys(n.address, n.port))
-        write_inventory(nodes, inventory, known_hosts)
+        nodes = provider.launch(LaunchRequest(tuple(server_names(prefix, NODE_COUNT))), quiet)
+        finish(nodes, inventory, known_hosts, quiet)
         _preseed_daemon_json(nodes[0])
         site = run_playbook("site.yml", inventory)
         if site.rc != 0:
@@ -102,7 +102,7 @@ def rehearsal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehe
         yield RehearsalCluster(inventory, known_hosts, nodes, site)
     finally:
         if os.environ.get("SERVE_SYSTEM_IT_KEEP") != "1":
-            rehearsal.teardown_nodes(prefix)
+            provider.teardown()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,7 +17,25 @@ import pytest
 import requests_mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the fakes package
-from fakes.chameleon import RESOURCE_API, FakeChameleon  # noqa: E402
+from fakes.chameleon import RESOURCE_API, FakeChameleon
+
+from serve_system.commands.provision import script_main
+
+
+def lease_main(argv: list[str]) -> int:
+    return script_main("lease", argv)
+
+
+def launch_main(argv: list[str]) -> int:
+    return script_main("launch", argv)
+
+
+def status_main(argv: list[str]) -> int:
+    return script_main("status", argv)
+
+
+def teardown_main(argv: list[str]) -> int:
+    return script_main("teardown", argv)
 
 
 class LoopbackListener:

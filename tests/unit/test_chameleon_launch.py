@@ -6,14 +6,13 @@ The real python-chi / OpenStack client code runs; only the network is replaced (
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from chi_harness import LoopbackListener, chi_env, fake, launch_args, sshd  # noqa: F401
+from chi_harness import LoopbackListener, launch_args, launch_main, status_main, teardown_main
 
-from serve_system.chi_cli import launch_main, status_main, teardown_main
 from serve_system.nodes import read_inventory
 
 
@@ -93,15 +92,43 @@ def test_count_three(fake, sshd, chi_env) -> None:
     assert len({n.address for n in nodes}) == 3
 
 
-def test_lease_pending_then_active(fake, sshd, chi_env, capsys) -> None:
-    start = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(minutes=3)
+class Recorder:
+    """A Progress that keeps what it is told (the CLI renders the same calls as rich bars)."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, str, int, int | None]] = []
+        self.notes: list[str] = []
+
+    def step(self, task: str, description: str, completed: int, total: int | None) -> None:
+        self.steps.append((task, description, completed, total))
+
+    def note(self, message: object) -> None:
+        self.notes.append(str(message))
+
+
+def test_lease_pending_then_active(fake, sshd, chi_env) -> None:
+    start = datetime.now(UTC).replace(tzinfo=None) + timedelta(minutes=3)
     fake.add_lease("serve_system_tester", status="PENDING", start=start)
     fake.lease_status_script["serve_system_tester"] = ["PENDING", "STARTING", "ACTIVE"]
-    assert _launch(chi_env, sshd) == 0
-    out = capsys.readouterr().out
-    assert f"is PENDING; it starts at {start:%Y-%m-%d %H:%M} UTC (in 2 min)" in out
-    assert "is STARTING" in out
-    assert len(fake.servers) == 1
+    from serve_system.commands.provision import _connect  # the CLI's own session set-up
+    from serve_system.provision.base import LaunchRequest
+    from serve_system.provision.chameleon import ChameleonProvider
+
+    class Args:
+        site, openrc = "CHI@TACC", None
+
+    provider = ChameleonProvider(site=_connect(Args()), prefix="node-serve-system-tester",  # type: ignore[arg-type]
+                                 lease_name="serve_system_tester", key_name="mykey", key_path="k",
+                                 ssh_port=sshd.port, poll=0.01, lease_timeout=5, server_timeout=5, ssh_timeout=5)
+    rec = Recorder()
+    nodes = provider.launch(LaunchRequest(("node-serve-system-tester",)), rec)
+    lease_steps = [d for t, d, _, _ in rec.steps if t == "lease"]
+    # one bar for the whole wait, showing the status and the start time, not a line per poll
+    assert f"lease serve_system_tester PENDING, starts {start:%Y-%m-%d %H:%M} UTC" in lease_steps
+    assert any("STARTING" in d for d in lease_steps) and lease_steps[-1] == "lease serve_system_tester ACTIVE"
+    assert [t for t, *_ in rec.steps if t == "ssh"] and rec.steps[-1][2:] == (1, 1)
+    assert len(fake.servers) == 1 and [n.name for n in nodes] == ["node-serve-system-tester"]
+    assert nodes[0].vars["serve_lease_end"].endswith("Z")
 
 
 @pytest.mark.parametrize("status", ["ERROR", "TERMINATED"])
@@ -245,7 +272,7 @@ def test_unknown_image_and_key(fake, sshd, chi_env, capsys) -> None:
 def test_unknown_site(fake, sshd, chi_env, capsys) -> None:
     assert _launch(chi_env, sshd, "--site", "CHI@NOWHERE") == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "unknown site 'CHI@NOWHERE'" in err and "CHI@TACC" in err
+    assert len(err.splitlines()) == 1 and "--site 'CHI@NOWHERE' is not a known Chameleon GPU site: use one of CHI@TACC, CHI@UC" in err and "CHI@TACC" in err
 
 
 def test_ssh_timeout(fake, chi_env, capsys) -> None:
@@ -281,34 +308,71 @@ def test_teardown_leaves_other_servers(fake, sshd, chi_env) -> None:
     assert len(fake.floatingips) == 1 and len(fake.leases) == 1
 
 
-def test_status_json(fake, sshd, chi_env, capsys) -> None:
+def _listings(fake, since: int) -> dict[str, int]:
+    calls = [p for m, p in fake.log[since:] if m == "GET"]
+    return {what: sum(1 for p in calls if p.endswith(what)) for what in ("/floatingips", "/ports", "/servers/detail")}
+
+
+def test_status_json_one_listing_and_serve_lease_end(fake, sshd, chi_env, capsys) -> None:
     fake.add_lease("serve_system_tester")
-    assert _launch(chi_env, sshd) == 0
+    assert _launch(chi_env, sshd, "--count", "3") == 0
+    lease = next(iter(fake.leases.values()))
+    inv = yaml.safe_load((chi_env / "hosts.yml").read_text())["all"]["children"]["serve_nodes"]["hosts"]
+    assert {hv["serve_lease_end"] for hv in inv.values()} == {lease["end_date"][:19] + "Z"}
     capsys.readouterr()
-    n_writes = len(fake.writes())
-    assert status_main(["--json", "--ssh-port", str(sshd.port), "--known-hosts", str(chi_env / "known_hosts"),
-                        "--key-path", str(chi_env / "id_test")]) == 0
+    n_writes, n_log = len(fake.writes()), len(fake.log)
+    rc = status_main(["--json", "--ssh-port", str(sshd.port), "-i", str(chi_env / "hosts.yml"),
+                      "--probe-timeout", "2"])
     st = json.loads(capsys.readouterr().out)
+    # the loopback "sshd" accepts and closes: SSH fails, so nobody is healthy and the exit code says so
+    assert rc == 1 and st["healthy"] is False
+    assert [n["name"] for n in st["nodes"]] == [f"node-serve-system-tester-{i}" for i in (1, 2, 3)]
+    assert all(n["machine"] == "ACTIVE" and n["problem"].startswith("SSH") for n in st["nodes"])
     assert st["lease"]["status"] == "ACTIVE" and 150 <= st["lease"]["minutes_left"] <= 170
-    assert st["servers"] == [{
-        "name": "node-serve-system-tester", "id": next(iter(fake.servers)), "status": "ACTIVE",
-        "floating_ip": "127.0.0.1", "ssh": "up", "triton": "n/a"}]
+    assert {n["lease_minutes_left"] for n in st["nodes"]} == {st["lease"]["minutes_left"]}
+    # one server, one port and one floating-IP listing for three servers, and nothing written
+    assert _listings(fake, n_log) == {"/floatingips": 1, "/ports": 1, "/servers/detail": 1}
     assert fake.writes()[n_writes:] == []
 
 
-def test_teardown_dry_run_and_status_table(fake, sshd, chi_env, capsys) -> None:
+def test_status_exits_nonzero_with_a_server_in_error(fake, sshd, chi_env, capsys) -> None:
+    fake.add_lease("serve_system_tester")
+    assert _launch(chi_env, sshd, "--count", "2") == 0
+    next(s for s in fake.servers.values() if s["name"].endswith("-2")).update(
+        status="ERROR", fault={"code": 500, "message": "No valid host was found."})
+    capsys.readouterr()
+    assert status_main(["--json", "--ssh-port", str(sshd.port), "-i", str(chi_env / "hosts.yml")]) == 1
+    rows = {n["name"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    bad = rows["node-serve-system-tester-2"]
+    assert bad["healthy"] is False and bad["problem"] == "machine ERROR: No valid host was found."
+
+
+def test_status_warns_when_the_lease_runs_out(fake, sshd, chi_env, capsys) -> None:
+    fake.add_lease("serve_system_tester", start=datetime.now(UTC).replace(tzinfo=None)
+                   - timedelta(hours=2.7))
+    fake.servers.clear()
+    assert status_main(["--margin", "30m", "--ssh-port", str(sshd.port), "-i", str(chi_env / "hosts.yml")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any(line.startswith("warning: lease serve_system_tester ends") and "lease extend" in line for line in err)
+    assert err[-1].startswith("status.py: error: no nodes named node-serve-system-tester")
+
+
+def test_teardown_dry_run_and_status_table(fake, sshd, chi_env, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")  # the board's table in full
     fake.add_lease("serve_system_tester")
     assert _launch(chi_env, sshd) == 0
     capsys.readouterr()
     n_writes = len(fake.writes())
     assert teardown_main(["--dry-run", "--delete-lease"]) == 0
     out = capsys.readouterr().out
-    assert "would delete server node-serve-system-tester" in out and "would delete lease serve_system_tester" in out
+    assert "[dry run] would delete server node-serve-system-tester" in out
+    assert "[dry run] would delete lease serve_system_tester" in out
     assert fake.writes()[n_writes:] == [] and len(fake.servers) == 1
     closed = LoopbackListener(["127.0.0.1"])
     port = closed.port
     closed.close()
-    assert status_main(["--ssh-port", str(port), "--no-triton"]) == 0
+    assert status_main(["--ssh-port", str(port), "-i", str(chi_env / "hosts.yml"), "--probe-timeout", "2"]) == 1
     out = capsys.readouterr().out
     assert "Lease serve_system_tester" in out and "ACTIVE" in out and "min left" in out
-    assert "node-serve-system-tester" in out and "127.0.0.1" in out and "down" in out
+    assert "node-serve-system-tester" in out and "127.0.0.1" in out and "unhealthy" in out
+    assert "0 of 1 node(s) healthy" in out

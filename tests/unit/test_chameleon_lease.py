@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from chi_harness import chi_env, fake  # noqa: F401
+from chi_harness import launch_main, lease_main, status_main, teardown_main
 
-from serve_system.chameleon import parse_openrc, resolve_credentials
-from serve_system.chi_cli import launch_main, lease_main, status_main, teardown_main
 from serve_system.errors import ServeSystemError
+from serve_system.provision.chameleon.credentials import parse_openrc, resolve_credentials
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,7 +30,7 @@ def test_create_default_lease(fake) -> None:
     assert body["name"] == "serve_system_tester"
     assert body["start_date"] == "now"
     end = datetime.strptime(body["end_date"], "%Y-%m-%d %H:%M")
-    expected = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(hours=2, minutes=50)
+    expected = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=2, minutes=50)
     assert abs((end - expected).total_seconds()) < 120
     (res,) = body["reservations"]
     assert res["resource_type"] == "physical:host" and res["min"] == 1 and res["max"] == 1
@@ -45,7 +44,7 @@ def test_create_excludes_nodes_and_aligns_to_the_hour(fake) -> None:
     body = fake.lease_create_bodies[0]
     start = datetime.strptime(body["start_date"], "%Y-%m-%d %H:%M")
     end = datetime.strptime(body["end_date"], "%Y-%m-%d %H:%M")
-    assert start.minute == 0 and start > datetime.now(timezone.utc).replace(tzinfo=None)
+    assert start.minute == 0 and start > datetime.now(UTC).replace(tzinfo=None)
     assert end - start == timedelta(hours=2, minutes=50) and end.minute == 50
     res = body["reservations"][0]
     assert res["min"] == 2 and res["max"] == 2

@@ -5,41 +5,38 @@ image of :mod:`serve_system.images`), with sshd published on a free 127.0.0.1 po
 with password-less sudo (like Chameleon's CC-* images) and the project's generated ed25519 key. The
 ``docker`` role installs a real Docker engine in it, which runs the real serve stack.
 
-:func:`launch_nodes` returns :class:`~serve_system.nodes.Node` records; the caller writes the
-inventory and records host keys (:mod:`serve_system.nodes`), exactly as for Chameleon nodes. Nodes
-carry host variables that adapt the roles to a container (``docker_source: distro``,
+:class:`LocalProvider` is the :class:`~serve_system.provision.base.Provider` for these nodes: it
+returns :class:`~serve_system.nodes.Node` records and the shared finish step pins their host keys
+and writes the inventory, exactly as for Chameleon nodes. Nodes carry host variables that adapt the roles to a container (``docker_source: distro``,
 ``docker_storage_driver: overlay2`` on a volume, the locally built stack images and their archives, the ONNX shim).
 
 Containers are labelled ``serve-system.rehearsal.prefix=<prefix>``: :func:`teardown_nodes` removes
-only the containers of that prefix, never anyone else's.
+only the containers of that prefix, never anyone else's. A rebuild removes a node's container and
+starts a new one from the node image with the same name, SSH port and key.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import images
-from .errors import ServeSystemError
-from .nodes import Node, scan_host_keys
-from .podman import podman, require_podman
+from .. import images
+from ..errors import ServeSystemError
+from ..nodes import Node, scan_host_keys
+from ..podman import podman, require_podman
+from .base import Fleet, LaunchRequest, Machine, Progress, quiet
 
 NODE_USER = "cc"
 LABEL = "serve-system.rehearsal.prefix"
 KEY_NAME = "id_ed25519"
-#: where the image archive directory is mounted in a node (the same path as on the controller)
 SSH_WAIT_S = 90.0
-
-Report = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 def state_dir(inventory: Path) -> Path:
@@ -69,12 +66,6 @@ def ensure_key(inventory: Path) -> Path:
     return key
 
 
-def node_names(prefix: str, count: int) -> list[str]:
-    if count < 1:
-        raise ServeSystemError(f"--count must be at least 1, got {count}")
-    return [f"{prefix}-{i}" for i in range(1, count + 1)]
-
-
 def _inspect(name: str) -> dict[str, Any] | None:
     proc = podman("container", "inspect", name, check=False)
     if proc.returncode != 0:
@@ -86,13 +77,13 @@ def _inspect(name: str) -> dict[str, Any] | None:
 def _ssh_port(name: str) -> int:
     proc = podman("port", name, "22/tcp")
     for line in proc.stdout.splitlines():
-        host, _, port = line.strip().rpartition(":")
+        _, _, port = line.strip().rpartition(":")
         if port.isdigit():
             return int(port)
     raise ServeSystemError(f"rehearsal node {name}: no published SSH port (podman port says {proc.stdout!r})")
 
 
-def _start(name: str, prefix: str, image: str, archive_dir: Path) -> None:
+def _start(name: str, prefix: str, image: str, archive_dir: Path, port: int | None = None) -> None:
     info = _inspect(name)
     if info is not None:
         labels = (info.get("Config") or {}).get("Labels") or {}
@@ -116,7 +107,7 @@ def _start(name: str, prefix: str, image: str, archive_dir: Path) -> None:
         "-v", "/var/lib/docker",
         # the serve-stack image archives, read-only at the same path as on the controller
         "-v", f"{archive_dir}:{archive_dir}:ro",
-        "-p", "127.0.0.1::22",
+        "-p", f"127.0.0.1:{port or ''}:22",
         image, "/sbin/init",
         timeout=120,
     )
@@ -142,7 +133,7 @@ def _wait_ssh(name: str, port: int, timeout: float = SSH_WAIT_S) -> None:
     raise ServeSystemError(f"rehearsal node {name}: sshd on 127.0.0.1:{port} not up after {timeout:.0f} s ({logs})")
 
 
-def node_vars(stack: dict[str, images.StackImage]) -> dict[str, Any]:
+def node_vars_for(stack: dict[str, images.StackImage]) -> dict[str, Any]:
     """Host variables that adapt the roles to a rehearsal node (see each role's README)."""
     return {
         "docker_source": "distro",
@@ -156,51 +147,6 @@ def node_vars(stack: dict[str, images.StackImage]) -> dict[str, Any]:
         "serve_stack_onnx_serving": "python_shim",
         "serve_stack_flask_build_context": "",
     }
-
-
-def launch_nodes(
-    count: int, prefix: str, inventory: Path, known_hosts: Path, report: Report = _quiet
-) -> list[Node]:
-    """Start (or reuse) ``count`` rehearsal nodes ``<prefix>-1..N``; returns their Node records.
-
-    Builds the node image and the serve-stack image archives first when their recipes changed
-    (cached otherwise). Nodes already running are reused, stopped ones restarted. Returns once
-    every node's sshd answers (its host keys can be scanned). ``known_hosts`` is not written here:
-    the caller records the host keys, as for Chameleon nodes.
-    """
-    require_podman()
-    del known_hosts  # the caller records host keys (serve_system.nodes.record_host_keys)
-    names = node_names(prefix, count)
-    key = ensure_key(inventory)
-    pubkey = key.with_suffix(".pub").read_text(encoding="utf-8")
-    node_image = images.ensure_image(images.NODE, report)
-    stack = images.ensure_stack_images(report)
-    archive_dir = images.cache_dir() / "images"
-    report(f"starting {count} rehearsal node(s): {', '.join(names)}")
-
-    def bring_up(name: str) -> Node:
-        _start(name, prefix, node_image, archive_dir)
-        port = _ssh_port(name)
-        _authorize(name, pubkey)
-        _wait_ssh(name, port)
-        info = _inspect(name) or {}
-        return Node(
-            name=name,
-            address="127.0.0.1",
-            user=NODE_USER,
-            key_path=str(key),
-            port=port,
-            gpus=0,
-            provider="local",
-            provider_ids={"container": name, "container_id": str(info.get("Id", ""))[:12],
-                          "image": node_image},
-            vars=node_vars(stack),
-        )
-
-    with ThreadPoolExecutor(max_workers=min(8, count)) as pool:
-        nodes = list(pool.map(bring_up, names))
-    report(f"{count} rehearsal node(s) up")
-    return nodes
 
 
 def list_nodes(prefix: str | None = None) -> list[dict[str, str]]:
@@ -230,3 +176,90 @@ def teardown_nodes(prefix: str) -> list[str]:
     if names:
         podman("rm", "-f", "-v", "-t", "5", *names, timeout=300)
     return names
+
+
+@dataclass
+class LocalProvider:
+    """Rehearsal nodes of ``prefix``; their key lives next to ``inventory``."""
+
+    prefix: str
+    inventory: Path
+    name: str = field(default="local", init=False)
+
+    def _prepare(self, progress: Progress) -> tuple[Path, str, str, dict[str, images.StackImage], Path]:
+        require_podman()
+        key = ensure_key(self.inventory)
+        pubkey = key.with_suffix(".pub").read_text(encoding="utf-8")
+        progress.step("images", "rehearsal images (built once per recipe)", 0, 2)
+        node_image = images.ensure_image(images.NODE, progress.note)
+        progress.step("images", "rehearsal images (built once per recipe)", 1, 2)
+        stack = images.ensure_stack_images(progress.note)
+        progress.step("images", "rehearsal images (built once per recipe)", 2, 2)
+        return key, pubkey, node_image, stack, images.cache_dir() / "images"
+
+    def _bring_up(self, names: Sequence[str], progress: Progress, *, node_vars: dict[str, dict[str, Any]],
+                  ports: dict[str, int] | None = None) -> list[Node]:
+        key, pubkey, node_image, stack, archive_dir = self._prepare(progress)
+        done = [0]
+        progress.step("ssh", "starting nodes, waiting for SSH", 0, len(names))
+
+        def bring_up(name: str) -> Node:
+            _start(name, self.prefix, node_image, archive_dir, (ports or {}).get(name))
+            port = _ssh_port(name)
+            _authorize(name, pubkey)
+            _wait_ssh(name, port)
+            info = _inspect(name) or {}
+            done[0] += 1
+            progress.step("ssh", "starting nodes, waiting for SSH", done[0], len(names))
+            return Node(
+                name=name, address="127.0.0.1", user=NODE_USER, key_path=str(key), port=port, gpus=0,
+                provider="local",
+                provider_ids={"container": name, "container_id": str(info.get("Id", ""))[:12], "image": node_image},
+                vars={**node_vars_for(stack), **node_vars.get(name, {})},
+            )
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
+            return list(pool.map(bring_up, names))
+
+    def launch(self, req: LaunchRequest, progress: Progress = quiet) -> list[Node]:
+        """Start (or reuse) the named nodes; returns once every node's sshd answers."""
+        if req.dry_run:
+            existing = {r["name"]: r["state"] for r in list_nodes(self.prefix)}
+            for n in req.names:
+                progress.note(f"[dry run] {n}: " + (f"reuse ({existing[n]})" if n in existing else "would start"))
+            return []
+        return self._bring_up(req.names, progress, node_vars=req.node_vars)
+
+    def fleet(self) -> Fleet:
+        rows = [r for r in list_nodes(self.prefix) if r["prefix"] == self.prefix]
+        return Fleet([
+            Machine(r["name"], r["state"], r["state"] == "running", "127.0.0.1" if r["ssh_port"] else None,
+                    int(r["ssh_port"] or 22))
+            for r in rows
+        ])
+
+    def rebuild(self, nodes: Sequence[Node], progress: Progress = quiet) -> list[Node]:
+        """A new container from the node image for each node: same name, SSH port and key."""
+        known = {r["name"] for r in list_nodes(self.prefix) if r["prefix"] == self.prefix}
+        missing = [n.name for n in nodes if n.name not in known]
+        if missing:
+            raise ServeSystemError(f"no rehearsal node named {', '.join(missing)} (prefix {self.prefix}): "
+                                   "run launch first")
+        for n in nodes:
+            progress.note(f"Rebuilding {n.name}: new container from the node image, SSH port {n.port} kept")
+            podman("rm", "-f", "-v", "-t", "5", n.name, timeout=300)
+        fresh = self._bring_up([n.name for n in nodes], progress, node_vars={},
+                               ports={n.name: n.port for n in nodes})
+        # keep what the inventory knew about each node (a roster's student, its key), new container id
+        return [dataclasses.replace(old, provider_ids=new.provider_ids) for old, new in zip(nodes, fresh, strict=True)]
+
+    def teardown(self, progress: Progress = quiet, *, dry_run: bool = False) -> list[str]:
+        if dry_run:
+            names = [r["name"] for r in list_nodes(self.prefix) if r["prefix"] == self.prefix]
+            for n in names:
+                progress.note(f"[dry run] would remove rehearsal node {n}")
+            return []
+        removed = teardown_nodes(self.prefix)
+        for n in removed:
+            progress.note(f"Removed rehearsal node {n}")
+        return removed

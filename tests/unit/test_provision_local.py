@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import rehearsal
 from serve_system.errors import ServeSystemError
 from serve_system.images import StackImage
+from serve_system.provision import local as rehearsal
+from serve_system.provision.base import is_ours, server_names
 
 
 def test_state_dir_is_next_to_the_inventory(tmp_path: Path) -> None:
@@ -21,15 +22,21 @@ def test_key_is_generated_once(tmp_path: Path) -> None:
     assert rehearsal.ensure_key(tmp_path / "hosts.yml").read_bytes() == first
 
 
-def test_node_names() -> None:
-    assert rehearsal.node_names("rh", 3) == ["rh-1", "rh-2", "rh-3"]
+def test_node_names_are_the_same_for_both_providers() -> None:
+    assert server_names("rh", 3) == ["rh-1", "rh-2", "rh-3"]
+    assert server_names("rh", 1) == ["rh"]
     with pytest.raises(ServeSystemError, match="at least 1"):
-        rehearsal.node_names("rh", 0)
+        server_names("rh", 0)
+
+
+def test_is_ours_matches_numbers_and_students_not_longer_prefixes() -> None:
+    assert is_ours("rh", "rh") and is_ours("rh-2", "rh") and is_ours("rh-alice", "rh")
+    assert not is_ours("rh-x-1", "rh") and not is_ours("rhx-1", "rh") and not is_ours("rh-", "rh")
 
 
 def test_node_vars_adapt_the_roles(tmp_path: Path) -> None:
     stack = {k: StackImage(k, f"localhost/serve-system-{k}:abc", tmp_path / f"{k}.tar") for k in ("triton", "client", "fastapi")}
-    hv = rehearsal.node_vars(stack)
+    hv = rehearsal.node_vars_for(stack)
     assert hv["docker_source"] == "distro"
     assert hv["docker_storage_driver"] == "overlay2"
     assert hv["serve_stack_onnx_serving"] == "python_shim"

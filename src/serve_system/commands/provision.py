@@ -1,0 +1,583 @@
+"""``serve-system lease | launch | status | rebuild | teardown | access``: one command family.
+
+The same options and defaults for both providers (``--provider chameleon`` through python-chi, or
+``--provider local`` rehearsal nodes in podman), one default prefix (``node-serve-system-$USER``).
+``chi_scripts/{lease,launch,status,teardown}.py`` are thin entry points over :func:`script_main`.
+Every failure a user can act on is one line on stderr and a non-zero exit code; long waits show
+rich progress bars on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import getpass
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..cli import OneLineParser, run
+from ..errors import ServeSystemError, UsageError
+from ..nodes import Node, read_inventory
+from ..provision import board, roster
+from ..provision.base import LaunchRequest, Progress, Provider, default_prefix, finish, server_names
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "hosts.yml"
+
+
+def _user() -> str:
+    return os.environ.get("USER") or getpass.getuser()
+
+
+# --- argument types ------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"port out of range 1-65535: {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0: {text!r}")
+    return value
+
+
+def _duration(text: str) -> timedelta:
+    """``2h50m``, ``170m``, ``1h``, ``90`` (minutes)."""
+    m = re.fullmatch(r"\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m?)?\s*", text)
+    if not m or not any(m.groups()):
+        raise argparse.ArgumentTypeError(f"not a duration like 2h50m or 170m: {text!r}")
+    td = timedelta(hours=int(m.group(1) or 0), minutes=int(m.group(2) or 0))
+    if td <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+    return td
+
+
+def _prefix(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,50}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a node-name prefix: use 1-51 letters, digits, '-', '_' or '.', starting with a letter or digit")
+    return text
+
+
+def _utc(text: str) -> datetime:
+    for fmt in ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"):
+        try:
+            return datetime.strptime(text.strip().removesuffix("Z").removesuffix(" UTC"), fmt)
+        except ValueError:
+            continue
+    raise argparse.ArgumentTypeError(f"not a UTC time like '2026-11-21 17:00': {text!r}")
+
+
+# --- progress ------------------------------------------------------------------------------------
+
+
+class RichProgress:
+    """Progress bars on stderr (started on the first step), notes on stdout."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._bars: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def step(self, task: str, description: str, completed: int, total: int | None) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if self._bars is None:
+            self._bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True, highlight=False),
+                                  transient=True)
+            self._bars.start()
+        if task not in self._tasks:
+            self._tasks[task] = self._bars.add_task(description, total=total)
+        self._bars.update(self._tasks[task], description=description, completed=completed, total=total)
+
+    def note(self, message: Any) -> None:
+        # plain text as it is ("[dry run]" is not rich markup); tables and other renderables as they are
+        self.console.print(message, markup=not isinstance(message, str))
+
+    def close(self) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+            self._bars = None
+
+
+# --- shared options ------------------------------------------------------------------------------
+
+
+def _site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
+    from ..provision.chameleon.credentials import DEFAULT_SITE, SITES
+
+    g = p.add_argument_group("Chameleon (--provider chameleon)")
+    g.add_argument("--site", default=DEFAULT_SITE, help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
+    g.add_argument("--openrc", type=Path, metavar="FILE",
+                   help="read OS_* credentials from this openrc file (parsed, never executed); default: the environment")
+    if lease:
+        from ..provision.chameleon.leases import default_lease_name
+
+        g.add_argument("--lease", default=default_lease_name(_user()), metavar="NAME",
+                       help="lease name (default %(default)s)")
+
+
+def _node_args(p: argparse.ArgumentParser) -> None:
+    """Options every node command shares, for both providers."""
+    p.add_argument("--provider", choices=("chameleon", "local"), default="chameleon",
+                   help="chameleon (python-chi) or local rehearsal nodes in podman (default %(default)s)")
+    p.add_argument("--prefix", type=_prefix, default=default_prefix(_user()),
+                   help="node name prefix, both providers (default %(default)s)")
+    p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
+                   help="inventory file (default inventory/hosts.yml)")
+    p.add_argument("--known-hosts", type=Path, default=None,
+                   help="known_hosts file of the nodes' host keys (default: next to the inventory)")
+    _site_args(p)
+    p.add_argument("--key-name", default=os.environ.get("OS_KEYPAIR_NAME") or f"{_user()}-jupyter",
+                   help="Chameleon key pair name (default $OS_KEYPAIR_NAME or %(default)s)")
+    p.add_argument("--key-path", default=str(Path.home() / ".ssh" / "id_rsa_chameleon"),
+                   help="private key of --key-name, written to the inventory (default %(default)s)")
+    p.add_argument("--image", default="CC-Ubuntu24.04-CUDA", help="disk image on Chameleon (default %(default)s)")
+    p.add_argument("--ssh-port", type=_port, default=22, help="SSH port on Chameleon nodes (default 22)")
+    p.add_argument("--poll", type=_seconds, default=15.0, metavar="S", help="seconds between status polls")
+    p.add_argument("--server-timeout", type=_seconds, default=1800.0, metavar="S",
+                   help="how long to wait for servers to be ACTIVE (default 1800)")
+    p.add_argument("--ssh-timeout", type=_seconds, default=600.0, metavar="S",
+                   help="how long to wait for SSH (default 600)")
+    p.add_argument("--margin", type=_duration, default=timedelta(minutes=30), metavar="30m",
+                   help="warn (status) or refuse (launch) when less of the lease is left (default 30m)")
+
+
+def _known_hosts(args: argparse.Namespace) -> Path:
+    return Path(args.known_hosts or Path(args.inventory).parent / "known_hosts")
+
+
+def _check_site(args: argparse.Namespace) -> None:
+    from ..provision.chameleon.credentials import check_site
+
+    check_site(args.site)
+
+
+def _connect(args: argparse.Namespace) -> str:
+    from ..provision.chameleon.credentials import Site, check_site, parse_openrc, resolve_credentials
+
+    check_site(args.site)
+    env = dict(os.environ)
+    if args.openrc:
+        env.update(parse_openrc(args.openrc, os.environ))
+    return Site.connect(resolve_credentials(env), args.site).name
+
+
+def _provider(args: argparse.Namespace) -> Provider:
+    if args.provider == "local":
+        from ..provision.local import LocalProvider
+
+        return LocalProvider(args.prefix, Path(args.inventory))
+    from ..provision.chameleon import ChameleonProvider
+
+    _check_site(args)
+    site = _connect(args)  # credentials first: without them, one error line and nothing else
+    return ChameleonProvider(
+        site=site, prefix=args.prefix, lease_name=args.lease, key_name=args.key_name,
+        key_path=str(Path(args.key_path).expanduser()), image=args.image,
+        network=getattr(args, "network", "sharednet1"), node_type=getattr(args, "node_type", None),
+        replace_failed=getattr(args, "replace_failed", False),
+        lease_timeout=getattr(args, "lease_timeout", 3600.0), server_timeout=args.server_timeout,
+        ssh_timeout=args.ssh_timeout, ssh_port=args.ssh_port, poll=args.poll, margin=args.margin,
+    )
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _nodes_table(nodes: Sequence[Node], inventory: Path, known_hosts: Path) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"Nodes ({inventory})")
+    for col in ("name", "address", "port", "user", "GPUs", "provider", "student"):
+        table.add_column(col)
+    for n in nodes:
+        table.add_row(n.name, n.address, str(n.port), n.user, str(n.gpus), n.provider,
+                      str(n.vars.get("serve_student") or (f"(dropped: {n.vars['serve_student_dropped']})"
+                                                         if n.vars.get("serve_student_dropped") else "-")))
+    return table
+
+
+def _site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: str | None = None) -> None:
+    from ..playbook import run_playbook
+
+    rc = run_playbook(REPO_ROOT / "playbooks" / "site.yml", inventory, console=console, limit=limit,
+                      forks=len(nodes))
+    if rc != 0:
+        raise ServeSystemError(f"playbooks/site.yml failed (rc={rc}); fix the error above and re-run with --configure")
+
+
+def _with_progress(console: Console, work: Callable[[Progress], int]) -> int:
+    prog = RichProgress(console)
+    try:
+        return work(prog)
+    finally:
+        prog.close()
+
+
+# --- lease ---------------------------------------------------------------------------------------
+
+
+def _lease_args(p: argparse.ArgumentParser) -> None:
+    from ..provision.chameleon.leases import DEFAULT_DURATION, DEFAULT_NODE_TYPE
+
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    create = sub.add_parser("create", help="reserve GPU nodes (2 h 50 min by default)")
+    _site_args(create)
+    create.add_argument("--node-type", default=DEFAULT_NODE_TYPE, help="node type (default %(default)s)")
+    create.add_argument("--count", type=_positive, default=1, help="number of nodes (default 1)")
+    create.add_argument("--duration", type=_duration, default=DEFAULT_DURATION, metavar="2h50m",
+                        help="lease length (default 2h50m); ignored with --end")
+    create.add_argument("--start", type=_utc, metavar="'YYYY-MM-DD HH:MM'", help="start time in UTC (default now)")
+    create.add_argument("--end", type=_utc, metavar="'YYYY-MM-DD HH:MM'", help="end time in UTC")
+    create.add_argument("--align-hour", action="store_true",
+                        help="start at the next full hour (the lab's advice; end stays start + duration)")
+    create.add_argument("--exclude-node", action="append", default=[], metavar="NODE[,NODE...]",
+                        help="never reserve these nodes (comma-separated or repeated), e.g. c11-13 (faulty GPU)")
+    create.add_argument("--dry-run", action="store_true", help="print the request, create nothing")
+    create.set_defaults(func=_lease_create)
+    show = sub.add_parser("show", help="show the lease (status, times, reservation id)")
+    _site_args(show)
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(func=_lease_show)
+    extend = sub.add_parser("extend", help="move the lease's end later (Blazar lease update)")
+    _site_args(extend)
+    extend.add_argument("--by", type=_duration, default=timedelta(hours=1), metavar="1h",
+                        help="how much longer (default 1h)")
+    extend.add_argument("-i", "--inventory", type=Path, default=None,
+                        help="also update serve_lease_end in this inventory (default: inventory/hosts.yml if present)")
+    extend.set_defaults(func=_lease_extend)
+    delete = sub.add_parser("delete", help="delete the lease")
+    _site_args(delete)
+    delete.add_argument("--id", dest="lease_id", help="delete this lease id (when names are duplicated)")
+    delete.set_defaults(func=_lease_delete)
+
+
+def _exclude_list(values: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            name = name.strip()
+            if not name:
+                raise UsageError(f"--exclude-node {value!r}: an empty node name; write names like c11-13,c12-01")
+            if name not in out:
+                out.append(name)
+    return tuple(out)
+
+
+def _lease_create(args: argparse.Namespace) -> int:
+    from ..provision.chameleon.leases import LeaseRequest, create_lease
+
+    if args.start and args.align_hour:
+        raise UsageError("--start and --align-hour exclude each other")
+    req = LeaseRequest(
+        name=args.lease, node_type=args.node_type, count=args.count, start=args.start, end=args.end,
+        duration=args.duration, align_hour=args.align_hour, exclude_nodes=_exclude_list(args.exclude_node),
+    )
+    _check_site(args)
+    req.check()  # argument errors before any network call
+    site = _connect(args)
+    create_lease(req, site, RichProgress(_console()), dry_run=args.dry_run)
+    return 0
+
+
+def _lease_show(args: argparse.Namespace) -> int:
+    from ..provision.chameleon.leases import get_lease
+
+    site = _connect(args)
+    d = get_lease(args.lease, site).as_dict()
+    if args.json:
+        print(json.dumps(d, indent=2))
+    else:
+        _console().print(
+            f"Lease {d['name']} ({d['id']}) at {site}: {d['status']}, {d['start']} -> {d['end']}, "
+            f"{d['minutes_left']} min left, node type {d['node_type']}, reservation {d['reservation_id']}"
+        )
+    return 0
+
+
+def _lease_extend(args: argparse.Namespace) -> int:
+    from ..nodes import write_inventory
+    from ..provision.chameleon.leases import extend_lease
+
+    inventory = args.inventory or (DEFAULT_INVENTORY if DEFAULT_INVENTORY.is_file() else None)
+    nodes = read_inventory(inventory) if inventory else []  # a broken inventory fails before Blazar is asked
+    site = _connect(args)
+    lease = extend_lease(args.lease, site, args.by, RichProgress(_console()))
+    mine = [n for n in nodes if n.provider_ids.get("lease_id") == lease.id]
+    if inventory and mine:
+        updated = [dataclasses.replace(n, vars={**n.vars, "serve_lease_end": lease.end_iso()}) if n in mine else n
+                   for n in nodes]
+        kh = inventory.parent / "known_hosts"
+        write_inventory(updated, inventory, kh if kh.exists() else None)
+        _console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) in {inventory}")
+    return 0
+
+
+def _lease_delete(args: argparse.Namespace) -> int:
+    from ..provision.chameleon.leases import delete_lease
+
+    site = _connect(args)
+    delete_lease(args.lease, site, RichProgress(_console()), lease_id=args.lease_id)
+    return 0
+
+
+# --- launch --------------------------------------------------------------------------------------
+
+
+def _launch_args(p: argparse.ArgumentParser) -> None:
+    _node_args(p)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--count", type=_positive, default=1,
+                     help="number of nodes: PREFIX for 1, PREFIX-1..N for more (default 1)")
+    how.add_argument("--roster", type=Path, metavar="CSV",
+                     help="one node PREFIX-STUDENT per student of this CSV (header student,ssh_public_key[,email])")
+    p.add_argument("--network", default="sharednet1", help="Chameleon network (default %(default)s)")
+    p.add_argument("--node-type", help="Chameleon node type for the GPU count (default: from the lease)")
+    p.add_argument("--replace-failed", action="store_true", help="delete and recreate Chameleon servers in ERROR")
+    p.add_argument("--lease-timeout", type=_seconds, default=3600.0, metavar="S",
+                   help="how long to wait for a PENDING lease to start (default 3600)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--configure", action="store_true", help="then run playbooks/site.yml on the nodes")
+    p.set_defaults(func=_launch)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    console = _console()
+    students = roster.read_roster(args.roster) if args.roster else []
+    names = ([roster.node_name(args.prefix, s.name) for s in students] if students
+             else server_names(args.prefix, args.count))
+    previous: list[Node] = []
+    if students and Path(args.inventory).is_file():
+        previous = read_inventory(args.inventory)
+    provider = _provider(args)
+    if provider.name == "chameleon" and not args.dry_run and not Path(args.key_path).expanduser().is_file():
+        console.print(f"[yellow]warning:[/] --key-path {args.key_path} does not exist; Ansible needs the private "
+                      f"key of key pair {args.key_name}")
+    req = LaunchRequest(tuple(names), dry_run=args.dry_run, node_vars=roster.roster_vars(args.prefix, students))
+
+    def work(progress: Progress) -> int:
+        nodes = provider.launch(req, progress)
+        if args.dry_run:
+            return 0
+        nodes += [n for n in roster.dropped(previous, students) if n.name not in names]
+        finish(nodes, args.inventory, _known_hosts(args), progress)
+        progress.note(_nodes_table(nodes, args.inventory, _known_hosts(args)))
+        progress.note(f"Inventory: {args.inventory}   known hosts: {_known_hosts(args)}")
+        return 0
+
+    rc = _with_progress(console, work)
+    if rc == 0 and args.configure and not args.dry_run:
+        _site_yml(args.inventory, read_inventory(args.inventory), console)
+    return rc
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def _status_args(p: argparse.ArgumentParser) -> None:
+    _node_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    p.add_argument("--watch", type=_seconds, metavar="S", nargs="?", const=10.0, default=None,
+                   help="refresh every S seconds (default 10) until Ctrl-C")
+    p.add_argument("--probe-timeout", type=_positive, default=10, metavar="S",
+                   help="SSH connect timeout of each node's probe (default 10)")
+    p.set_defaults(func=_status)
+
+
+def _board(args: argparse.Namespace, provider: Provider) -> tuple[dict[str, Any], list[board.NodeHealth]]:
+    fleet = provider.fleet()
+    inv = Path(args.inventory)
+    nodes = read_inventory(inv) if inv.is_file() else []
+    rows = board.probe(fleet, nodes, _known_hosts(args), timeout=args.probe_timeout)
+    head: dict[str, Any] = {"provider": provider.name, "prefix": args.prefix, "lease": fleet.lease}
+    return head, rows
+
+
+def _status_once(args: argparse.Namespace, provider: Provider, console: Console) -> int:
+    head, rows = _board(args, provider)
+    lease = head["lease"]
+    warn = None
+    if lease and isinstance(lease.get("minutes_left"), int) and lease["minutes_left"] < args.margin.total_seconds() / 60:
+        warn = (f"warning: lease {lease['name']} ends {lease['end']}, in {lease['minutes_left']} min (less than the "
+                f"{int(args.margin.total_seconds() // 60)} min margin): `serve-system lease extend --by 1h`")
+    if args.json:
+        print(json.dumps({**head, "nodes": [r.as_dict() for r in rows],
+                          "healthy": bool(rows) and all(r.healthy for r in rows)}, indent=2))
+    else:
+        if lease:
+            if "minutes_left" in lease:
+                console.print(f"Lease {lease['name']} ({lease['id']}): {lease['status']}, {lease['start']} -> "
+                              f"{lease['end']}, {lease['minutes_left']} min left")
+            else:
+                console.print(f"Lease {lease['name']}: {lease['status']}")
+        console.print(board.table(rows, f"Nodes of {args.prefix} ({provider.name})"))
+        bad = [r for r in rows if not r.healthy]
+        console.print(f"{len(rows) - len(bad)} of {len(rows)} node(s) healthy")
+    if warn:
+        print(warn, file=sys.stderr)
+    if not rows:
+        raise ServeSystemError(f"no nodes named {args.prefix} or {args.prefix}-* ({provider.name}); run launch first")
+    return 0 if all(r.healthy for r in rows) else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    console = _console()
+    provider = _provider(args)
+    if args.watch is None:
+        return _status_once(args, provider, console)
+    rc = 0
+    try:
+        while True:
+            console.clear()
+            console.print(f"serve-system status, every {args.watch:g} s (Ctrl-C to stop) - "
+                          f"{time.strftime('%H:%M:%S')}")
+            try:
+                rc = _status_once(args, provider, console)
+            except ServeSystemError as exc:
+                console.print(f"error: {exc}")
+                rc = 1
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return rc
+
+
+# --- rebuild -------------------------------------------------------------------------------------
+
+
+def _rebuild_args(p: argparse.ArgumentParser) -> None:
+    _node_args(p)
+    p.add_argument("nodes", nargs="*", metavar="NODE", help="node names of the inventory to rebuild")
+    p.add_argument("--all", action="store_true", help="rebuild every node of the inventory")
+    p.add_argument("--configure", action="store_true", help="then run playbooks/site.yml on the rebuilt nodes")
+    p.set_defaults(func=_rebuild)
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    if bool(args.nodes) == bool(args.all):
+        raise UsageError("name the nodes to rebuild (NODE ...) or pass --all, not both or neither")
+    inventory = Path(args.inventory)
+    nodes = read_inventory(inventory)
+    by_name = {n.name: n for n in nodes}
+    unknown = [n for n in args.nodes if n not in by_name]
+    if unknown:
+        raise UsageError(f"{inventory}: no node named {', '.join(unknown)}; known: {', '.join(sorted(by_name))}")
+    chosen = list(nodes) if args.all else [by_name[n] for n in dict.fromkeys(args.nodes)]
+    wrong = [n.name for n in chosen if n.provider != args.provider]
+    if wrong:
+        raise UsageError(f"{', '.join(wrong)} was made by --provider {chosen[0].provider}, not {args.provider}; "
+                         f"pass --provider {chosen[0].provider}")
+    provider = _provider(args)
+    console = _console()
+
+    def work(progress: Progress) -> int:
+        fresh = {n.name: n for n in provider.rebuild(chosen, progress)}
+        merged = [fresh.get(n.name, n) for n in nodes]
+        finish(merged, inventory, _known_hosts(args), progress, pin=list(fresh.values()))
+        progress.note(f"Rebuilt {', '.join(fresh)}; host keys re-pinned for them only")
+        return 0
+
+    rc = _with_progress(console, work)
+    if args.configure:
+        _site_yml(inventory, chosen, console, limit=",".join(n.name for n in chosen))
+    return rc
+
+
+# --- teardown ------------------------------------------------------------------------------------
+
+
+def _teardown_args(p: argparse.ArgumentParser) -> None:
+    _node_args(p)
+    p.add_argument("--delete-lease", action="store_true", help="also delete the lease named by --lease (Chameleon)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
+    p.set_defaults(func=_teardown)
+
+
+def _teardown(args: argparse.Namespace) -> int:
+    from ..provision.chameleon import ChameleonProvider
+
+    provider = _provider(args)
+    progress = RichProgress(_console())
+    if isinstance(provider, ChameleonProvider):
+        removed = provider.teardown(progress, dry_run=args.dry_run, delete_lease_too=args.delete_lease)
+    else:
+        removed = provider.teardown(progress, dry_run=args.dry_run)
+    if not args.dry_run:
+        progress.note(f"Removed {len(removed)} resource(s)" + (": " + ", ".join(removed) if removed else ""))
+    return 0
+
+
+# --- access --------------------------------------------------------------------------------------
+
+
+def _access_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
+                   help="inventory written by launch --roster (default inventory/hosts.yml)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="private folder for the sheets, one STUDENT.txt each (mode 0600; never under results/)")
+    p.set_defaults(func=_access)
+
+
+def _access(args: argparse.Namespace) -> int:
+    nodes = read_inventory(args.inventory)
+    written = roster.write_sheets(nodes, args.out, REPO_ROOT)
+    _console().print(f"Wrote {len(written)} access sheet(s) (mode 0600) to {args.out}: "
+                     + ", ".join(p.name for p in written))
+    return 0
+
+
+# --- registration ----------------------------------------------------------------------------------
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "lease": ("create, show, extend or delete the Chameleon lease", _lease_args),
+    "launch": ("bring up nodes (a count or a class roster), pin host keys, write the inventory", _launch_args),
+    "status": ("status board: every node probed at once (SSH, Docker, Triton, Jupyter, experiment, lease)",
+               _status_args),
+    "rebuild": ("return nodes to a fresh image, re-pin their host keys (--configure: site.yml)", _rebuild_args),
+    "teardown": ("delete the nodes of a prefix (and the lease with --delete-lease)", _teardown_args),
+    "access": ("write each student's access sheet (mode 0600) from the inventory", _access_args),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for name, (help_text, build) in COMMANDS.items():
+        build(sub.add_parser(name, help=help_text, description=help_text))
+
+
+def script_main(command: str, argv: Sequence[str] | None = None) -> int:
+    """``chi_scripts/<command>.py``: the same command, with the script's name in messages."""
+    help_text, build = COMMANDS[command]
+    parser = OneLineParser(prog=f"{command}.py", description=help_text)
+    build(parser)
+    args = parser.parse_args(argv)
+    return run(args.func, args, prog=parser.prog)

@@ -1,0 +1,164 @@
+"""The status board: every node probed in parallel, one row per node.
+
+One provider listing per call (:meth:`Provider.fleet`: for Chameleon one server, one port and one
+floating-IP listing), then one SSH session per node, all at once, running a small Python probe on
+the node (Triton and Jupyter listen on the node's loopback only). The probe reports Docker, Triton's
+readiness and its READY models, whether Jupyter answers, and the running experiment's progress
+from ``/opt/serve-system/work/progress.json`` (CONTRACTS.md 2).
+
+A node is healthy when its machine runs, SSH logs in, Docker answers and Triton is ready.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..nodes import Node
+from .base import Fleet, Machine
+
+PROGRESS_FILE = "/opt/serve-system/work/progress.json"
+
+#: runs on the node as root (python3 is on every node: Ansible needs it); prints one JSON object
+PROBE = r"""
+import json, subprocess, urllib.error, urllib.request
+def http(url, data=None):
+    try:
+        req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+        with urllib.request.urlopen(req, timeout=3) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+    except Exception:
+        return None, b""
+out = {}
+try:
+    p = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=10)
+    out["docker"] = p.stdout.strip() if p.returncode == 0 else ""
+except Exception:
+    out["docker"] = ""
+out["triton_ready"] = http("http://127.0.0.1:8000/v2/health/ready")[0] == 200
+st, body = http("http://127.0.0.1:8000/v2/repository/index", b"{}")
+try:
+    out["models"] = sorted(m["name"] for m in json.loads(body) if m.get("state") == "READY") if st == 200 else []
+except Exception:
+    out["models"] = []
+out["jupyter"] = http("http://127.0.0.1:8888/api")[0] is not None
+try:
+    with open("PROGRESS_FILE") as fh:
+        out["progress"] = json.load(fh)
+except Exception:
+    out["progress"] = None
+print(json.dumps(out))
+""".replace("PROGRESS_FILE", PROGRESS_FILE)
+
+
+@dataclass
+class NodeHealth:
+    """One row of the board."""
+
+    name: str
+    machine: str
+    address: str | None
+    ssh: bool = False
+    docker: str = ""
+    triton_ready: bool = False
+    models: list[str] = field(default_factory=list)
+    jupyter: bool = False
+    progress: dict[str, Any] | None = None
+    lease_minutes_left: int | None = None
+    problem: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.ssh and bool(self.docker) and self.triton_ready and not self.problem
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "healthy": self.healthy}
+
+
+def _ssh_probe(node: Node, machine: Machine, known_hosts: Path, timeout: int) -> dict[str, Any] | str:
+    """The probe's JSON, or a one-line reason SSH failed."""
+    cmd = [
+        "ssh", "-i", node.key_path, "-p", str(machine.port), "-o", "BatchMode=yes",
+        "-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes",
+        "-o", f"ConnectTimeout={timeout}", f"{node.user}@{machine.address}", "sudo -n python3 -",
+    ]
+    try:
+        proc = subprocess.run(cmd, input=PROBE, capture_output=True, text=True, timeout=timeout + 20, check=False)
+    except subprocess.TimeoutExpired:
+        return f"SSH probe timed out after {timeout + 20} s"
+    except OSError as exc:
+        return f"cannot run ssh ({exc.strerror})"
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        return "SSH: " + (lines[-1].strip() if lines else f"exit {proc.returncode}")
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return "probe printed no JSON"
+    return data if isinstance(data, dict) else "probe printed no JSON object"
+
+
+def probe(fleet: Fleet, nodes: Sequence[Node], known_hosts: Path, *, timeout: int = 10) -> list[NodeHealth]:
+    """Probe every machine of ``fleet`` at once; ``nodes`` (the inventory) give user and key."""
+    by_name = {n.name: n for n in nodes}
+    minutes = fleet.lease.get("minutes_left") if fleet.lease else None
+
+    def one(m: Machine) -> NodeHealth:
+        row = NodeHealth(m.name, m.state, m.address,
+                         lease_minutes_left=int(minutes) if isinstance(minutes, int) else None)
+        node = by_name.get(m.name)
+        if not m.running:
+            row.problem = f"machine {m.state}" + (f": {m.fault}" if m.fault else "")
+        elif not m.address:
+            row.problem = "no address (no floating IP)"
+        elif node is None:
+            row.problem = "not in the inventory: run launch"
+        else:
+            got = _ssh_probe(node, m, known_hosts, timeout)
+            if isinstance(got, str):
+                row.problem = got
+            else:
+                row.ssh = True
+                row.docker = str(got.get("docker") or "")
+                row.triton_ready = bool(got.get("triton_ready"))
+                row.models = [str(x) for x in got.get("models") or []]
+                row.jupyter = bool(got.get("jupyter"))
+                prog = got.get("progress")
+                row.progress = prog if isinstance(prog, dict) else None
+        return row
+
+    if not fleet.machines:
+        return []
+    with ThreadPoolExecutor(max_workers=min(64, len(fleet.machines))) as pool:
+        return list(pool.map(one, fleet.machines))
+
+
+def progress_text(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "-"
+    return (f"{p.get('experiment', '?')} {p.get('state', '?')} {p.get('levels_done', '?')}/"
+            f"{p.get('levels_total', '?')} ({p.get('variant', '?')} {p.get('level', '?')})")
+
+
+def table(rows: Sequence[NodeHealth], title: str) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in ("node", "machine", "address", "SSH", "Docker", "Triton", "models", "Jupyter", "experiment",
+                "lease min", "health"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            r.name, r.machine, r.address or "-", "up" if r.ssh else "down", r.docker or "-",
+            "ready" if r.triton_ready else "-", ",".join(r.models) or "-", "up" if r.jupyter else "-",
+            progress_text(r.progress), "-" if r.lease_minutes_left is None else str(r.lease_minutes_left),
+            "[green]healthy[/]" if r.healthy else f"[red]unhealthy[/] {r.problem}",
+        )
+    return t

@@ -1,0 +1,263 @@
+"""The Chameleon provider: bare-metal GPU nodes on a Blazar lease, through python-chi.
+
+Split by concern: :mod:`.credentials` (openrc, credentials, errors, site), :mod:`.leases` (Blazar)
+and :mod:`.servers` (Nova servers, Neutron floating IPs). This module plans and runs launch,
+rebuild and teardown over them, and reports the fleet for ``status``; see PLATFORM.md (python-chi)
+for the traps each piece avoids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from rich.table import Table
+
+from ...errors import ServeSystemError
+from ...nodes import Node
+from ..base import Fleet, LaunchRequest, Machine, Progress
+from .credentials import DEFAULT_SITE, SITES, api_errors
+from .leases import (
+    DEFAULT_NODE_TYPE,
+    GPUS_BY_NODE_TYPE,
+    LIVE_LEASE,
+    LeaseInfo,
+    delete_lease,
+    find_leases,
+    get_lease,
+    wait_for_lease,
+)
+from .servers import (
+    ServerInfo,
+    delete_server,
+    ensure_floating_ip,
+    list_servers,
+    rebuild_server,
+    wait_active,
+    wait_for_tcp_all,
+    wait_gone,
+)
+
+DEFAULT_IMAGE = "CC-Ubuntu24.04-CUDA"
+DEFAULT_NETWORK = "sharednet1"
+NODE_USER = "cc"
+
+__all__ = ["DEFAULT_IMAGE", "DEFAULT_NETWORK", "DEFAULT_SITE", "SITES", "ChameleonProvider"]
+
+
+@dataclass
+class ChameleonProvider:
+    """Nodes named by ``prefix`` on the lease ``lease_name`` at ``site`` (a connected session)."""
+
+    site: str
+    prefix: str
+    lease_name: str
+    key_name: str = ""
+    key_path: str = ""
+    image: str = DEFAULT_IMAGE
+    network: str = DEFAULT_NETWORK
+    node_type: str | None = None  # None: from the lease's reservation
+    replace_failed: bool = False
+    lease_timeout: float = 3600.0
+    server_timeout: float = 1800.0
+    ssh_timeout: float = 600.0
+    ssh_port: int = 22
+    poll: float = 15.0
+    margin: timedelta = timedelta(minutes=30)
+    name: str = field(default="chameleon", init=False)
+
+    # --- launch --------------------------------------------------------------------------------
+
+    def _check_image_and_key(self) -> None:
+        from chi.image import get_image
+        from chi.server import get_keypair
+
+        with api_errors(f"looking up image {self.image}"):
+            try:
+                get_image(self.image)
+            except Exception as exc:
+                if type(exc).__name__ == "CHIValueError":
+                    raise ServeSystemError(f"unknown image {self.image!r} at {self.site}: pass --image NAME") from exc
+                raise
+        with api_errors(f"looking up key pair {self.key_name}"):
+            kp = get_keypair(self.key_name)
+        if not kp.public_key:  # python-chi returns an empty Keypair instead of failing
+            raise ServeSystemError(
+                f"unknown key pair {self.key_name!r} at {self.site}: upload your public key "
+                "(Horizon > Key Pairs, or `openstack keypair create --public-key FILE NAME`) or pass --key-name"
+            )
+
+    def _existing(self) -> dict[str, ServerInfo]:
+        existing: dict[str, list[ServerInfo]] = {}
+        for s in list_servers(self.prefix):
+            existing.setdefault(s.name, []).append(s)
+        for name, same in existing.items():
+            if len(same) > 1:
+                raise ServeSystemError(
+                    f"{len(same)} servers are named {name}: {', '.join(s.id for s in same)}; "
+                    "remove the extra ones (serve-system teardown or Horizon)"
+                )
+        return {n: same[0] for n, same in existing.items()}
+
+    def launch(self, req: LaunchRequest, progress: Progress) -> list[Node]:
+        """Make the named servers SSH-reachable on the lease; idempotent. Returns their nodes."""
+        import chi
+        from chi.server import Server
+
+        names = list(req.names)
+        lease = get_lease(self.lease_name, self.site)
+        if req.dry_run:
+            if lease.status != "ACTIVE":
+                progress.note(f"[dry run] lease {lease.name} is {lease.status} (starts {lease.start:%H:%M} UTC): "
+                              "would wait")
+        else:
+            lease = wait_for_lease(lease, progress, timeout=self.lease_timeout, poll=self.poll, margin=self.margin)
+        if not lease.reservation_id:
+            raise ServeSystemError(f"lease {lease.name} ({lease.id}) has no node reservation; create a new one")
+        node_type = self.node_type or lease.node_type or DEFAULT_NODE_TYPE
+
+        existing = self._existing()
+        extra = sorted(n for n in existing if n not in names)
+        if extra:
+            progress.note(f"Note: servers not asked for are left alone: {', '.join(extra)}")
+        plan: list[tuple[str, str]] = []
+        for name in names:
+            cur = existing.get(name)
+            if cur is None:
+                plan.append((name, "create"))
+            elif cur.status == "ERROR":
+                plan.append((name, "replace" if self.replace_failed else "failed"))
+            else:
+                plan.append((name, "reuse"))
+
+        table = Table(title=f"Launch plan on lease {lease.name} ({lease.status}) at {self.site}")
+        for col in ("server", "action", "status", "floating IP"):
+            table.add_column(col)
+        for name, action in plan:
+            cur = existing.get(name)
+            table.add_row(name, action, cur.status if cur else "-",
+                          cur.floating_ip if cur and cur.floating_ip
+                          else ("would allocate" if action != "failed" else "-"))
+        progress.note(table)
+        failed = [existing[n] for n, a in plan if a == "failed"]
+        if req.dry_run:
+            progress.note("[dry run] nothing was changed")
+            return []
+        if failed:
+            desc = "; ".join(f"{s.name} ({s.id}) {s.fault or 'no fault message'}" for s in failed)
+            raise ServeSystemError(f"server in ERROR: {desc}; re-run with --replace-failed to delete and recreate it")
+        to_create = [n for n, a in plan if a in ("create", "replace")]
+        if to_create:
+            self._check_image_and_key()
+        for name, action in plan:
+            if action == "replace":
+                old = existing[name]
+                progress.note(f"Deleting failed server {name} ({old.id})")
+                delete_server(old, progress)
+                wait_gone(old.id, self.server_timeout, self.poll)
+
+        servers: dict[str, ServerInfo] = {n: existing[n] for n, a in plan if a == "reuse"}
+        for name in to_create:
+            progress.note(f"Creating server {name} ({self.image}, key {self.key_name}, "
+                          f"reservation {lease.reservation_id})")
+            with api_errors(f"creating server {name}"):
+                Server(name, reservation_id=lease.reservation_id, image_name=self.image,
+                       key_name=self.key_name, network_name=self.network,
+                       ).submit(wait_for_active=False, show=None, idempotent=False)
+                # Server.submit returns nothing for a new server: look it up by name
+                created = [s for s in chi.nova().servers.list() if s.name == name]
+            if len(created) != 1:
+                raise ServeSystemError(f"server {name} was requested but {len(created)} servers have that name")
+            servers[name] = ServerInfo(created[0].id, name, created[0].status)
+
+        wait_active([servers[n] for n in names if servers[n].status != "ACTIVE"],
+                    self.server_timeout, self.poll, progress)
+        for name in names:
+            ensure_floating_ip(servers[name], progress)
+        self._wait_ssh([servers[n] for n in names], progress)
+        return [self._node(servers[n], lease, node_type, req.node_vars.get(n, {})) for n in names]
+
+    def _wait_ssh(self, servers: list[ServerInfo], progress: Progress) -> None:
+        targets = {s.name: (s.floating_ip or "", self.ssh_port) for s in servers}
+        failed = wait_for_tcp_all(targets, self.ssh_timeout, progress, poll=min(5.0, self.poll))
+        if failed:
+            raise ServeSystemError(
+                f"timed out after {int(self.ssh_timeout)} s waiting for SSH on {', '.join(failed)} "
+                f"(port {self.ssh_port}); bare-metal boots take ~10 min: re-run launch (it resumes)"
+            )
+
+    def _node(self, s: ServerInfo, lease: LeaseInfo, node_type: str, extra: dict[str, object]) -> Node:
+        assert s.floating_ip is not None
+        return Node(
+            name=s.name, address=s.floating_ip, user=NODE_USER, key_path=self.key_path, port=self.ssh_port,
+            gpus=GPUS_BY_NODE_TYPE.get(node_type, 0), provider="chameleon",
+            provider_ids={"server_id": s.id, "floating_ip_id": s.floating_ip_id or "", "lease_id": lease.id,
+                          "reservation_id": lease.reservation_id or "", "site": self.site},
+            vars={"serve_node_type": node_type, "serve_lease_end": lease.end_iso(), **extra},
+        )
+
+    # --- fleet (status) --------------------------------------------------------------------------
+
+    def lease_summary(self) -> dict[str, object] | None:
+        found = find_leases(self.lease_name)
+        live = [lz for lz in found if lz.status in LIVE_LEASE] or found
+        if len(live) > 1:
+            return {"name": self.lease_name, "status": "DUPLICATE", "ids": [lz.id for lz in live]}
+        if live:
+            return live[0].as_dict()
+        return {"name": self.lease_name, "status": "NOT FOUND"}
+
+    def fleet(self) -> Fleet:
+        machines = [
+            Machine(s.name, s.status, s.status == "ACTIVE", s.floating_ip, self.ssh_port, s.fault)
+            for s in list_servers(self.prefix)
+        ]
+        return Fleet(machines, self.lease_summary())
+
+    # --- rebuild -----------------------------------------------------------------------------------
+
+    def rebuild(self, nodes: Sequence[Node], progress: Progress) -> list[Node]:
+        """Nova's rebuild on each node's server (same server, reservation and floating IP)."""
+        existing = self._existing()
+        missing = [n.name for n in nodes if n.name not in existing]
+        if missing:
+            raise ServeSystemError(f"no server named {', '.join(missing)} at {self.site}: run launch first")
+        servers = [existing[n.name] for n in nodes]
+        for s in servers:
+            progress.note(f"Rebuilding {s.name} ({s.id}) from {self.image}; floating IP {s.floating_ip} stays")
+            rebuild_server(s, self.image)
+            s.status = "REBUILD"
+        wait_active(servers, self.server_timeout, self.poll, progress, what="servers rebuilding")
+        self._wait_ssh(servers, progress)
+        by_name = {s.name: s for s in servers}
+        out = []
+        for n in nodes:
+            s = by_name[n.name]
+            if s.floating_ip != n.address:
+                raise ServeSystemError(f"{n.name}: floating IP changed from {n.address} to {s.floating_ip} "
+                                       "during the rebuild; re-run launch to refresh the inventory")
+            out.append(n)
+        return out
+
+    # --- teardown ------------------------------------------------------------------------------
+
+    def teardown(self, progress: Progress, *, dry_run: bool = False, delete_lease_too: bool = False) -> list[str]:
+        """Delete our servers (by prefix) and their floating IPs, and the lease if asked; idempotent."""
+        servers = list_servers(self.prefix)
+        removed: list[str] = []
+        for s in servers:
+            if dry_run:
+                progress.note(f"[dry run] would delete server {s.name} ({s.id})"
+                              + (f" and release {s.floating_ip}" if s.floating_ip else ""))
+                continue
+            removed += delete_server(s, progress)
+        if not servers:
+            progress.note(f"No servers named {self.prefix} or {self.prefix}-N at {self.site}")
+        if delete_lease_too:
+            if dry_run:
+                for lz in find_leases(self.lease_name):
+                    progress.note(f"[dry run] would delete lease {lz.name} ({lz.id}, {lz.status})")
+            else:
+                removed += delete_lease(self.lease_name, self.site, progress)
+        return removed

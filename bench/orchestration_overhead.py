@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def _ts(s: str) -> float:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(s).timestamp()  # Python 3.11 reads a trailing Z
 
 
 def main() -> int:

@@ -23,9 +23,9 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from engine_local import start_triton  # noqa: E402
+from engine_local import start_triton
 
-from serve_system import tritonconfig as tc  # noqa: E402
+from serve_system import tritonconfig as tc
 
 VARIANTS = [
     {"instance_group": [{"count": 1, "kind": "KIND_CPU"}], "dynamic_batching": None},

@@ -2,7 +2,8 @@
 
 The recipe is ``fastapi_app/image/`` (Containerfile + requirements.txt). A build context holds that
 recipe, ``ca/`` (extra CA certificates; only a README unless asked for) and the few modules of the
-``serve_system`` package the app imports. The image tag is the hash of exactly those files plus the
+``serve_system`` package the app imports, plus the stack's web page (``serve_system.webapp``, which
+runs from this same image instead of an image of its own). The image tag is the hash of exactly those files plus the
 build arguments, so a change to the app or its recipe makes a new tag (and a rebuild), and an
 unchanged one reuses what was built.
 
@@ -30,8 +31,12 @@ if TYPE_CHECKING:
 PACKAGE_DIR = Path(__file__).resolve().parent
 RECIPE_DIR = PACKAGE_DIR / "fastapi_app" / "image"
 IMAGE_NAME = "serve-system-fastapi"
-#: the package modules the app imports (everything under fastapi_app/ is added)
+#: the package modules the app imports (everything under the APP_PACKAGES folders is added)
 PACKAGE_MODULES = ("__init__.py", "errors.py", "standin.py")
+#: sub-packages shipped whole: the endpoint and the web page that runs from the same image
+APP_PACKAGES = ("fastapi_app", "webapp")
+#: the files of those sub-packages that belong in the image
+APP_SUFFIXES = (".py", ".html")
 CA_DIR = Path("/usr/local/share/ca-certificates")
 CA_README = "Extra CA certificates (*.crt) the image should trust; empty unless the build machine needs them.\n"
 
@@ -49,10 +54,11 @@ def context_files() -> dict[str, bytes]:
             files[path.name] = path.read_bytes()
     for name in PACKAGE_MODULES:
         files[f"serve_system/{name}"] = (PACKAGE_DIR / name).read_bytes()
-    app_dir = PACKAGE_DIR / "fastapi_app"
-    for path in sorted(app_dir.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            files[f"serve_system/fastapi_app/{path.relative_to(app_dir).as_posix()}"] = path.read_bytes()
+    for package in APP_PACKAGES:
+        app_dir = PACKAGE_DIR / package
+        for path in sorted(app_dir.rglob("*")):
+            if path.is_file() and path.suffix in APP_SUFFIXES and "__pycache__" not in path.parts:
+                files[f"serve_system/{package}/{path.relative_to(app_dir).as_posix()}"] = path.read_bytes()
     return files
 
 

@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ServeSystemError
 from .podman import image_exists, podman, require_podman, require_root, require_tool, run_streamed
 
 RECIPES = Path(__file__).resolve().parent / "images"

@@ -45,7 +45,7 @@ AVG_AND_PERCENTILES = AVG + PERCENTILES
 def _manifest(run: Path) -> dict[str, Any]:
     path = run / "manifest.json"
     if not path.exists():
-        return {}
+        return {"objectives": list(DEFAULT_OBJECTIVES)}
     fix = "restore it from the experiment's run or delete it"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -53,9 +53,8 @@ def _manifest(run: Path) -> dict[str, Any]:
         raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
     if not isinstance(data, dict):
         raise ServeSystemError(f"{path}: expected a JSON object, found {type(data).__name__}; {fix}")
-    if data.get("objectives") is not None:
-        # the spec model is the one definition of an objective
-        data["objectives"] = [o.as_record() for o in read_objectives(data["objectives"], path)]
+    # the spec's own rules for objectives (names, metrics, goals, loads, constraints); none: the default
+    data["objectives"] = [o.as_record() for o in read_objectives(data.get("objectives"), path)]
     return data
 
 
@@ -99,7 +98,7 @@ def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[st
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
     manifest = _manifest(run)
-    if not manifest and not _host_dirs(run):
+    if not (run / "manifest.json").exists() and not _host_dirs(run):
         raise ServeSystemError(f"{run}: empty run folder (no manifest.json, no <host>/ folder); give "
                                "results/<experiment>/<run-id> as an experiment playbook wrote it")
     rows = res.collect(run)
@@ -445,7 +444,7 @@ def _rule(o: dict[str, Any]) -> str:
 def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     """Check the run folder, then write summary.csv/json, plots and report.md; return what was written."""
     run, manifest, rows, gaps = check_run(run_dir, partial)
-    objectives = manifest.get("objectives") or DEFAULT_OBJECTIVES
+    objectives = manifest["objectives"]  # checked and completed by check_run
     winners = [best(rows, o) for o in objectives]
     found = fnd.evaluate(rows, res.variant_setups(run), objectives)
     plots, skipped = make_plots(run, rows)

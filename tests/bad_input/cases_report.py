@@ -121,6 +121,9 @@ CASES: list[BadInput] = [
             _run(_level(), manifest=json.dumps({"objectives": [{"metric": "throughput",
                                                                 "constraints": {"p95_us": {"below": 5}}}]})),
             f"{{tmp}}/{RUN}/manifest.json", "objectives[0].constraints"),
+    _report("report-objective-at-load-negative",
+            _run(_level(), manifest=json.dumps({"objectives": [{"metric": "throughput", "at_load": -8}]})),
+            f"{{tmp}}/{RUN}/manifest.json", "objectives[0].at_load"),
     # -- compare ------------------------------------------------------------------------------------
     _compare("compare-out-folder-missing", REPORTED, (f"{{tmp}}/{RUN}", "--out", "{tmp}/nowhere/cmp.md"),
              "--out {tmp}/nowhere/cmp.md", "folder {tmp}/nowhere does not exist", "create it first"),

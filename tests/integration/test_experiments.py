@@ -24,14 +24,16 @@ pytestmark = pytest.mark.integration
 def _spec(tmp_path: Path) -> Path:
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "dynbatch.yml").read_text())
     spec["load"]["levels"] = [1, 8]
-    # the copy lives outside the repository: its relative paths must point back into it
+    # the copy lives in another folder of the repository: its relative paths must point back
     spec["base_config"] = str(REPO / spec["base_config"])
     spec["perf"].update(input_data=str(REPO / "experiments" / "files" / "food_input.json"),
                         measurement_interval_ms=1500, stability_percentage=60, max_trials=8)
     spec["warmup"] = {"requests": 10}
     spec["variants"].append({"name": "bad_priority",
                              "config": {"dynamic_batching": {"priority_levels": 2, "default_priority_level": 5}}})
-    p = tmp_path / "dynbatch.yml"
+    # a spec may only name files inside its folder or its repository: the copy lives in the repository
+    p = REPO / ".cache" / "it-specs" / tmp_path.name / "dynbatch.yml"
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
     return p
 
@@ -100,7 +102,7 @@ def test_invalid_spec_stops_before_any_node_is_touched(rehearsal_cluster, tmp_pa
     spec = yaml.safe_load(_spec(tmp_path).read_text())
     spec["name"] = "dynbatch_invalid"
     spec["variants"][1]["config"]["dynamic_batching"]["preferred_batch_size"] = [4, 32]
-    p = tmp_path / "bad.yml"
+    p = _spec(tmp_path).with_name("bad.yml")
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
     res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, "-e", f"triton_experiment_spec={p}",
                        "-e", f"triton_experiment_results_dir={tmp_path / 'results'}", "-e", "run_id=bad")

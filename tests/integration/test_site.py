@@ -34,7 +34,8 @@ def test_docker_and_compose_services_running(rehearsal_cluster: RehearsalCluster
     assert states.get("triton_server") == "running", states
     assert states.get("jupyter") == "running", states
     assert "flask" not in states  # no build context on rehearsal nodes: skipped, and the play said so
-    assert "the stack runs without the Flask app" in rehearsal_cluster.site.flat
+    assert "the stack runs without the Flask app (our web page, service webapp, takes its place)" in rehearsal_cluster.site.flat
+    assert states.get("webapp") == "running", states
     user = rehearsal_cluster.nodes[index].user
     assert "docker" in host.user(user).groups
 

@@ -32,8 +32,8 @@ def test_repository_and_seed_configs_validate_clean(path: Path) -> None:
 def test_validate_command_accepts_the_model_repository(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(ROOT / "model_repository"), str(SEEDS / "mnist_tuned" / "onnx-mnist-cpu")]) == 0
     out = capsys.readouterr().out
-    expected = len(list((ROOT / "model_repository").rglob("config.pbtxt"))) + 1
-    assert f"{expected} file(s) valid" in out
+    n = len(list((ROOT / "model_repository").glob("*/config.pbtxt")))
+    assert n >= 2 and f"{n + 1} file(s) valid" in out
     assert "note: " in out and "max_batch_size 0" in out  # the MNIST write-up's config: accepted, with a note
 
 

@@ -113,14 +113,27 @@ def _start(name: str, prefix: str, image: str, archive_dir: Path, port: int | No
     )
 
 
+#: sshd settings of a rehearsal node: every client reaches it through the same published port (one
+#: source address), so OpenSSH 10's per-source penalties would lock the instructor and every
+#: student out after a few failed logins of anyone (Chameleon nodes see each client's own address)
+SSHD_SNIPPET = ("/etc/ssh/sshd_config.d/serve-system-rehearsal.conf", "PerSourcePenalties no\n")
+
+
 def _authorize(name: str, pubkey: str) -> None:
+    """Add the project key to cc's authorized_keys unless it is there; other lines (a roster's
+    students, kept by the class_access role) stay, so re-running launch keeps their access.
+    Also writes :data:`SSHD_SNIPPET` (sshd reads it when it starts, or now through a reload)."""
+    keys = f"/home/{NODE_USER}/.ssh/authorized_keys"
+    conf, text = SSHD_SNIPPET
     script = (
+        f"mkdir -p {conf.rsplit('/', 1)[0]} && printf '{text}' > {conf} && "
+        "{ systemctl reload ssh 2>/dev/null || true; } && "
         f"install -d -o {NODE_USER} -g {NODE_USER} -m 0700 /home/{NODE_USER}/.ssh && "
-        f"cat > /home/{NODE_USER}/.ssh/authorized_keys && "
-        f"chown {NODE_USER}:{NODE_USER} /home/{NODE_USER}/.ssh/authorized_keys && "
-        f"chmod 0600 /home/{NODE_USER}/.ssh/authorized_keys"
+        f"key=$(cat) && touch {keys} && "
+        f"{{ grep -qxF \"$key\" {keys} || printf '%s\\n' \"$key\" >> {keys}; }} && "
+        f"chown {NODE_USER}:{NODE_USER} {keys} && chmod 0600 {keys}"
     )
-    podman("exec", "-i", name, "sh", "-c", script, input=pubkey, timeout=60)
+    podman("exec", "-i", name, "sh", "-c", script, input=pubkey.strip(), timeout=60)
 
 
 def _wait_ssh(name: str, port: int, timeout: float = SSH_WAIT_S) -> None:

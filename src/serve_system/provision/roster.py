@@ -30,8 +30,8 @@ STUDENT_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
              "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")
 COLUMNS = ("student", "ssh_public_key", "email")
-#: tunnels on every sheet: (what, local port, port on the node's loopback)
-TUNNELS = (("Jupyter", 8888, 8888), ("Triton metrics (Prometheus text)", 8002, 8002))
+#: tunnels on every sheet: (what, local port, port on the node's loopback, path to open)
+TUNNELS = (("Jupyter", 8888, 8888, "/"), ("Triton metrics (Prometheus text)", 8002, 8002, "/metrics"))
 
 
 @dataclass(frozen=True)
@@ -133,9 +133,9 @@ def sheet(node: Node) -> str:
         "",
         "Tunnels (keep the command running, then open the address in your browser):",
     ]
-    for what, local, remote in TUNNELS:
+    for what, local, remote, path in TUNNELS:
         lines += [f"  {what}: ssh -i ~/.ssh/YOUR_PRIVATE_KEY{port} -N -L {local}:127.0.0.1:{remote} {target}",
-                  f"      then http://127.0.0.1:{local}/"]
+                  f"      then http://127.0.0.1:{local}{path}"]
     lines += ["", "Jupyter asks for a token: run `docker logs jupyter 2>&1 | grep token` on the node.", ""]
     return "\n".join(lines)
 

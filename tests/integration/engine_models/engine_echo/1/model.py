@@ -4,6 +4,7 @@ Each execution sleeps a fixed time (like a real model's compute), so that under 
 dynamic batcher has requests waiting and forms batches larger than 1.
 """
 
+import json
 import time
 
 import numpy as np
@@ -15,6 +16,11 @@ EXEC_SECONDS = 0.004
 class TritonPythonModel:
     def initialize(self, args):
         self.calls = 0
+        # a configuration the model itself refuses (as real models refuse bad parameters): Triton then
+        # refuses the load with this message
+        params = json.loads(args["model_config"]).get("parameters", {})
+        if params.get("engine_echo_refuse", {}).get("string_value") == "yes":
+            raise pb_utils.TritonModelException("engine_echo: parameter engine_echo_refuse=yes: refusing to load")
 
     def execute(self, requests):
         time.sleep(EXEC_SECONDS)

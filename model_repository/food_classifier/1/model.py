@@ -38,13 +38,25 @@ class TritonPythonModel:
         pth = os.path.join(model_dir, "food11.pth")
         onnx_path = os.path.join(model_dir, "model.onnx")
         self.torch = None
-        if os.path.exists(pth):
+        # serve_system_engine: auto (food11.pth with torch when both are there, else model.onnx),
+        # pytorch or onnx; a choice that cannot be served refuses the load with the reason
+        engine = params.get("serve_system_engine", "auto") or "auto"
+        if engine not in ("auto", "pytorch", "onnx"):
+            raise pb_utils.TritonModelException(
+                f"food_classifier: parameter serve_system_engine is {engine!r}; use auto, pytorch or onnx")
+        if engine == "pytorch" and not os.path.exists(pth):
+            raise pb_utils.TritonModelException(
+                f"food_classifier: serve_system_engine=pytorch but there is no food11.pth in {model_dir}")
+        if engine != "onnx" and os.path.exists(pth):
             try:
                 import torch
             except ImportError:
                 torch = None
                 print("food_classifier: food11.pth present but torch is not installed here; "
                       "falling back to model.onnx", flush=True)
+            if torch is None and engine == "pytorch":
+                raise pb_utils.TritonModelException(
+                    "food_classifier: serve_system_engine=pytorch but torch is not installed in this server")
             if torch is not None:
                 self.torch = torch
                 kind = args.get("model_instance_kind", "cpu").lower()

@@ -136,9 +136,10 @@ def test_status_json_lists_configured_nodes_healthy(rehearsal_cluster: Rehearsal
     node = rehearsal_cluster.nodes[0]
     progress = {"experiment": "dynbatch", "run_id": "r1", "variant": "v1", "level": "c4", "levels_done": 2,
                 "levels_total": 6, "state": "running", "updated": 1.0}
-    rehearsal_cluster.exec(node, "sh", "-c", "mkdir -p /opt/serve-system/work && cat > "
-                           "/opt/serve-system/work/progress.json.tmp && mv /opt/serve-system/work/progress.json.tmp "
-                           f"/opt/serve-system/work/progress.json <<'EOF'\n{json.dumps(progress)}\nEOF")
+    # written as the runner writes it: a temporary file renamed into place (the JSON has no single quote)
+    rehearsal_cluster.exec(node, "sh", "-c", "mkdir -p /opt/serve-system/work && printf '%s' "
+                           f"'{json.dumps(progress)}' > /opt/serve-system/work/progress.json.tmp && mv "
+                           "/opt/serve-system/work/progress.json.tmp /opt/serve-system/work/progress.json")
     prefix = node.name.rsplit("-", 1)[0]
     try:
         proc = subprocess.run(

@@ -97,7 +97,8 @@ def _candidates(explicit: Path | None) -> list[Path]:
     return out
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """``n`` TCP ports free on 127.0.0.1 right now (for a server started next)."""
     socks = [socket.socket() for _ in range(n)]
     for s in socks:
         s.bind(("127.0.0.1", 0))
@@ -151,7 +152,7 @@ def triton_verdict(binary: Path, config: Path, timeout: float = 120.0, as_python
 
 
 def _load(binary: Path, repo: Path, name: str, work: Path, timeout: float) -> Verdict:
-    http, grpc, metrics = _free_ports(3)
+    http, grpc, metrics = free_ports(3)
     env = dict(os.environ)
     venv = _venv_of(binary)
     if venv is not None:

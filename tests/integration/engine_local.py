@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -14,19 +13,11 @@ from pathlib import Path
 
 import requests
 
+from serve_system.tritonlocal import free_ports
+
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = Path(__file__).parent / "engine_models"
 CONTAINERS_CONF = ROOT / "scripts" / "engine_containers.conf"
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 @dataclass
@@ -58,7 +49,7 @@ def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
     tri = next(venv.glob("lib/python3*/site-packages/pytriton/tritonserver"))
     repo = workdir / "model_repository"
     shutil.copytree(models, repo)
-    http, grpc, metrics = _free_ports(3)
+    http, grpc, metrics = free_ports(3)
     log = workdir / "tritonserver.log"
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(

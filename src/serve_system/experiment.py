@@ -44,8 +44,10 @@ from typing import Any
 import yaml
 
 from . import perf as perfmod
+from . import records
 from . import tritonconfig as tc
 from .errors import ServeSystemError
+from .records import LevelPlan, VariantPlan
 
 TOP_KEYS = {"name", "description", "model", "version", "base_config", "base_config_text",
             "on_missing_gpus", "stand_in", "load", "perf", "repetitions", "warmup", "objectives",
@@ -82,35 +84,6 @@ class Objective:
     goal: str = "max"
     at_load: float | None = None
     constraints: dict[str, dict[str, float]] = field(default_factory=dict)
-
-
-@dataclass
-class LevelPlan:
-    """One perf_analyzer run: a load level and repetition of one variant."""
-
-    id: str
-    mode: str
-    load: float
-    repetition: int
-    argv: list[str]
-    retry_argv: list[list[str]]
-    done: bool = False
-
-
-@dataclass
-class VariantPlan:
-    name: str
-    model: str
-    version: str
-    config_pbtxt: str
-    load_body: dict[str, Any]
-    notes: list[str]
-    levels: list[LevelPlan]
-    input_data: str | None
-    perf: dict[str, Any]
-    warmup_argv: list[str] = field(default_factory=list)
-    #: the base config says its weights are a generated stand-in (serve_system_weights parameter)
-    stand_in: str | None = None
 
 
 @dataclass
@@ -505,3 +478,130 @@ def plan(
 def baseline_body(spec: Spec, repository: Path | None = None) -> dict[str, Any]:
     """Load-API body restoring the spec model's base config as committed."""
     return tc.load_api_body(base_config(spec, {}, repository))
+
+
+# ------------------------------------------------------------------------------------ FastAPI kind
+# A minimal reader of `kind: fastapi` specs (CONTRACTS.md #1) until the typed model (spec.py) lands.
+
+FASTAPI_KEYS = {"kind", "name", "description", "variants", "levels", "repetitions", "warmup", "request_timeout_s"}
+FASTAPI_RUNTIMES = ("onnx", "pytorch")
+
+
+@dataclass
+class FastapiSpec:
+    path: Path
+    data: dict[str, Any]
+    variants: list[dict[str, Any]]
+    levels: list[dict[str, int]]
+    objectives: list[Objective]
+    repetitions: int = 1
+    warmup_requests: int = 0
+    request_timeout_s: float = 60
+
+    @property
+    def name(self) -> str:
+        return str(self.data["name"])
+
+
+def spec_kind(path: str | Path) -> str:
+    """``triton`` (the default) or ``fastapi``: the spec's ``kind`` key."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return records.TRITON  # load_spec gives the one-line error
+    return str(data.get("kind", records.TRITON)) if isinstance(data, dict) else records.TRITON
+
+
+def load_any(path: str | Path) -> Spec | FastapiSpec:
+    """A spec of either kind (``kind: triton`` is the default)."""
+    return load_fastapi(path) if spec_kind(path) == records.FASTAPI else load_spec(path)
+
+
+def load_fastapi(path: str | Path) -> FastapiSpec:
+    p = Path(path)
+    where = str(p)
+    data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    errs: list[str] = []
+    _unknown(data, FASTAPI_KEYS, "-", "", lambda v, f, m: errs.append(f"{where}: {v}: {f}: {m}"))
+    if not NAME_RE.match(str(data.get("name", ""))):
+        errs.append(f"{where}: -: name: missing or not a plain name (letters, digits, _ . -)")
+    variants = data.get("variants") or []
+    if not isinstance(variants, list) or not variants:
+        errs.append(f"{where}: -: variants: give a list of {{name, runtime}} (runtime onnx or pytorch)")
+        variants = []
+    for i, v in enumerate(variants):
+        if not isinstance(v, dict) or not NAME_RE.match(str(v.get("name", ""))) \
+                or v.get("runtime") not in FASTAPI_RUNTIMES or set(v) - {"name", "runtime"}:
+            errs.append(f"{where}: variants[{i}]: -: a variant is {{name: NAME, runtime: onnx|pytorch}}")
+    levels = data.get("levels") or []
+    if not isinstance(levels, list) or not levels:
+        errs.append(f"{where}: -: levels: give a list of {{senders, requests}}")
+        levels = []
+    for i, lv in enumerate(levels):
+        if not isinstance(lv, dict) or set(lv) != {"senders", "requests"} or not all(
+                isinstance(lv[k], int) and not isinstance(lv[k], bool) and lv[k] >= 1 for k in lv):
+            errs.append(f"{where}: -: levels[{i}]: a level is {{senders: N >= 1, requests: N >= 1}}")
+    reps = data.get("repetitions", 1)
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        errs.append(f"{where}: -: repetitions: must be a whole number >= 1")
+    warm = (data.get("warmup") or {}).get("requests", 0) if isinstance(data.get("warmup") or {}, dict) else -1
+    if isinstance(warm, bool) or not isinstance(warm, int) or warm < 0:
+        errs.append(f"{where}: -: warmup: must be {{requests: N >= 0}}")
+    timeout = data.get("request_timeout_s", 60)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        errs.append(f"{where}: -: request_timeout_s: must be a number of seconds > 0")
+    if errs:
+        raise SpecError(errs)
+    top = max(lv["senders"] for lv in levels)
+    objectives = [Objective(name="max_throughput", metric="throughput", goal="max", at_load=top),
+                  Objective(name="min_p95", metric="p95_us", goal="min", at_load=top)]
+    return FastapiSpec(path=p, data=data, variants=variants, levels=levels, objectives=objectives,
+                       repetitions=reps, warmup_requests=warm, request_timeout_s=float(timeout))
+
+
+def plan_fastapi(spec: FastapiSpec, *, url: str = "http://fastapi_server:8000", node_work_dir: str = "/work",
+                 image: str | None = None, done: set[tuple[str, str]] | None = None) -> list[VariantPlan]:
+    """The lab's two measurements per runtime: one sender in sequence, then concurrent senders."""
+    client = [f"{node_work_dir}/fastapi_bench.py", "--url", f"{url}/predict",
+              "--timeout", f"{spec.request_timeout_s:g}"]
+    client = ["python3", *client] + (["--image", f"{node_work_dir}/{image}"] if image else [])
+    out = []
+    for v in spec.variants:
+        name = str(v["name"])
+        lplans = []
+        for rep in range(1, spec.repetitions + 1):
+            for lv in spec.levels:
+                senders, requests = int(lv["senders"]), int(lv["requests"])
+                lid = level_id(perfmod.CONCURRENCY, senders, rep)
+                ldir = f"{node_work_dir}/{name}/{lid}"
+                phase = (["--sequential", str(requests), "--concurrent", "0"] if senders == 1
+                         else ["--sequential", "0", "--concurrent", str(requests)])
+                argv = [*client, *phase, "--senders", str(senders), "--out", f"{ldir}/bench.json",
+                        "--csv", f"{ldir}/bench.csv"]
+                lplans.append(LevelPlan(id=lid, mode=perfmod.CONCURRENCY, load=senders, repetition=rep, argv=argv,
+                                        retry_argv=[], done=(name, lid) in (done or set()), requests=requests))
+        warm = ([*client, "--sequential", str(spec.warmup_requests), "--concurrent", "0",
+                 "--out", f"{node_work_dir}/{name}/warmup.json"] if spec.warmup_requests else [])
+        out.append(VariantPlan(name=name, model=f"fastapi:{v['runtime']}", version="1", config_pbtxt="",
+                               load_body={}, notes=[], levels=lplans, input_data=None, perf={"batch_size": 1},
+                               warmup_argv=warm, runtime=str(v["runtime"])))
+    return out
+
+
+def estimate_seconds(variants: list[VariantPlan]) -> float:
+    """Rough duration of the pending levels (lease guard, first ETA): windows x interval + overhead."""
+    total = 0.0
+    for v in variants:
+        todo = [lv for lv in v.levels if not lv.done]
+        if not todo:
+            continue
+        total += 5.0  # load, READY, warm-up
+        for lv in todo:
+            if v.runtime is not None:  # FastAPI: assume ~20 requests/s per sender
+                total += 2.0 + (lv.requests or 100) / (20.0 * max(lv.load, 1))
+                continue
+            interval = float(v.perf.get("measurement_interval_ms") or 5000) / 1000
+            if v.perf.get("measurement_mode") == "count_windows":
+                interval = 2.0
+            total += 2.0 + interval * 3 * (1 + len(lv.retry_argv) * 0.25)
+    return round(total, 1)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import __version__
 from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "inventory", "rehearsal", "models", "fastapi", "validate", "plan", "import_logs", "stats_delta",
+    "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "import_logs", "stats_delta",
     "report", "compare",
 )
 
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(func, args: argparse.Namespace, prog: str = "serve-system") -> int:  # type: ignore[no-untyped-def]
+def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
+        prog: str = "serve-system") -> int:
     """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code."""
     try:
         return int(func(args) or 0)

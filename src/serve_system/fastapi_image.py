@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .modelrepo import sync_tree
+
+if TYPE_CHECKING:
+    from . import images
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 RECIPE_DIR = PACKAGE_DIR / "fastapi_app" / "image"
@@ -90,7 +95,7 @@ def rehearsal_build_args(base_ref: str) -> dict[str, str]:
     return {**REHEARSAL_ARGS, "BASE_IMAGE": base_ref}
 
 
-def ensure_rehearsal_image(report=None):  # type: ignore[no-untyped-def]
+def ensure_rehearsal_image(report: Callable[[str], None] | None = None) -> images.StackImage:
     """Build (or reuse) the rehearsal image and its docker-archive; an ``images.StackImage``.
 
     The base is the rehearsal images' Debian 13 base with python3-venv; the build runs with

@@ -113,7 +113,7 @@ def build_argv(
 ) -> list[str]:
     """perf_analyzer's argument vector for one load level of an experiment.
 
-    ``perf`` holds the spec's perf_analyzer settings (see :mod:`serve_system.experiment`).
+    ``perf`` holds the spec's perf_analyzer settings (see :class:`serve_system.spec.Perf`).
     """
     argv = ["perf_analyzer", "-m", model, "-u", url, "-i", perf.get("protocol", "http")]
     if version:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from .errors import ServeSystemError
 
@@ -55,7 +56,7 @@ def podman(
     check: bool = True,
     input: bytes | str | None = None,
     timeout: float | None = None,
-    stdin: int | None = None,
+    stdin: int | IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``podman ARGS`` with the project's settings; output is captured as text."""
     exe = require_podman()

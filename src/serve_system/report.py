@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from . import results as res
+from .spec import DEFAULT_OBJECTIVES as _DEFAULT
+from .spec import read_objectives
 
-DEFAULT_OBJECTIVES = [{"name": "max_throughput", "metric": "throughput", "goal": "max"}]
+DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
 
 
 def write_summary(run_dir: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
@@ -174,7 +176,7 @@ def write_report(run_dir: str | Path) -> dict[str, Any]:
     manifest = res._read_json(run / "manifest.json") or {}
     csv_path, json_path = write_summary(run, rows)
     plots = _plots(run, rows)
-    objectives = manifest.get("objectives") or DEFAULT_OBJECTIVES
+    objectives = [o.as_record() for o in read_objectives(manifest.get("objectives"), run / "manifest.json")]
     winners = [b for b in (best(rows, o) for o in objectives)]
     lines = [f"# {manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}", ""]
     if manifest.get("description"):
@@ -198,7 +200,7 @@ def write_report(run_dir: str | Path) -> dict[str, Any]:
     for o, w in zip(objectives, winners):
         rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"
         if o.get("at_load") is not None:
-            rule += f" at load {o['at_load']}"
+            rule += f" at load {float(o['at_load']):g}"
         if o.get("constraints"):
             rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items() for k, b in bd.items())
         if w is None:

@@ -12,14 +12,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from .errors import ServeSystemError
 
-ModelConfig = model_config_pb2.ModelConfig
+if TYPE_CHECKING:
+    #: tritonclient ships no type information: its generated message classes are untyped for mypy
+    ModelConfig: TypeAlias = Any
+else:
+    ModelConfig = model_config_pb2.ModelConfig
 
 KIND_GPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_GPU")
 KIND_CPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_CPU")
@@ -50,8 +54,7 @@ def parse_pbtxt(text: str, path: str = "config.pbtxt") -> ModelConfig:
         msg = str(exc)
         # the library prefixes "line:col : " to its message: keep only the message
         prefix = f"{line}:{col} : "
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
+        msg = msg.removeprefix(prefix)
         raise ConfigError(f"{path}:{line or 1}:{col or 1}: {msg}") from None
     return cfg
 

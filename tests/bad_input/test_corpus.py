@@ -78,7 +78,7 @@ def test_bad_input_is_refused_cleanly(case: BadInput, tmp_path: Path) -> None:
     argv = _program(case.argv[0]) + [a.format(**subst) for a in case.argv[1:]]
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "PYTHONWARNINGS": "ignore",
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), **case.env}
-    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=case.timeout,
+    proc = subprocess.run(argv, cwd=work, env=env, check=False, capture_output=True, text=True, timeout=case.timeout,
                           stdin=subprocess.DEVNULL)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     shown = f"argv={argv}\nrc={proc.returncode}\nstderr:\n{proc.stderr}\nstdout:\n{proc.stdout[-2000:]}"

@@ -20,10 +20,11 @@ import pytest
 import requests
 import yaml
 
-from .engine_local import LocalTriton, perf_client_image, run_perf, start_triton
 from serve_system import experiment as exp
 from serve_system import perf as perfmod
 from serve_system import report, results
+
+from .engine_local import LocalTriton, perf_client_image, run_perf, start_triton
 
 pytestmark = pytest.mark.integration
 
@@ -157,7 +158,7 @@ def test_variants_through_the_repository_api(triton: LocalTriton, image: str, tm
     md = (run_dir / "report.md").read_text()
     assert "most_throughput_at_8" in md and "bad_priority" in md and "refused" in md
     cli = subprocess.run([sys.executable, "-m", "serve_system.cli", "report", str(run_dir)],
-                         capture_output=True, text=True)
+                         check=False, capture_output=True, text=True)
     assert cli.returncode == 0 and "best most_throughput_at_8" in cli.stdout
 
 

@@ -50,7 +50,7 @@ def test_validate_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     bad = tmp_path / "s.yml"
     bad.write_text((specs / "dli_bert.yml").read_text().replace("percentile: 85", "percentil: 85"))
     assert main(["validate", str(bad)]) == 1
-    assert capsys.readouterr().err.startswith(f"{bad}: -: perf.percentil: unknown key")
+    assert capsys.readouterr().err.startswith(f"{bad}: perf.percentil: unknown key (did you mean 'percentile'?")
 
 
 def test_import_seed_logs_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,7 @@ from serve_system.nodes import (
 
 
 def _node(name: str = "node-serve-system-alice-1", **kw) -> Node:  # type: ignore[no-untyped-def]
-    base = dict(name=name, address="129.114.108.42", user="cc", key_path="/home/a/.ssh/id_chi", gpus=2)
+    base = {"name": name, "address": "129.114.108.42", "user": "cc", "key_path": "/home/a/.ssh/id_chi", "gpus": 2}
     base.update(kw)
     return Node(**base)  # type: ignore[arg-type]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import compare as cmp
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="several reported runs side by side (e.g. FastAPI vs Triton at load 16)")
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="results/<experiment>/<run-id>")
     p.add_argument("--load", type=float, action="append", default=[],

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import fastapi_image as fi
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fastapi", help="the FastAPI endpoint's container image (build context and tag)")
     fsub = p.add_subparsers(dest="fastapi_command", metavar="SUBCOMMAND", required=True)
     c = fsub.add_parser("context", help="write the image's build context into DIR and print its tag as JSON")

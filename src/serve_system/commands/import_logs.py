@@ -10,7 +10,7 @@ from .. import perf
 from ..errors import ServeSystemError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="parse perf_analyzer stdout logs (as pasted in the labs) and -f CSV exports")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.add_argument("--json", action="store_true", help="one JSON object per load level (JSON lines)")
@@ -42,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
                   "queue", "infer", "batch")
     for path, lv in rows:
         j = lv.to_json()
-        cell = lambda k: "-" if j.get(k) is None else f"{j[k]:g}"  # noqa: E731
+        cell = lambda k: "-" if j.get(k) is None else f"{j[k]:g}"
         table.add_row(path.name, lv.mode, f"{lv.load:g}", lv.status, cell("throughput"), cell("latency_avg_us"),
                       cell("p50_us"), cell("p90_us"), cell("p95_us"), cell("p99_us"), cell("queue_us"),
                       cell("compute_infer_us"), cell("batch_size"))

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..nodes import read_inventory
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inventory", help="list the nodes of an inventory written by launch.py")
     p.add_argument("-i", "--inventory", type=Path, default=Path("inventory/hosts.yml"))
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..modelrepo import ONNX_SERVING, format_table, render
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="render the committed model_repository/ for a node")
     msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     r = msub.add_parser("render", help="write a node's model repository into a staging directory")

@@ -1,11 +1,14 @@
 """``serve-system plan SPEC``: validate and render an experiment for hosts, write the run folder.
 
-Run by the ``triton_experiment`` role on the controller, once per play, before any node is touched:
-every variant of the spec is rendered for each host's GPU count and checked; on any problem nothing
-is written and the command exits 1 with one line per problem. Otherwise it writes, under
-``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json`` (what to load, the
-perf_analyzer command of each load level, which levels are already measured) plus each variant's
-``config.pbtxt`` and ``load_body.json``. With ``--fresh`` the hosts' earlier results are removed first.
+Run by the ``experiment`` role on the controller, once per play, before any node is touched:
+every variant of the spec (kind triton or fastapi) is rendered for each host's GPU count and
+checked; on any problem nothing is written and the command exits 1 with one line per problem.
+Otherwise it writes, under ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json``
+(a :class:`serve_system.records.HostPlan`: what to load, the command of each load level, which
+levels are already measured), each variant's ``config.pbtxt`` and ``load_body.json``, and
+``.node/`` (the plan, the node-side runner and its inputs: what the role copies to the node). With
+``--fresh`` the hosts' earlier results are removed first; with ``--lease-end`` a plan that cannot end
+before the lease does is refused.
 """
 
 from __future__ import annotations
@@ -17,15 +20,15 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import experiment as exp
 from .. import records
+from ..spec import FastapiSpec, SpecError, TritonSpec, check_name, load_spec
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="validate + render an experiment spec for hosts (used by the playbooks)")
     p.add_argument("spec", type=Path, metavar="SPEC")
     p.add_argument("--run-dir", type=Path, required=True, help="results/<experiment>/<run-id>")
@@ -51,23 +54,80 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _hosts(values: list[str]) -> list[tuple[str, int]]:
-    out = []
+    out: list[tuple[str, int]] = []
     for v in values:
         name, _, gpus = v.partition("=")
-        if not name or not gpus.isdigit():
-            raise exp.SpecError([f"--host {v!r}: give NAME=GPUS, e.g. node-1=2"])
+        if not name or not gpus.isdigit() or len(gpus) > 3:
+            raise SpecError([f"--host {v!r}: give NAME=GPUS, e.g. --host node-1=2"])
+        try:
+            check_name(name, "host name")
+        except ValueError as exc:
+            raise SpecError([f"--host {v!r}: {exc}"]) from None
+        if name in {h for h, _ in out}:
+            raise SpecError([f"--host {v!r}: host {name!r} given twice: give each host once"])
         out.append((name, int(gpus)))
     return out
 
 
-def _run(args: argparse.Namespace) -> int:
-    kind = exp.spec_kind(args.spec)
+def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    names = {h for h, _ in hosts}
+    for b in values:
+        name, _, d = b.partition("=")
+        if not name or not d:
+            raise SpecError([f"--base-dir {b!r}: give NAME=DIR, e.g. --base-dir node-1=results/x/r1/node-1/.node_base"])
+        if name not in names:
+            raise SpecError([(f"--base-dir {b!r}: {name!r} is not one of the --host names "
+                             f"({', '.join(sorted(names))}): name a host given with --host")])
+        if not Path(d).is_dir():
+            raise SpecError([f"--base-dir {b!r}: {d!r} is not a folder: give the folder holding <model>/config.pbtxt"])
+        out[name] = Path(d).resolve()
+    return out
+
+
+def _run_dir(run: Path, experiment: str) -> Path:
+    """The run folder, resolved; refused (nothing written) when it could land somewhere else."""
+    shown = f"--run-dir {str(run)!r}"
+    if ".." in run.parts:
+        raise SpecError([f"{shown}: '..' in the path: give the run folder itself (results/<experiment>/<run id>)"])
     try:
-        spec = exp.load_any(args.spec)
+        check_name(run.name, "run id")
+    except ValueError as exc:
+        raise SpecError([f"{shown}: {exc}"]) from None
+    if run.is_symlink() or (run.exists() and not run.is_dir()):
+        raise SpecError([f"{shown}: exists and is not a folder: give a run folder (results/<experiment>/<run id>)"])
+    resolved = run.resolve()
+    manifest = resolved / "manifest.json"
+    if manifest.exists():
+        try:
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SpecError([(f"{manifest}: (file): not readable JSON ({exc.__class__.__name__}): move it away "
+                             "or use another run id")]) from None
+        if not isinstance(doc, dict):
+            raise SpecError([f"{manifest}: (file): not a JSON object: move it away or use another run id"])
+        if doc.get("experiment") not in (None, experiment):
+            raise SpecError([(f"{shown}: holds a run of experiment {doc.get('experiment')!r}, not {experiment!r}: "
+                             "give this experiment's run folder")])
+    return resolved
+
+
+def _host_dir(run: Path, host: str) -> Path:
+    hdir = run / host
+    if hdir.is_symlink() or (hdir.exists() and not hdir.is_dir()) or hdir.resolve().parent != run:
+        raise SpecError([f"--host {host!r}: {hdir} is not a folder of the run: move it away"])
+    return hdir
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        spec = load_spec(args.spec)
         hosts = _hosts(args.host) or [("localhost", 0)]
-        bases = {name: Path(d) for name, _, d in (b.partition("=") for b in args.base_dir)}
+        bases = _bases(args.base_dir, hosts)
+        run = _run_dir(args.run_dir, spec.name)
+        hdirs = {h: _host_dir(run, h) for h, _ in hosts}
         plans = {h: _plan(spec, args, g, bases.get(h), set()) for h, g in hosts}
-    except exp.SpecError as exc:
+    except SpecError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return 1
@@ -76,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
         if problem:
             print(f"{args.spec}: lease: {problem}", file=sys.stderr)
             return 1
-    run = args.run_dir
+    kind = spec.kind if isinstance(spec, FastapiSpec) else records.TRITON
     run.mkdir(parents=True, exist_ok=True)
     if not args.no_manifest:
         shutil.copyfile(args.spec, run / "spec.yml")
@@ -84,16 +144,17 @@ def _run(args: argparse.Namespace) -> int:
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
         manifest.setdefault("start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         manifest.update(
-            experiment=spec.name, run_id=run.name, kind=kind, description=spec.data.get("description"),
-            spec_file=str(args.spec), spec=spec.data, stand_in=spec.data.get("stand_in"),
+            experiment=spec.name, run_id=run.name, kind=kind, description=spec.description,
+            spec_file=str(args.spec), spec=spec.data,
+            stand_in=spec.stand_in if isinstance(spec, TritonSpec) else None,
             hosts=sorted(set(manifest.get("hosts", [])) | {h for h, _ in hosts}),
-            objectives=[asdict(o) for o in spec.objectives],
+            objectives=[o.as_record() for o in _objectives(spec)],
         )
         manifest_path.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
     out = {}
     prov = provenance(args.spec)
     for (host, gpus) in hosts:
-        hdir = run / host
+        hdir = hdirs[host]
         if args.fresh and hdir.exists():
             shutil.rmtree(hdir)
         variants = _plan(spec, args, gpus, bases.get(host), records.done_levels(hdir))
@@ -107,8 +168,7 @@ def _run(args: argparse.Namespace) -> int:
         hplan = records.HostPlan(
             host=host, gpus=gpus, experiment=spec.name, run_id=run.name, variants=variants, kind=kind,
             models=models, provenance=prov,
-            warmup_requests=(spec.warmup_requests if isinstance(spec, exp.FastapiSpec)
-                             else int((spec.data.get("warmup") or {}).get("requests", 20))),
+            warmup_requests=spec.warmup.requests,
             estimate_s=exp.estimate_seconds(variants))
         records.write(hdir / "plan.json", hplan)
         _stage(hdir / ".node", hplan, variants, args.fastapi_image)
@@ -118,9 +178,17 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan(spec: exp.Spec | exp.FastapiSpec, args: argparse.Namespace, gpus: int, base: Path | None,
+def _objectives(spec: TritonSpec | FastapiSpec) -> list[exp.Objective]:
+    if isinstance(spec, TritonSpec):
+        return spec.goals()
+    top = max(lv.senders for lv in spec.levels)  # the lab compares the runtimes at its highest load
+    return [exp.Objective(name="max_throughput", metric="throughput", goal="max", at_load=top),
+            exp.Objective(name="min_p95", metric="p95_us", goal="min", at_load=top)]
+
+
+def _plan(spec: TritonSpec | FastapiSpec, args: argparse.Namespace, gpus: int, base: Path | None,
           done: set[tuple[str, str]]) -> list[records.VariantPlan]:
-    if isinstance(spec, exp.FastapiSpec):
+    if isinstance(spec, FastapiSpec):
         image = f"image{args.fastapi_image.suffix}" if args.fastapi_image else None
         return exp.plan_fastapi(spec, url=args.fastapi_url, node_work_dir=args.node_work_dir, image=image,
                                 done=done)

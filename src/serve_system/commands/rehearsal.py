@@ -19,7 +19,7 @@ from ..nodes import record_host_keys, scan_host_keys, write_inventory
 DEFAULT_PREFIX = "rehearsal-node"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rehearsal", help="local rehearsal nodes (podman + systemd + Docker) and their images")
     rsub = p.add_subparsers(dest="rehearsal_command", metavar="ACTION", required=True)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import report
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="summarise a run folder results/<experiment>/<run-id> (recomputed from raw files)")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.set_defaults(func=_run)

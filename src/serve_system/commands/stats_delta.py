@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import stats
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stats", help="per model: inference/execution count deltas, average batch size, histogram")
     p.add_argument("before", type=Path, metavar="BEFORE.json")
     p.add_argument("after", type=Path, metavar="AFTER.json")

@@ -9,9 +9,10 @@ from pathlib import Path
 from .. import experiment as exp
 from .. import tritonconfig as tc
 from ..errors import ServeSystemError
+from ..spec import SpecError, TritonSpec, load_spec
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
         help="check config.pbtxt files and experiment specs (exit 0: all valid; else one line per problem)",
@@ -32,23 +33,24 @@ def problems(path: Path, gpus: int | None) -> list[str]:
             return [str(exc)]
         return [f"{path}:1:1: {p}" for p in tc.check(cfg, gpus)]
     try:
-        spec = exp.load_spec(path)
-        # without --gpus a spec is checked as written: the GPUs its variants name are assumed present
-        host = gpus if gpus is not None else max(
-            [tc.gpus_needed(_cfg) for _cfg in _configs(spec)] or [0])
-        exp.plan(spec, host)
-    except exp.SpecError as exc:
+        spec = load_spec(path)
+        if isinstance(spec, TritonSpec):
+            # without --gpus a spec is checked as written: the GPUs its variants name are assumed present
+            host = gpus if gpus is not None else max(
+                [tc.gpus_needed(_cfg) for _cfg in _configs(spec)] or [0])
+            exp.plan(spec, host)
+    except SpecError as exc:
         return exc.lines
     except ServeSystemError as exc:
         return [str(exc)]
     return []
 
 
-def _configs(spec: exp.Spec) -> list[tc.ModelConfig]:
+def _configs(spec: TritonSpec) -> list[tc.ModelConfig]:
     out = []
-    for v in spec.variants:
+    for v in spec.all_variants:
         try:
-            out.append(tc.apply_overrides(exp.base_config(spec, v), v.get("config"), "-"))
+            out.append(tc.apply_overrides(exp.base_config(spec, v), v.config, "-"))
         except ServeSystemError:
             continue
     return out

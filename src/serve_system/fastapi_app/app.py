@@ -44,7 +44,7 @@ class HealthResponse(BaseModel):
     runtime: str
     device: str | None = None
     model_path: str | None = None
-    standin: bool | None = Field(None, description="true when serving the generated stand-in model")
+    standin: bool | None = Field(default=None, description="true when serving the generated stand-in model")
     classes: int = len(CLASSES)
     detail: str | None = None
     notes: list[str] = []

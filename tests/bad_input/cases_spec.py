@@ -1,0 +1,189 @@
+"""Bad experiment specs and bad ``plan`` arguments: ``serve-system validate`` / ``plan`` / ``schema``.
+
+Every case is one problem in an otherwise valid spec (``GOOD`` below, which validates and plans on
+a host without GPU), so the one stderr line must name that problem's file and field. Note: argv and
+``expect`` go through ``str.format`` (``{tmp}``), so literal braces are doubled there.
+"""
+
+from __future__ import annotations
+
+from .corpus import BadInput
+
+CONFIG = """\
+base_config_text: |
+  name: "m"
+  platform: "onnxruntime_onnx"
+  max_batch_size: 8
+  input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
+  output [ { name: "y" data_type: TYPE_FP32 dims: [ 2 ] } ]
+  instance_group [ { kind: KIND_CPU } ]
+"""
+
+HEAD = "name: t\nmodel: m\n" + CONFIG
+LOAD = "load: {mode: concurrency, levels: [1, 8]}\nperf: {batch_size: 1}\n"
+VARIANTS = """\
+variants:
+  - name: base
+  - name: dyn
+    config: {dynamic_batching: {max_queue_delay_microseconds: 100}}
+"""
+OBJECTIVES = "objectives:\n  - {name: best, metric: throughput, goal: max, at_load: 8}\n"
+GOOD = HEAD + LOAD + VARIANTS + OBJECTIVES
+
+FASTAPI = """\
+kind: fastapi
+name: fastapi
+description: the lab's endpoint
+variants: [{name: onnx, runtime: onnx}, {name: pytorch, runtime: pytorch}]
+levels: [{senders: 1, requests: 100}, {senders: 16, requests: 1000}]
+repetitions: 1
+warmup: {requests: 0}
+request_timeout_s: 60
+"""
+
+BOMB = "".join(
+    [HEAD, LOAD, VARIANTS, "description: &a [x, x, x, x, x, x, x, x, x, x]\n"]
+    + [f"x{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+       for p, c in zip("abcdefgh", "bcdefghi")])
+
+V = ("serve-system", "validate", "{tmp}/spec.yml")
+
+
+def _validate(id: str, text: str | bytes, *expect: str) -> BadInput:
+    return BadInput(id=f"spec-{id}", argv=V, files={"spec.yml": text}, expect=("{tmp}/spec.yml:", *expect))
+
+
+def _plan(id: str, args: tuple[str, ...], *expect: str, files: dict[str, str | bytes] | None = None) -> BadInput:
+    return BadInput(id=f"plan-{id}", argv=("serve-system", "plan", "{tmp}/spec.yml", "--quiet", *args),
+                    files={"spec.yml": GOOD, **(files or {})}, expect=expect)
+
+
+CASES: list[BadInput] = [
+    # keys and types
+    _validate("unknown-key", GOOD + "colour: red\n", "colour: unknown key (", "known: "),
+    _validate("typo-did-you-mean", GOOD.replace("objectives:", "objectivs:"),
+              "objectivs: unknown key (did you mean 'objectives'?"),
+    _validate("variant-unknown-key", GOOD.replace("  - name: base\n", "  - name: base\n    confg: {}\n"),
+              "variants[0].confg: unknown key (did you mean 'config'?"),
+    _validate("perf-unknown-key", GOOD.replace("perf: {batch_size: 1}", "perf: {batch_size: 1, percentil: 9}"),
+              "perf.percentil: unknown key (did you mean 'percentile'?"),
+    _validate("repetitions-text", GOOD + "repetitions: two\n", "repetitions: is 'two': use a whole number"),
+    _validate("repetitions-zero", GOOD + "repetitions: 0\n", "repetitions: is 0: use a number >= 1"),
+    _validate("batch-size-negative", GOOD.replace("batch_size: 1", "batch_size: -4"),
+              "perf.batch_size: is -4: use a number >= 1"),
+    _validate("percentile-out-of-range", GOOD.replace("perf: {batch_size: 1}", "perf: {percentile: 150}"),
+              "perf.percentile: is 150: use a number <= 99"),
+    _validate("level-negative", GOOD.replace("levels: [1, 8]", "levels: [1, -8]"),
+              "load.levels: level -8 is not a positive number"),
+    _validate("level-zero-range", GOOD.replace("levels: [1, 8]", "levels: '0:8:1'"),
+              "load.levels: a range needs start > 0"),
+    _validate("load-mode-unknown", GOOD.replace("mode: concurrency", "mode: concurent"),
+              "load.mode: is 'concurent': use 'concurrency' or 'request_rate'"),
+    _validate("distribution-without-rate", GOOD.replace("levels: [1, 8]}", "levels: [1, 8], distribution: poisson}"),
+              "load.distribution: only for mode request_rate"),
+    _validate("version-not-a-number", GOOD + "version: latest\n", "version: 'latest' is not a model version"),
+    _validate("on-missing-gpus-unknown", GOOD + "on_missing_gpus: maybe\n",
+              "on_missing_gpus: is 'maybe': use 'refuse' or 'adapt'"),
+    _validate("no-base-config", GOOD.replace(CONFIG, ""), "base_config: missing: give base_config"),
+    # names
+    _validate("name-escapes", GOOD.replace("name: t\n", "name: ../../etc\n", 1),
+              "name: '../../etc' is not a plain name"),
+    _validate("model-with-slash", GOOD.replace("model: m\n", "model: a/b\n"), "model: 'a/b' is not a plain name"),
+    _validate("variant-name-space", GOOD.replace("- name: base", "- name: my base"),
+              "variants[0].name: 'my base' is not a plain name"),
+    _validate("jinja-model", GOOD.replace("model: m\n", "model: \"{{ lookup('pipe', 'id') }}\"\n"),
+              "model: ", "Jinja expression", "remove it"),
+    _validate("jinja-variant-name", GOOD.replace("- name: dyn", "- name: '{% raw %}x'"),
+              "variants[1].name: ", "Jinja expression"),
+    _validate("jinja-description", GOOD + "description: 'costs {{ 7 * 7 }} ms'\n", "description: ", "Jinja"),
+    _validate("duplicate-variant", GOOD.replace("- name: dyn", "- name: base"),
+              "variants[1].name: 'base' is a duplicate variant name"),
+    _validate("empty-variants", HEAD + LOAD + "variants: []\n", "variants: no variants: give 'variants'"),
+    _validate("sweep-unknown-parameter",
+              HEAD + LOAD + "sweep:\n  name: 'i{n}_{m}'\n  grid: {n: [1, 2]}\n  config: {}\n",
+              "sweep.name: 'i{{n}}_{{m}}': unknown parameter 'm'"),
+    _validate("sweep-bad-generated-name",
+              HEAD + LOAD + "sweep:\n  name: 'i{n}'\n  grid: {n: [1, '/x']}\n  config: {}\n",
+              "sweep.name: generated 'i/x' is not a plain name"),
+    # objectives
+    _validate("at-load-not-a-level", GOOD.replace("at_load: 8", "at_load: 4"),
+              "objectives[0].at_load: 4 is not a load level of any variant: use one of 1, 8"),
+    _validate("objective-metric-unknown", GOOD.replace("metric: throughput", "metric: speed"),
+              "objectives[0].metric: is 'speed': use 'throughput'"),
+    _validate("objective-constraint-metric", GOOD.replace("at_load: 8}", "at_load: 8, constraints: {p42: {max: 1}}}"),
+              "objectives[0].constraints.p42", "use 'throughput'"),
+    # paths
+    _validate("base-config-escapes", GOOD.replace(CONFIG, "base_config: ../../../../../etc/passwd\n"),
+              "base_config: '../../../../../etc/passwd' points outside the spec's folder", "keep the file inside"),
+    _validate("input-data-absolute", GOOD.replace("perf: {batch_size: 1}", "perf: {input_data: /etc/hostname}"),
+              "perf.input_data: '/etc/hostname' points outside the spec's folder"),
+    _validate("variant-input-data-escapes",
+              GOOD.replace("  - name: base\n", "  - name: base\n    perf: {input_data: ../secret.json}\n"),
+              "variants[0].perf.input_data: '../secret.json' points outside"),
+    # the file itself
+    _validate("alias-bomb", BOMB, "expands to more than 100000 values", "remove the repeated aliases"),
+    _validate("recursive-alias", GOOD + "extra: &r [*r]\n", "refers to itself"),
+    _validate("oversized", GOOD + "description: '" + "x" * (1 << 20) + "'\n", "larger than 1024 KiB"),
+    _validate("not-utf8", GOOD.encode() + b"description: caf\xe9\n", "not UTF-8 text (byte 0xe9",
+              "save the file as UTF-8"),
+    _validate("duplicate-key", GOOD + "name: u\n", "name: key given twice: keep one"),
+    _validate("yaml-syntax", GOOD + "variants: [\n", "not valid YAML"),
+    _validate("not-a-mapping", "- name: t\n", "a spec is a mapping"),
+    _validate("empty-file", "", "empty: a spec is a mapping"),
+    _validate("kind-unknown", "kind: tritn\n" + GOOD, "kind: 'tritn' is not a kind of spec (did you mean 'triton'?"),
+    BadInput(id="spec-missing-file", argv=("serve-system", "validate", "{tmp}/nope.yml"),
+             expect=("{tmp}/nope.yml: (file): cannot read: No such file or directory",)),
+    BadInput(id="spec-folder", argv=("serve-system", "validate", "{tmp}/dir.yml"), files={"dir.yml/keep": "x"},
+             expect=("{tmp}/dir.yml: (file): is a folder",)),
+    # kind: fastapi
+    _validate("fastapi-runtime", FASTAPI.replace("runtime: pytorch", "runtime: tensorflow"),
+              "variants[1].runtime: is 'tensorflow': use 'onnx' or 'pytorch'"),
+    _validate("fastapi-no-levels", FASTAPI.replace("levels: [{senders: 1, requests: 100}, {senders: 16, "
+                                                   "requests: 1000}]", "levels: []"),
+              "levels: is empty: give at least one entry"),
+    _validate("fastapi-zero-senders", FASTAPI.replace("senders: 1,", "senders: 0,"),
+              "levels[0].senders: is 0: use a number >= 1"),
+    _validate("fastapi-fewer-requests", FASTAPI.replace("requests: 1000", "requests: 8"),
+              "levels[1].requests: 8 requests for 16 senders"),
+    _validate("fastapi-triton-key", FASTAPI + "model: food_classifier\n", "model: unknown key ("),
+    _validate("fastapi-timeout", FASTAPI.replace("request_timeout_s: 60", "request_timeout_s: 0"),
+              "request_timeout_s: is 0: use a number > 0"),
+    _validate("fastapi-duplicate", FASTAPI.replace("name: pytorch", "name: onnx"),
+              "variants[1].name: 'onnx' is a duplicate variant name"),
+    # plan: arguments that would write or delete outside the run folder
+    _plan("host-escape-fresh", ("--run-dir", "{tmp}/results/t/r1", "--host", "../x=0", "--fresh"),
+          "--host '../x=0': '../x' is not a plain host name",
+          files={"results/t/x/keep.txt": "measured", "results/t/r1/manifest.json": '{"experiment": "t"}'}),
+    _plan("host-jinja", ("--run-dir", "{tmp}/results/t/r1", "--host", "{{{{ x }}}}=0"),
+          "--host '{{{{ x }}}}=0': ", "Jinja expression"),
+    _plan("host-no-gpus", ("--run-dir", "{tmp}/results/t/r1", "--host", "node-1"),
+          "--host 'node-1': give NAME=GPUS"),
+    _plan("host-twice", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0", "--host", "n=1"),
+          "--host 'n=1': host 'n' given twice"),
+    _plan("run-dir-dotdot", ("--run-dir", "{tmp}/results/t/r1/../../../elsewhere", "--host", "n=0"),
+          "--run-dir '{tmp}/results/t/r1/../../../elsewhere': '..' in the path"),
+    _plan("run-id-bad", ("--run-dir", "{tmp}/results/t/r 1", "--host", "n=0"),
+          "--run-dir '{tmp}/results/t/r 1': 'r 1' is not a plain run id"),
+    _plan("run-dir-is-file", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0"),
+          "--run-dir '{tmp}/results/t/r1': exists and is not a folder", files={"results/t/r1": "x"}),
+    _plan("run-dir-other-experiment", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0"),
+          "holds a run of experiment 'other', not 't'",
+          files={"results/t/r1/manifest.json": '{"experiment": "other"}'}),
+    _plan("run-dir-bad-manifest", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0"),
+          "{tmp}/results/t/r1/manifest.json: (file): not readable JSON",
+          files={"results/t/r1/manifest.json": "{not json"}),
+    _plan("base-dir-unknown-host", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0", "--base-dir", "m={tmp}"),
+          "--base-dir 'm={tmp}': 'm' is not one of the --host names"),
+    _plan("host-dir-is-file", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0", "--fresh"),
+          "--host 'n': ", "is not a folder of the run",
+          files={"results/t/r1/n": "a file where the host's folder goes"}),
+    BadInput(id="plan-bad-spec-writes-nothing",
+             argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/t/r1", "--host", "n=0"),
+             files={"spec.yml": GOOD.replace("at_load: 8", "at_load: 3")},
+             expect=("{tmp}/spec.yml: objectives[0].at_load: 3 is not a load level",)),
+    BadInput(id="plan-alias-bomb", argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir",
+                                         "{tmp}/results/t/r1", "--host", "n=0"),
+             files={"spec.yml": BOMB}, expect=("{tmp}/spec.yml:", "expands to more than")),
+    BadInput(id="schema-output-not-json", argv=("serve-system", "schema", "-o", "{tmp}/schema.txt"),
+             expect=("--output '{tmp}/schema.txt': not a .json file name",)),
+]

@@ -164,8 +164,20 @@ class Runner:
     def counts(self) -> tuple[int, int]:
         done = rec.done_levels(self.home)
         total = sum(len(v.levels) for v in self.plan.variants)
-        n = sum(1 for v in self.plan.variants for lv in v.levels if lv.done or (v.name, lv.id) in done)
+        n = 0
+        for v in self.plan.variants:
+            if self.not_measurable(v.name):  # refused or unavailable: nothing left to do for its levels
+                n += len(v.levels)
+            else:
+                n += sum(1 for lv in v.levels if lv.done or (v.name, lv.id) in done)
         return n, total
+
+    def not_measurable(self, name: str) -> bool:
+        path = self.home / name / "variant.json"
+        try:
+            return path.exists() and rec.read(path, rec.VariantRecord).status in (rec.REFUSED, rec.UNAVAILABLE)
+        except rec.RecordError:
+            return False
 
     def progress(self, variant: str, level: str, state: str) -> None:
         done, total = self.counts()
@@ -253,6 +265,7 @@ class Runner:
         if not ok:
             vrec.status = rec.UNAVAILABLE if self.plan.kind == rec.FASTAPI else rec.REFUSED
             rec.write(vdir / "variant.json", vrec)
+            self.progress(v.name, "", "running")
             self.say(f"END {self.plan.host} {v.name}: {vrec.status}: {vrec.error}")
             self.pack(v)
             return 0
@@ -368,6 +381,27 @@ class Runner:
                 tar.add(p, arcname=f"{v.name}/{p.name}")
         os.replace(tmp, self.home / f"{v.name}.tar.gz")
 
+    def explain(self, name: str, log: str) -> int:
+        """Add Triton's own reason for a refused load (its log, given on stdin) to the variant record."""
+        vdir = self.home / name
+        try:
+            vrec = rec.read(vdir / "variant.json", rec.VariantRecord)
+        except rec.RecordError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        if vrec.status != rec.REFUSED:
+            return 0
+        lines = [ln.strip() for ln in log.splitlines()
+                 if vrec.model in ln and re.match(r"^E\d{4}|.*\berror\b", ln, re.IGNORECASE)]
+        reason = lines[-1] if lines else None
+        if reason and reason not in (vrec.error or ""):
+            vrec.error = f"{vrec.error} | triton log: {reason}"
+            rec.write(vdir / "variant.json", vrec)
+        plan_v = next(v for v in self.plan.variants if v.name == name)
+        self.pack(plan_v)
+        self.say(f"END {self.plan.host} {name}: {vrec.status}: {vrec.error}")
+        return 0
+
     def restore(self) -> int:
         statuses = []
         for model in self.plan.models:
@@ -414,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--perf-timeout", type=float, default=900.0, help="time cap of one perf_analyzer run (s)")
     ap.add_argument("--perf-memory-mb", type=float, default=4096.0, help="memory cap of perf_analyzer (MB)")
     ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance")
+    ap.add_argument("--triton-log", action="store_true",
+                    help="read Triton's log on stdin and add its reason to the refused --variant's record")
     args = ap.parse_args(argv)
     try:
         runner = Runner(args)
@@ -431,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                 return runner.restore()
             if not args.variant:
                 ap.error("give --variant NAME or --restore")
+            if args.triton_log:
+                return runner.explain(args.variant, sys.stdin.read())
             return runner.variant(args.variant)
         except BaseException as exc:
             runner.progress(args.variant or "", "", "failed")

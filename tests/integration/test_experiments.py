@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -27,11 +28,17 @@ from .ansible_run import REPO, ansible_bin, run_playbook
 
 pytestmark = pytest.mark.integration
 
-FOOD_INPUT = str(REPO / "experiments" / "files" / "food_input.json")
 SHORT = {"measurement_interval_ms": 1500, "stability_percentage": 60, "max_trials": 8}
+FOOD_INPUT = "food_input.json"
 
 
 def _write(tmp_path: Path, name: str, spec: dict) -> Path:  # type: ignore[type-arg]
+    """The spec beside copies of the files it names (a spec's paths stay inside its folder)."""
+    for model in ("food_classifier", "food_classifier_onnx"):
+        dest = tmp_path / "model_repository" / model / "config.pbtxt"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / "model_repository" / model / "config.pbtxt", dest)
+    shutil.copyfile(REPO / "experiments" / "files" / "food_input.json", tmp_path / FOOD_INPUT)
     p = tmp_path / f"{name}.yml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
     return p
@@ -41,8 +48,6 @@ def _dynbatch(tmp_path: Path, name: str = "dynbatch", levels: list[int] | None =
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "dynbatch.yml").read_text())
     spec["name"] = name
     spec["load"]["levels"] = levels or [1, 8]
-    # the copy lives outside the repository: its relative paths must point back into it
-    spec["base_config"] = str(REPO / spec["base_config"])
     spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
     spec["warmup"] = {"requests": 10}
     return spec  # type: ignore[no-any-return]
@@ -203,14 +208,11 @@ def test_backends_onnx_variants_without_memory_loss(rehearsal_cluster, tmp_path:
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "backends.yml").read_text())
-    spec["base_config"] = str(REPO / spec["base_config"])
     spec["load"]["levels"] = [1, 8]
     spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
     keep = []
     for v in spec["variants"]:
         if v["name"] in ("python", "onnx", "onnx_batch16"):
-            if "base_config" in v:
-                v["base_config"] = str(REPO / v["base_config"])
             keep.append(v)
     spec["variants"] = keep
     path = _write(tmp_path, "backends", spec)

@@ -34,13 +34,33 @@ def perf_seconds(host_dir: Path) -> tuple[float, int]:
     return total, n
 
 
-def run(repo: Path, inventory: Path, limit: str, results: Path, run_id: str, spec_var: str) -> float:
+def short_spec(dest: Path) -> Path:
+    """The dynbatch spec with 2 s windows and a 60 % stability band, beside copies of its files."""
+    import shutil
+
+    import yaml
+
+    spec = yaml.safe_load((HERE / "experiments" / "specs" / "dynbatch.yml").read_text())
+    spec["perf"].update(input_data="food_input.json", measurement_interval_ms=2000, stability_percentage=60)
+    (dest / "model_repository" / "food_classifier").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HERE / "model_repository" / "food_classifier" / "config.pbtxt",
+                    dest / "model_repository" / "food_classifier" / "config.pbtxt")
+    shutil.copyfile(HERE / "experiments" / "files" / "food_input.json", dest / "food_input.json")
+    path = dest / "dynbatch.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run(repo: Path, inventory: Path, limit: str, results: Path, run_id: str, spec_var: str,
+        spec: Path | None) -> float:
     env = dict(os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"), PYTHONUNBUFFERED="1")
     if repo != HERE:
         env["PYTHONPATH"] = str(repo / "src")
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
            str(repo / "experiments" / "dynbatch.yml"), "--limit", limit, "-e", f"run_id={run_id}",
            "-e", f"{spec_var}_results_dir={results}", "-e", "fresh=true"]
+    if spec is not None:
+        cmd += ["-e", f"{spec_var}_spec={spec}"]
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
@@ -56,15 +76,18 @@ def main() -> int:
     ap.add_argument("--limit", required=True, help="the rehearsal node to run on")
     ap.add_argument("--before-repo", type=Path, help="another checkout to measure first (the old engine)")
     ap.add_argument("--results", type=Path, default=Path("/tmp/serve-system-bench-overhead"))
+    ap.add_argument("--short", action="store_true",
+                    help="dynbatch with 2 s windows and a 60 %% stability band (a quicker, noisier comparison)")
     args = ap.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
+    spec = short_spec(args.results / "short_spec") if args.short else None
     stamp = time.strftime("%Y%m%dT%H%M%S")
     rows = []
     engines = ([("before", args.before_repo.resolve(), "triton_experiment")] if args.before_repo else []) + \
         [("after", HERE, "experiment")]
     for label, repo, var in engines:
         run_id = f"bench-{label}-{stamp}"
-        wall = run(repo, args.inventory.resolve(), args.limit, args.results, run_id, var)
+        wall = run(repo, args.inventory.resolve(), args.limit, args.results, run_id, var, spec)
         perf, n = perf_seconds(args.results / "dynbatch" / run_id / args.limit)
         rows.append((label, repo, wall, perf, n))
         print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "

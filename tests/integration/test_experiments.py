@@ -168,6 +168,8 @@ def test_triton_killed_and_playbook_sigkilled_mid_level(rehearsal_cluster, tmp_p
     node = cluster.nodes[1]
     spec = _dynbatch(tmp_path, "faults", levels=[1, 2, 4])
     spec["variants"] = spec["variants"][:1]
+    for o in spec["objectives"]:
+        o["at_load"] = 4  # an objective names a measured load
     path = _write(tmp_path, "faults", spec)
     results = tmp_path / "results"
     log = tmp_path / "first.log"

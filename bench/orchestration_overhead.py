@@ -1,37 +1,101 @@
 #!/usr/bin/env python3
-"""Orchestration overhead of an experiment run: wall time vs the sum of perf_analyzer time.
+"""Orchestration overhead of experiments/dynbatch.yml on a rehearsal node: wall time vs perf_analyzer time.
 
-Reads a run folder written by the triton_experiment role (results/<experiment>/<run-id>): per host,
-the wall time from the run's start (manifest.json) to the host's end (host.json), and the sum of
-its levels' perf_analyzer durations (level.json start/end). Prints both and their ratio.
-Usage: .venv/bin/python bench/orchestration_overhead.py results/dynbatch/<run-id>
+Runs the dynbatch playbook (fresh run id) on one node of an inventory and prints the playbook's wall
+time, the summed perf_analyzer time of its levels (each level record's start..end, retries
+included) and the overhead share. With ``--before-repo PATH`` it first runs the same playbook from
+another checkout (e.g. /work/main before the engine change, its package put first on PYTHONPATH), so
+both engines are measured side by side on the same node in one run. ``--run-dir`` only reads runs
+already made (each with its ``wall_s`` in bench.json or manifest start..host end).
+
+    .venv/bin/python bench/orchestration_overhead.py -i inventory/hosts.yml --limit NODE [--before-repo /work/main]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import subprocess
 import sys
-from datetime import datetime
+import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parents[1]
 
-def _ts(s: str) -> float:
-    return datetime.fromisoformat(s).timestamp()  # Python 3.11 reads a trailing Z
+
+def perf_seconds(host_dir: Path) -> tuple[float, int]:
+    """Summed perf_analyzer seconds and level count under a host folder (old and new level records)."""
+    total, n = 0.0, 0
+    for lj in host_dir.glob("*/*/level.json"):
+        meta = json.loads(lj.read_text())
+        total += float(meta["end"]) - float(meta["start"])
+        n += 1
+    return total, n
+
+
+def short_spec(dest: Path) -> Path:
+    """The dynbatch spec with 2 s windows and a 60 % stability band, beside copies of its files."""
+    import shutil
+
+    import yaml
+
+    spec = yaml.safe_load((HERE / "experiments" / "specs" / "dynbatch.yml").read_text())
+    spec["perf"].update(input_data="food_input.json", measurement_interval_ms=2000, stability_percentage=60)
+    (dest / "model_repository" / "food_classifier").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HERE / "model_repository" / "food_classifier" / "config.pbtxt",
+                    dest / "model_repository" / "food_classifier" / "config.pbtxt")
+    shutil.copyfile(HERE / "experiments" / "files" / "food_input.json", dest / "food_input.json")
+    path = dest / "dynbatch.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run(repo: Path, inventory: Path, limit: str, results: Path, run_id: str, spec_var: str,
+        spec: Path | None) -> float:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"), PYTHONUNBUFFERED="1")
+    if repo != HERE:
+        env["PYTHONPATH"] = str(repo / "src")
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+           str(repo / "experiments" / "dynbatch.yml"), "--limit", limit, "-e", f"run_id={run_id}",
+           "-e", f"{spec_var}_results_dir={results}", "-e", "fresh=true"]
+    if spec is not None:
+        cmd += ["-e", f"{spec_var}_spec={spec}"]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    (results / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"{repo}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
+    return wall
 
 
 def main() -> int:
-    run = Path(sys.argv[1])
-    manifest = json.loads((run / "manifest.json").read_text())
-    start = _ts(manifest["start"])
-    for host in sorted(p for p in run.iterdir() if (p / "host.json").exists()):
-        end = _ts(json.loads((host / "host.json").read_text())["end"])
-        perf = 0.0
-        for lj in host.glob("*/*/level.json"):
-            meta = json.loads(lj.read_text())
-            perf += float(meta["end"]) - float(meta["start"])
-        wall = end - start
-        print(f"{host.name}: wall {wall:.1f} s, perf_analyzer {perf:.1f} s, wall/perf = {wall / perf:.2f}x "
-              f"(overhead {wall - perf:.1f} s: validate, load, READY, warm-up, stats, fetch, restore)")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-i", "--inventory", type=Path, required=True)
+    ap.add_argument("--limit", required=True, help="the rehearsal node to run on")
+    ap.add_argument("--before-repo", type=Path, help="another checkout to measure first (the old engine)")
+    ap.add_argument("--results", type=Path, default=Path("/tmp/serve-system-bench-overhead"))
+    ap.add_argument("--short", action="store_true",
+                    help="dynbatch with 2 s windows and a 60 %% stability band (a quicker, noisier comparison)")
+    args = ap.parse_args()
+    args.results.mkdir(parents=True, exist_ok=True)
+    spec = short_spec(args.results / "short_spec") if args.short else None
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    rows = []
+    engines = ([("before", args.before_repo.resolve(), "triton_experiment")] if args.before_repo else []) + \
+        [("after", HERE, "experiment")]
+    for label, repo, var in engines:
+        run_id = f"bench-{label}-{stamp}"
+        wall = run(repo, args.inventory.resolve(), args.limit, args.results, run_id, var, spec)
+        perf, n = perf_seconds(args.results / "dynbatch" / run_id / args.limit)
+        rows.append((label, repo, wall, perf, n))
+        print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "
+              f"overhead {wall - perf:.1f} s = {(wall - perf) / wall * 100:.1f} % of the wall time", flush=True)
+    if len(rows) == 2:
+        (_, _, w0, p0, _), (_, _, w1, p1, _) = rows
+        print(f"overhead: {w0 - p0:.1f} s -> {w1 - p1:.1f} s ({(w1 - p1) / (w0 - p0):.2f}x); "
+              f"share {(w0 - p0) / w0 * 100:.1f} % -> {(w1 - p1) / w1 * 100:.1f} %")
     return 0
 
 

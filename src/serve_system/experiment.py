@@ -8,14 +8,15 @@ and turned into perf_analyzer command lines, before anything runs. Errors read
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import perf as perfmod
 from . import tritonconfig as tc
+from .records import LevelPlan, VariantPlan
 from .spec import (
     DEFAULT_OBJECTIVES,
+    FastapiSpec,
     Objective,
     SpecError,
     TritonSpec,
@@ -26,41 +27,12 @@ from .spec import (
     resolve,
 )
 
-__all__ = ["DEFAULT_OBJECTIVES", "LevelPlan", "Objective", "Spec", "SpecError", "TritonSpec", "VariantPlan",
-           "base_config", "baseline_body", "expand_levels", "level_id", "load_spec", "plan", "repo_root",
-           "resolve"]
+__all__ = ["DEFAULT_OBJECTIVES", "FastapiSpec", "LevelPlan", "Objective", "Spec", "SpecError", "TritonSpec",
+           "VariantPlan", "base_config", "baseline_body", "estimate_seconds", "expand_levels", "level_id",
+           "load_spec", "plan", "plan_fastapi", "repo_root", "resolve"]
 
 #: the Triton kind of spec (what :func:`plan` expands)
 Spec = TritonSpec
-
-
-@dataclass
-class LevelPlan:
-    """One perf_analyzer run: a load level and repetition of one variant."""
-
-    id: str
-    mode: str
-    load: float
-    repetition: int
-    argv: list[str]
-    retry_argv: list[list[str]]
-    done: bool = False
-
-
-@dataclass
-class VariantPlan:
-    name: str
-    model: str
-    version: str
-    config_pbtxt: str
-    load_body: dict[str, Any]
-    notes: list[str]
-    levels: list[LevelPlan]
-    input_data: str | None
-    perf: dict[str, Any]
-    warmup_argv: list[str] = field(default_factory=list)
-    #: the base config says its weights are a generated stand-in (serve_system_weights parameter)
-    stand_in: str | None = None
 
 
 # ------------------------------------------------------------------------------------ planning
@@ -207,3 +179,54 @@ def _perf_field(v: Variant, key: str) -> str:
 def baseline_body(spec: TritonSpec, repository: Path | None = None) -> dict[str, Any]:
     """Load-API body restoring the spec model's base config as committed."""
     return tc.load_api_body(base_config(spec, None, repository))
+
+
+# ------------------------------------------------------------------------------------ FastAPI kind
+
+def plan_fastapi(spec: FastapiSpec, *, url: str = "http://fastapi_server:8000", node_work_dir: str = "/work",
+                 image: str | None = None, done: set[tuple[str, str]] | None = None) -> list[VariantPlan]:
+    """The lab's two measurements per runtime: one sender in sequence, then concurrent senders."""
+    client = [f"{node_work_dir}/fastapi_bench.py", "--url", f"{url}/predict",
+              "--timeout", f"{spec.request_timeout_s:g}"]
+    warm_n = spec.warmup.requests
+    client = ["python3", *client] + (["--image", f"{node_work_dir}/{image}"] if image else [])
+    out = []
+    for v in spec.variants:
+        name = v.name
+        lplans = []
+        for rep in range(1, spec.repetitions + 1):
+            for lv in spec.levels:
+                senders, requests = lv.senders, lv.requests
+                lid = level_id(perfmod.CONCURRENCY, senders, rep)
+                ldir = f"{node_work_dir}/{name}/{lid}"
+                phase = (["--sequential", str(requests), "--concurrent", "0"] if senders == 1
+                         else ["--sequential", "0", "--concurrent", str(requests)])
+                argv = [*client, *phase, "--senders", str(senders), "--out", f"{ldir}/bench.json",
+                        "--csv", f"{ldir}/bench.csv"]
+                lplans.append(LevelPlan(id=lid, mode=perfmod.CONCURRENCY, load=senders, repetition=rep, argv=argv,
+                                        retry_argv=[], done=(name, lid) in (done or set()), requests=requests))
+        warm = ([*client, "--sequential", str(warm_n), "--concurrent", "0",
+                 "--out", f"{node_work_dir}/{name}/warmup.json"] if warm_n else [])
+        out.append(VariantPlan(name=name, model=f"fastapi:{v.runtime}", version="1", config_pbtxt="",
+                               load_body={}, notes=[], levels=lplans, input_data=None, perf={"batch_size": 1},
+                               warmup_argv=warm, runtime=v.runtime))
+    return out
+
+
+def estimate_seconds(variants: list[VariantPlan]) -> float:
+    """Rough duration of the pending levels (lease guard, first ETA): windows x interval + overhead."""
+    total = 0.0
+    for v in variants:
+        todo = [lv for lv in v.levels if not lv.done]
+        if not todo:
+            continue
+        total += 5.0  # load, READY, warm-up
+        for lv in todo:
+            if v.runtime is not None:  # FastAPI: assume ~20 requests/s per sender
+                total += 2.0 + (lv.requests or 100) / (20.0 * max(lv.load, 1))
+                continue
+            interval = float(v.perf.get("measurement_interval_ms") or 5000) / 1000
+            if v.perf.get("measurement_mode") == "count_windows":
+                interval = 2.0
+            total += 2.0 + interval * 3 * (1 + len(lv.retry_argv) * 0.25)
+    return round(total, 1)

@@ -1,6 +1,7 @@
 """The raw results tree -> one tidy table (a row per host x variant x load level x repetition).
 
-Layout written by the ``triton_experiment`` role (everything raw, nothing computed)::
+Layout written by the ``experiment`` role and its node-side runner (everything raw, nothing
+computed; the records are :mod:`serve_system.records`)::
 
     results/<experiment>/<run-id>/
       manifest.json                 run: spec, start/end, hosts, versions, failures
@@ -21,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import fastapi_results
+from . import fastapi_results, records
 from . import perf as perfmod
 from . import stats as statsmod
 from .errors import ServeSystemError
@@ -51,9 +52,12 @@ def _read_text(path: Path) -> str:
         return ""
 
 
+_LEVEL_FIX = "re-run the experiment to measure this level again, or delete the level folder"
+
+
 def read_level_json(path: Path) -> dict[str, Any]:
     """A level.json, checked: a JSON object whose ``load`` is a positive number (else one-line error)."""
-    fix = "re-run the experiment to measure this level again, or delete the level folder"
+    fix = _LEVEL_FIX
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -68,20 +72,26 @@ def read_level_json(path: Path) -> dict[str, Any]:
 
 
 def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
-    """One tidy row from a level folder."""
-    meta = read_level_json(level_dir / "level.json")
+    """One tidy row from a level folder (its level record, raw outputs, stats and metrics)."""
+    path = level_dir / "level.json"
+    meta = read_level_json(path)
+    try:
+        lrec = records.from_json(meta, records.LevelRecord, str(path))
+    except records.RecordError as exc:
+        raise ServeSystemError(f"{exc}; {_LEVEL_FIX}") from None
     row: dict[str, Any] = {c: None for c in COLUMNS}
     row.update(base)
-    mode = meta.get("mode", perfmod.CONCURRENCY)
-    load = float(meta["load"])
-    row.update(mode=mode, load=_num(load), repetition=meta.get("repetition", 1))
-    attempts = meta.get("attempts") or []
-    row["attempts"] = len(attempts) or None
-    row["retried"] = len(attempts) > 1
-    if meta.get("start") is not None and meta.get("end") is not None:
-        row["duration_s"] = round(float(meta["end"]) - float(meta["start"]), 3)
+    mode = lrec.mode
+    load = float(lrec.load)
+    row.update(mode=mode, load=_num(load), repetition=lrec.repetition)
+    row["attempts"] = len(lrec.attempts) or None
+    row["retried"] = len(lrec.attempts) > 1
+    row["duration_s"] = round(lrec.end - lrec.start, 3)
+    if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
+        row.update(status="failed", error=lrec.error or "the level failed")
+        return row
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
-    if bench is not None or meta.get("tool") == "fastapi_bench":
+    if bench is not None or lrec.tool == "fastapi_bench":
         bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok") else "failed",
                           "error": meta.get("error") or "the benchmark client wrote no bench.json"}
         row.update({k: v for k, v in bench.items() if k in COLUMNS})
@@ -90,7 +100,7 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
         return row
     stdout = _read_text(level_dir / "perf.stdout")
     csv_text = _read_text(level_dir / "perf.csv")
-    batch = meta.get("batch_size")
+    batch = lrec.batch_size
     levels = perfmod.combine(perfmod.parse_csv(csv_text, batch) if csv_text.strip() else [],
                              perfmod.parse_stdout(stdout))
     match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
@@ -149,7 +159,7 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots"))):
         for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            vmeta = _read_json(vdir / "variant.json") or {}
+            vmeta = _variant(vdir)
             base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
                     "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
             levels = sorted(p for p in vdir.iterdir() if p.is_dir() and (p / "level.json").exists())
@@ -164,17 +174,19 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def done_pairs(host_dir: str | Path) -> set[tuple[str, str]]:
-    """(variant, level id) pairs already measured under a host folder (for resume)."""
-    out: set[tuple[str, str]] = set()
-    h = Path(host_dir)
-    if not h.is_dir():
-        return out
-    for level_json in h.glob("*/*/level.json"):
-        meta = _read_json(level_json) or {}
-        if meta.get("end") is not None:
-            out.add((level_json.parent.parent.name, level_json.parent.name))
-    return out
+def _variant(vdir: Path) -> dict[str, Any]:
+    path = vdir / "variant.json"
+    if not path.exists():
+        return {}
+    try:
+        return records.to_json(records.read(path, records.VariantRecord))
+    except records.RecordError as exc:
+        raise ServeSystemError(str(exc)) from None
+
+
+def failed_levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of levels that were attempted and failed (killed, Triton restarted, nothing measured)."""
+    return [r for r in rows if r["status"] == "failed"]
 
 
 def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[str, Any]]]:

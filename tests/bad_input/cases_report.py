@@ -18,7 +18,8 @@ PERF = ("Concurrency: 8, throughput: 52.3786 infer/sec, latency 151983 usec\n")
 
 def _level(**over: object) -> str:
     meta = {"variant": "baseline", "level": "c8_r1", "mode": "concurrency", "load": 8, "repetition": 1,
-            "batch_size": 1, "start": 10.0, "end": 20.0, "attempts": [{"argv": ["perf_analyzer"], "rc": 0}]}
+            "status": "ok", "batch_size": 1, "start": 10.0, "end": 20.0,
+            "attempts": [{"argv": ["perf_analyzer"], "rc": 0, "start": 10.0, "end": 20.0}]}
     meta.update(over)
     return json.dumps({k: v for k, v in meta.items() if v is not ...})
 
@@ -27,7 +28,8 @@ def _run(level_json: str | bytes | None = None, manifest: str | None = None, **e
     files: dict[str, str | bytes] = {
         f"{RUN}/manifest.json": manifest if manifest is not None else json.dumps(
             {"experiment": "demo", "run_id": "r1", "hosts": ["node-1"]}),
-        f"{RUN}/node-1/baseline/variant.json": json.dumps({"name": "baseline", "status": "measured"}),
+        f"{RUN}/node-1/baseline/variant.json": json.dumps({"name": "baseline", "model": "food_classifier", "version": "1",
+                                                                    "status": "measured"}),
         f"{LEVEL}/perf.stdout": PERF,
     }
     if level_json is not None:

@@ -1,4 +1,4 @@
-"""The engine against a real CPU Triton and the real perf_analyzer 2.60.0 (no rehearsal node).
+"""The node-side runner against a real CPU Triton and the real perf_analyzer 2.60.0 (no rehearsal node).
 
 One spec, three variants of a small Python-backend model: the baseline, a dynamic-batching variant
 and a variant that passes local validation but that Triton refuses. Each is loaded through the
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -23,9 +25,9 @@ import yaml
 
 from serve_system import experiment as exp
 from serve_system import perf as perfmod
-from serve_system import report, results
+from serve_system import records, report, results
 
-from .engine_local import LocalTriton, perf_client_image, run_perf, start_triton
+from .engine_local import CONTAINERS_CONF, LocalTriton, perf_client_image, start_triton
 
 pytestmark = pytest.mark.integration
 
@@ -72,69 +74,55 @@ def _config(t: LocalTriton) -> dict:  # type: ignore[type-arg]
     return requests.get(f"{t.url}/v2/models/engine_echo/config", timeout=10).json()
 
 
-def test_variants_through_the_repository_api(triton: LocalTriton, image: str, tmp_path: Path) -> None:
+def _runner(image: str, node: Path, triton: LocalTriton, *args: str, stdin: str = "") -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """The node-side runner in the client image (host network), as the role runs it in the jupyter container."""
+    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    argv = ["podman", "run", "--rm", "-i", "--network", "host", "-v", f"{node}:{node}", image, "python3",
+            str(node / "runner.py"), "--plan", str(node / "plan.json"), "--triton", triton.url,
+            "--metrics", f"http://127.0.0.1:{triton.metrics}/metrics", "--metrics-interval", "0.5",
+            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240", *args]
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=900, env=env, input=stdin)
+
+
+def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    # a spec may only name files inside its folder: a copy of the repository, not a link out of it
     shutil.copytree(triton.repo, work / "model_repository")
     (work / "input.json").write_text(json.dumps({"data": [{"INPUT0": [1.0, 2.0, 3.0, 4.0]}]}))
+    (work / "ansible.cfg").write_text("[defaults]\n")
     spec_path = work / "spec.yml"
     spec_path.write_text(yaml.safe_dump(SPEC, sort_keys=False))
     node = tmp_path / "node"  # what the client container sees as /work/<experiment>/<run>
-    node.mkdir()
-    shutil.copy(work / "input.json", node / "input.json")
-    spec = exp.load_spec(spec_path)
-    plans = exp.plan(spec, 0, url=f"127.0.0.1:{triton.http}", node_work_dir=str(node))
     run_dir = tmp_path / "results" / "engine_local" / "r1"
-    (run_dir / "local").mkdir(parents=True)
-    (run_dir / "manifest.json").write_text(json.dumps({"experiment": "engine_local", "run_id": "r1",
-                                                       "objectives": SPEC["objectives"]}))
-    for v in plans:
-        vdir = run_dir / "local" / v.name
-        vdir.mkdir()
-        t0 = time.time()
-        r = requests.post(f"{triton.url}/v2/repository/models/{v.model}/load", json=v.load_body, timeout=120)
-        if v.name == "bad_priority":
-            assert r.status_code in (400, 500)
-            assert "error" in r.json()
-            assert "engine_echo_refuse=yes: refusing to load" in triton.log.read_text()
-            (vdir / "variant.json").write_text(json.dumps({"status": "refused", "model": v.model,
-                                                           "error": r.json()["error"]}))
-            # a refused load leaves the previous variant serving
-            assert requests.get(f"{triton.url}/v2/models/engine_echo/ready", timeout=10).status_code == 200
-            continue
-        assert r.status_code == 200, r.text
-        assert time.time() - t0 < 60
-        live = _config(triton)
-        assert ("dynamic_batching" in live and live["dynamic_batching"]["preferred_batch_size"] == [4, 8]) == (
-            v.name == "dynbatch")
-        (vdir / "variant.json").write_text(json.dumps({"status": "measured", "model": v.model}))
-        warm = run_perf(image, v.warmup_argv, node)
-        assert "engine_echo" in warm.stdout + warm.stderr or warm.returncode == 0
-        for lv in v.levels:
-            ldir = vdir / lv.id
-            ldir.mkdir()
-            Path(node / v.name / lv.id).mkdir(parents=True, exist_ok=True)
-            before = _stats(triton)
-            start = time.time()
-            proc = run_perf(image, lv.argv, node)
-            attempts = [{"argv": lv.argv, "rc": proc.returncode}]
-            if perfmod.is_unstable(proc.stdout + proc.stderr):
-                proc = run_perf(image, lv.retry_argv[0], node)
-                attempts.append({"argv": lv.retry_argv[0], "rc": proc.returncode, "reason": "unstable"})
-            after = _stats(triton)
-            (ldir / "perf.stdout").write_text(proc.stdout + "\n" + proc.stderr)
-            csv_src = node / v.name / lv.id / "perf.csv"
-            if csv_src.exists():
-                shutil.copy(csv_src, ldir / "perf.csv")
-            (ldir / "stats_before.json").write_text(json.dumps(before))
-            (ldir / "stats_after.json").write_text(json.dumps(after))
-            (ldir / "level.json").write_text(json.dumps({"mode": lv.mode, "load": lv.load, "repetition": 1,
-                                                         "batch_size": 1, "start": start, "end": time.time(),
-                                                         "attempts": attempts}))
-    # restore: unload + load reads the repository's config.pbtxt again (a bare load keeps the override)
-    assert requests.post(f"{triton.url}/v2/repository/models/engine_echo/unload", json={}, timeout=60).ok
-    assert requests.post(f"{triton.url}/v2/repository/models/engine_echo/load", json={}, timeout=120).ok
+    plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir", str(run_dir),
+                           "--host", "local=0", "--url", f"127.0.0.1:{triton.http}", "--node-work-dir", str(node),
+                           "--quiet"], check=False, capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr
+    shutil.copytree(run_dir / "local" / ".node", node)
+    for v in ("baseline", "dynbatch", "bad_priority"):
+        proc = _runner(image, node, triton, "--variant", v)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        if v == "bad_priority":  # as the role does for a refused variant: Triton's log on stdin
+            assert f"{v}: refused" in proc.stdout
+            proc = _runner(image, node, triton, "--variant", v, "--triton-log", stdin=triton.log.read_text())
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        with tarfile.open(node / f"{v}.tar.gz") as tar:  # what the role fetches and unpacks
+            tar.extractall(run_dir / "local", filter="data")
+        if v == "dynbatch":
+            live = _config(triton)
+            assert live["dynamic_batching"]["preferred_batch_size"] == [4, 8]
+    refused = records.read(run_dir / "local" / "bad_priority" / "variant.json", records.VariantRecord)
+    assert refused.status == "refused" and "engine_echo_refuse=yes: refusing to load" in (refused.error or "")
+    # a refused load leaves the previous variant serving
+    assert requests.get(f"{triton.url}/v2/models/engine_echo/ready", timeout=10).status_code == 200
+    progress = json.loads((node / "progress.json").read_text())
+    assert progress["levels_done"] == progress["levels_total"] == 6 and progress["run_id"] == "r1"
+    # a second runner for a measured variant measures nothing again
+    again = _runner(image, node, triton, "--variant", "baseline")
+    assert "baseline: 0 level(s) measured (2 already done)" in again.stdout
+    restore = _runner(image, node, triton, "--restore")
+    host = records.from_json(json.loads(restore.stdout.strip().splitlines()[-1]), records.HostRecord, "restore")
+    assert host.baseline_restored and host.restore_status == [200]
     restored = _config(triton)
     assert "dynamic_batching" not in restored and restored["max_batch_size"] == 8
 
@@ -145,10 +133,13 @@ def test_variants_through_the_repository_api(triton: LocalTriton, image: str, tm
     assert len(measured) >= 3, [(r["variant"], r["load"], r["status"], r["error"]) for r in rows]
     for r in measured:
         assert r["throughput"] > 0 and r["p99_us"] >= r["p50_us"] > 0
-        assert r["inference_count"] > 0 and r["execution_count"] > 0
-        csv_file = run_dir / "local" / r["variant"] / exp.level_id("concurrency", r["load"], 1) / "perf.csv"
-        csv_levels = perfmod.parse_csv(csv_file.read_text())
+        assert r["inference_count"] > 0 and r["execution_count"] > 0 and r["cpu_util"] is not None
+        ldir = run_dir / "local" / r["variant"] / exp.level_id("concurrency", r["load"], 1)
+        csv_levels = perfmod.parse_csv((ldir / "perf.csv").read_text())
         assert csv_levels[0].throughput == r["throughput"]  # the row is the CSV's number
+        lrec = records.read(ldir / "level.json", records.LevelRecord)
+        assert lrec.provenance["perf_analyzer"] == "2.60.0" and lrec.provenance["triton"]
+        assert lrec.attempts[0].max_rss_mb is not None and lrec.end > lrec.start
     base8, dyn8 = by.get(("baseline", 8)), by.get(("dynbatch", 8))
     assert base8 is not None and base8["status"] == "ok" and base8["avg_batch_size"] == 1.0
     assert dyn8 is not None and dyn8["status"] == "ok" and dyn8["avg_batch_size"] > 1.5
@@ -165,17 +156,15 @@ def test_variants_through_the_repository_api(triton: LocalTriton, image: str, tm
     assert cli.returncode == 0 and "best most_throughput_at_8" in cli.stdout
 
 
-def test_metrics_sampler_against_real_triton(triton: LocalTriton, tmp_path: Path) -> None:
+def test_runner_sampler_against_real_triton(triton: LocalTriton, tmp_path: Path) -> None:
     from serve_system import stats
+    from serve_system.runner import Sampler
 
-    sampler = Path(__file__).resolve().parents[2] / "roles" / "triton_experiment" / "files" / "metrics_sampler.py"
-    out, stop = tmp_path / "metrics.jsonl", tmp_path / "stop"
-    proc = subprocess.Popen([sys.executable, str(sampler), "--url", f"http://127.0.0.1:{triton.metrics}/metrics",
-                             "--out", str(out), "--stop-file", str(stop), "--interval", "0.3"])
+    sampler = Sampler(f"http://127.0.0.1:{triton.metrics}/metrics", tmp_path / "metrics.jsonl", 0.3)
+    sampler.start()
     time.sleep(1.5)
-    stop.touch()
-    assert proc.wait(timeout=10) == 0
-    samples = stats.read_samples(out)
-    assert len(samples) >= 3
+    sampler.stop.set()
+    sampler.join(timeout=10)
+    samples = stats.read_samples(tmp_path / "metrics.jsonl")
+    assert len(samples) >= 3 and sampler.errors == 0
     assert stats.mean_gpu_util(samples) is None  # a CPU-only Triton reports no GPU
-    assert 0.0 <= stats.mean_cpu_util(samples) <= 1.0  # type: ignore[operator]

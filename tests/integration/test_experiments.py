@@ -1,78 +1,137 @@
-"""experiments/dynbatch.yml end to end on a rehearsal node (real Triton on CPU, real perf_analyzer).
+"""The experiment engine end to end on a rehearsal node (real Triton on CPU, real perf_analyzer).
 
-Uses the shared rehearsal cluster of tests/integration/conftest.py. The spec is the shipped
-dynbatch spec with two load levels, short measurement windows and one more variant that Triton
-refuses at load time (its checks are Triton's own, not ours). The first run measures only the
-baseline (as if interrupted after it); the second run resumes and measures the rest.
+Uses the shared rehearsal cluster of tests/integration/conftest.py; every spec is a shipped spec
+with short windows. Covered: a partial run then a resumed one (nothing measured twice), a variant
+Triton refuses (its own message recorded), retries honoured (a forced unstable measurement), Triton
+killed in the middle of a level (recorded, the run goes on), the playbook SIGKILLed in the middle of
+a level and run again with the same run id, the backends spec's ONNX variants (image-sized FP32
+inputs) with no level lost to memory, and an invalid spec stopping before any node is touched.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from serve_system import perf as perfmod
+from serve_system import records
 
-from .ansible_run import REPO, run_playbook
+from .ansible_run import REPO, ansible_bin, run_playbook
 
 pytestmark = pytest.mark.integration
 
+SHORT = {"measurement_interval_ms": 1500, "stability_percentage": 60, "max_trials": 8}
+FOOD_INPUT = "food_input.json"
 
-def _spec(tmp_path: Path) -> Path:
-    spec = yaml.safe_load((REPO / "experiments" / "specs" / "dynbatch.yml").read_text())
-    spec["load"]["levels"] = [1, 8]
-    # the copy lives in another folder of the repository: its relative paths must point back
-    spec["base_config"] = str(REPO / spec["base_config"])
-    spec["perf"].update(input_data=str(REPO / "experiments" / "files" / "food_input.json"),
-                        measurement_interval_ms=1500, stability_percentage=60, max_trials=8)
-    spec["warmup"] = {"requests": 10}
-    # valid for our checks, refused when Triton loads it: the stand-in node has no food11.pth
-    spec["variants"].append({"name": "bad_priority",
-                             "config": {"parameters": {"serve_system_engine": {"string_value": "pytorch"}}}})
-    # a spec may only name files inside its folder or its repository: the copy lives in the repository
-    p = REPO / ".cache" / "it-specs" / tmp_path.name / "dynbatch.yml"
-    p.parent.mkdir(parents=True, exist_ok=True)
+
+def _write(tmp_path: Path, name: str, spec: dict) -> Path:  # type: ignore[type-arg]
+    """The spec beside copies of the files it names (a spec's paths stay inside its folder)."""
+    for model in ("food_classifier", "food_classifier_onnx"):
+        dest = tmp_path / "model_repository" / model / "config.pbtxt"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / "model_repository" / model / "config.pbtxt", dest)
+    shutil.copyfile(REPO / "experiments" / "files" / "food_input.json", tmp_path / FOOD_INPUT)
+    p = tmp_path / f"{name}.yml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
     return p
 
 
-def _live_config(cluster, node) -> dict:  # type: ignore[no-untyped-def, type-arg]
-    out = cluster.exec(node, "docker", "exec", "jupyter", "curl", "-s",
-                       "http://triton_server:8000/v2/models/food_classifier/config")
-    return json.loads(out.stdout)
+def _dynbatch(tmp_path: Path, name: str = "dynbatch", levels: list[int] | None = None) -> dict:  # type: ignore[type-arg]
+    spec = yaml.safe_load((REPO / "experiments" / "specs" / "dynbatch.yml").read_text())
+    spec["name"] = name
+    spec["load"]["levels"] = levels or [1, 8]
+    spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
+    spec["warmup"] = {"requests": 10}
+    return spec  # type: ignore[no-any-return]
 
 
-def test_dynbatch_end_to_end_with_resume_and_refusal(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def _common(spec: Path, results: Path, run_id: str) -> list[str]:
+    return ["-e", f"experiment_spec={spec}", "-e", f"experiment_results_dir={results}", "-e", f"run_id={run_id}"]
+
+
+def _level(path: Path) -> records.LevelRecord:
+    return records.read(path / "level.json", records.LevelRecord)
+
+
+def _node_file(cluster, node, path: str) -> str:  # type: ignore[no-untyped-def]
+    return cluster.exec(node, "cat", path, check=False).stdout  # type: ignore[no-any-return]
+
+
+def _progress(cluster, node) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    try:
+        return json.loads(_node_file(cluster, node, "/opt/serve-system/work/progress.json"))  # type: ignore[no-any-return]
+    except ValueError:
+        return {}
+
+
+def _start_playbook(playbook: str, inventory: Path, *extra: str, limit: str, log: Path) -> subprocess.Popen:  # type: ignore[type-arg]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", PYTHONUNBUFFERED="1")
+    cmd = [ansible_bin("ansible-playbook"), "-i", str(inventory), str(REPO / "experiments" / playbook), *extra,
+           "--limit", limit]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
-    spec = _spec(tmp_path)
+    spec = _dynbatch(tmp_path)
+    # valid for our checks, refused when Triton loads it: the stand-in node has no food11.pth
+    spec["variants"].append({"name": "bad_priority",
+                             "config": {"parameters": {"serve_system_engine": {"string_value": "pytorch"}}}})
+    # a measurement that cannot be stable: 1 % in 3 windows of 20 requests, one retry with a longer window
+    spec["variants"].append({"name": "unstable", "load": {"levels": [1]},
+                             "perf": {"measurement_mode": "count_windows", "measurement_request_count": 20,
+                                      "stability_percentage": 1, "max_trials": 3, "retries": 1}})
+    path = _write(tmp_path, "dynbatch", spec)
     results = tmp_path / "results"
-    common = ["-e", f"triton_experiment_spec={spec}", "-e", f"triton_experiment_results_dir={results}",
-              "-e", "run_id=it1"]
+    common = _common(path, results, "it1")
     first = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *common,
                          "-e", json.dumps({"variants": ["baseline"]}), limit=node.name)
     assert first.rc == 0, first.tail(80)
     run = results / "dynbatch" / "it1"
     host = run / node.name
-    base_levels = {p.name: (p / "level.json").stat().st_mtime for p in (host / "baseline").iterdir()
-                   if (p / "level.json").exists()}
-    assert set(base_levels) == {"c1_r1", "c8_r1"}
-    assert not (host / "dynbatch" / "c1_r1" / "level.json").exists()
+    base = {p.name: _level(p).start for p in (host / "baseline").iterdir() if records.level_done(p)}
+    assert set(base) == {"c1_r1", "c8_r1"}
+    assert "baseline c1_r1 1/2: ok; ETA" in first.flat and "baseline c8_r1 2/2: ok; ETA" in first.flat
+    assert not (host / "dynbatch" / "c1_r1").exists()
 
     second = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *common, limit=node.name)
     assert second.rc == 0, second.tail(80)
     # resume: the baseline was not measured again, the rest was
-    assert {p: (host / "baseline" / p / "level.json").stat().st_mtime for p in base_levels} == base_levels
-    assert f"{node.name} baseline: 0 level(s) measured (2 already done)" in second.stdout
-    assert f"{node.name} dynbatch: 2 level(s) measured" in second.stdout
-    assert f"{node.name} bad_priority: refused by Triton" in second.stdout
+    assert {p: _level(host / "baseline" / p).start for p in base} == base
+    assert f"{node.name} baseline: 0 level(s) measured (2 already done)" in second.flat
+    assert f"{node.name} dynbatch: 2 level(s) measured" in second.flat
+    assert f"{node.name} bad_priority: refused" in second.flat
 
-    refused = json.loads((host / "bad_priority" / "variant.json").read_text())
-    assert refused["status"] == "refused" and "failed to load" in refused["error"]
-    assert "serve_system_engine=pytorch but" in refused["error"]  # the load's own reason, from Triton's log
+    refused = records.read(host / "bad_priority" / "variant.json", records.VariantRecord)
+    assert refused.status == "refused" and "failed to load" in (refused.error or "")
+    assert "serve_system_engine=pytorch but" in (refused.error or "")  # the load's own reason, from Triton's log
+
+    unstable = _level(host / "unstable" / "c1_r1")
+    assert unstable.status == "failed" and len(unstable.attempts) == 2
+    assert unstable.attempts[1].reason == "unstable measurement: retried with a longer window"
+    first_count = unstable.attempts[0].argv[unstable.attempts[0].argv.index("--measurement-request-count") + 1]
+    retry_count = unstable.attempts[1].argv[unstable.attempts[1].argv.index("--measurement-request-count") + 1]
+    assert (int(first_count), int(retry_count)) == (20, 40)
+    assert (host / "unstable" / "c1_r1" / "perf.stdout.attempt1").exists()
 
     rows = json.loads((run / "summary.json").read_text())["rows"]
     measured = {(r["variant"], r["load"]): r for r in rows if r["status"] == "ok"}
@@ -81,32 +140,104 @@ def test_dynbatch_end_to_end_with_resume_and_refusal(rehearsal_cluster, tmp_path
         ldir = host / variant / f"c{load}_r1"
         (from_csv,) = perfmod.parse_csv((ldir / "perf.csv").read_text())
         assert r["throughput"] == from_csv.throughput > 0  # the summary agrees with the raw export
-        assert r["p99_us"] == from_csv.p99_us and r["queue_us"] == from_csv.queue_us
         assert r["inference_count"] > 0 and r["cpu_util"] is not None  # stats deltas, metrics samples
-        assert (ldir / "metrics.jsonl").stat().st_size > 0
+        lrec = _level(ldir)
+        assert lrec.provenance["triton"] and lrec.provenance["perf_analyzer"] == "2.60.0"
+        assert lrec.provenance["git_commit"] and len(lrec.provenance["config_sha256"]) == 64
+        assert set(lrec.provenance["images"]) == {"triton_server", "jupyter"}
+        assert lrec.attempts[0].argv[0] == "perf_analyzer" and lrec.end > lrec.start
     assert measured[("baseline", 8)]["avg_batch_size"] == 1.0
     assert measured[("dynbatch", 8)]["avg_batch_size"] > 1.0
     assert any(r["variant"] == "bad_priority" and r["status"] == "refused" for r in rows)
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert [(r["variant"], r["retried"]) for r in failed] == [("unstable", True)]
     md = (run / "report.md").read_text()
-    assert "most_throughput_at_8" in md
-    stand_in = any(json.loads((host / v / "variant.json").read_text()).get("stand_in") for v in ("baseline", "dynbatch"))
-    assert ("Stand-in model" in md) == stand_in
-    plots = sorted(p.name for p in (run / "plots").iterdir())
-    assert f"{node.name}_throughput_latency.png" in plots and f"{node.name}_batch_sizes.png" in plots
-    assert json.loads((host / "host.json").read_text())["baseline_restored"] is True
-    live = _live_config(cluster, node)
+    assert "most_throughput_at_8" in md and "unstable" in md
+    hrec = records.read(host / "host.json", records.HostRecord)
+    assert hrec.baseline_restored and hrec.failed_levels == ["unstable/c1_r1"]
+    live = json.loads(cluster.exec(node, "docker", "exec", "jupyter", "curl", "-s",
+                                   "http://triton_server:8000/v2/models/food_classifier/config").stdout)
     assert "dynamic_batching" not in live and live["instance_group"][0]["kind"] == "KIND_CPU"
+    progress = _progress(cluster, node)
+    assert progress["state"] == "finished" and progress["run_id"] == "it1"
+
+
+def test_triton_killed_and_playbook_sigkilled_mid_level(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Triton dies during a level (recorded, the run goes on); then the playbook itself is SIGKILLed
+    during a level and run again with the same run id: nothing lost, nothing measured twice."""
+    cluster = rehearsal_cluster
+    node = cluster.nodes[1]
+    spec = _dynbatch(tmp_path, "faults", levels=[1, 2, 4])
+    spec["variants"] = spec["variants"][:1]
+    for o in spec["objectives"]:
+        o["at_load"] = 4  # an objective names a measured load
+    path = _write(tmp_path, "faults", spec)
+    results = tmp_path / "results"
+    log = tmp_path / "first.log"
+    proc = _start_playbook("dynbatch.yml", cluster.inventory, *_common(path, results, "it2"), limit=node.name, log=log)
+    try:
+        # 1. kill Triton 2 s into the first level (Docker's restart policy brings it back)
+        _wait_for(lambda: _progress(cluster, node).get("level") == "c1_r1" and
+                  _progress(cluster, node).get("run_id") == "it2", 900, "the first level to start")  # Ansible is slow on a busy 2-core machine
+        time.sleep(2)
+        pid = cluster.exec(node, "docker", "inspect", "--format", "{{.State.Pid}}", "triton_server").stdout.strip()
+        cluster.exec(node, "kill", "-9", pid)
+        # 2. SIGKILL the playbook during the third level (the second one must be complete)
+        _wait_for(lambda: _progress(cluster, node).get("level") == "c4_r1", 900, "the third level to start")
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    second = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *_common(path, results, "it2"),
+                          limit=node.name)
+    assert second.rc == 0, second.tail(80)
+    host = results / "faults" / "it2" / node.name / "baseline"
+    c1, c2, c4 = (_level(host / lid) for lid in ("c1_r1", "c2_r1", "c4_r1"))
+    assert c1.status == "failed" and "Triton" in (c1.error or ""), c1.error
+    assert c2.status == "ok" and c4.status == "ok", (c2.error, c4.error)
+    # every level ran exactly once over both runs: one progress line per level in the runners' logs
+    logs = cluster.exec(node, "sh", "-c", "cat /opt/serve-system/work/faults/it2/.progress-*-baseline.log").stdout
+    for lid in ("c1_r1", "c2_r1", "c4_r1"):
+        assert sum(f" baseline {lid} " in line for line in logs.splitlines()) == 1, logs
+    assert "waiting for an earlier runner" in logs or c4.start < c4.end  # the old runner finished its level
+    rows = json.loads((results / "faults" / "it2" / "summary.json").read_text())["rows"]
+    assert {(r["load"], r["status"]) for r in rows} == {(1, "failed"), (2, "ok"), (4, "ok")}
+    assert "Triton" in next(r["error"] for r in rows if r["load"] == 1)
+
+
+def test_backends_onnx_variants_without_memory_loss(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster = rehearsal_cluster
+    node = cluster.nodes[0]
+    spec = yaml.safe_load((REPO / "experiments" / "specs" / "backends.yml").read_text())
+    spec["load"]["levels"] = [1, 8]
+    spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
+    keep = []
+    for v in spec["variants"]:
+        if v["name"] in ("python", "onnx", "onnx_batch16"):
+            keep.append(v)
+    spec["variants"] = keep
+    path = _write(tmp_path, "backends", spec)
+    res = run_playbook("../experiments/backends.yml", cluster.inventory, *_common(path, tmp_path / "r", "it3"),
+                       limit=node.name)
+    assert res.rc == 0, res.tail(80)
+    run = tmp_path / "r" / "backends" / "it3"
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    got = {(r["variant"], r["load"]): r["status"] for r in rows}
+    assert got == {("python", 1): "ok", ("python", 8): "ok", ("onnx", 1): "ok", ("onnx", 8): "ok",
+                   ("onnx_batch16", 1): "ok"}, [(r["variant"], r["load"], r["error"]) for r in rows]
+    for lid in ("c1_r1", "c8_r1"):
+        lrec = _level(run / node.name / "onnx" / lid)
+        assert all(a.max_rss_mb is not None and a.max_rss_mb < 4096 for a in lrec.attempts)
 
 
 def test_invalid_spec_stops_before_any_node_is_touched(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
-    spec = yaml.safe_load(_spec(tmp_path).read_text())
-    spec["name"] = "dynbatch_invalid"
+    spec = _dynbatch(tmp_path, "dynbatch_invalid")
     spec["variants"][1]["config"]["dynamic_batching"]["preferred_batch_size"] = [4, 32]
-    p = _spec(tmp_path).with_name("bad.yml")
-    p.write_text(yaml.safe_dump(spec, sort_keys=False))
-    res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, "-e", f"triton_experiment_spec={p}",
-                       "-e", f"triton_experiment_results_dir={tmp_path / 'results'}", "-e", "run_id=bad")
+    p = _write(tmp_path, "bad", spec)
+    res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *_common(p, tmp_path / "results", "bad"))
     assert res.rc != 0
     assert "dynbatch: config.dynamic_batching.preferred_batch_size: preferred batch size 32 > max_batch_size 16" \
         in res.flat  # Ansible's YAML output wraps long lines

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
+from serve_system import records
 from serve_system.fastapi_results import bench_fields
 from serve_system.standin import CLASSES
 
@@ -96,8 +98,13 @@ def test_switching_fastapi_triton_fastapi(rehearsal_cluster: RehearsalCluster, n
 
 def test_benchmark_experiment_measures_onnx_and_reports_pytorch_unavailable(
         rehearsal_cluster: RehearsalCluster, node: str, tmp_path: Path) -> None:
-    extra = {"run_id": RUN_ID, "fastapi_experiment_results_dir": str(tmp_path), "fastapi_experiment_levels": LEVELS,
-             "fastapi_experiment_restore_mode": "triton"}
+    # the shipped FastAPI spec (kind: fastapi), run by the same role and runner as the Triton specs
+    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "experiments" / "specs" / "fastapi.yml").read_text())
+    spec["levels"] = LEVELS
+    spec_path = tmp_path / "fastapi.yml"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    extra = {"run_id": RUN_ID, "experiment_spec": str(spec_path), "experiment_results_dir": str(tmp_path),
+             "experiment_fastapi_restore_mode": "triton"}
     run = rehearsal_cluster.playbook("../experiments/fastapi.yml", "-e", json.dumps(extra), limit=node)
     assert run.rc == 0, run.tail(120)
     run_dir = tmp_path / "fastapi" / RUN_ID
@@ -108,8 +115,9 @@ def test_benchmark_experiment_measures_onnx_and_reports_pytorch_unavailable(
     onnx_variant = json.loads((host_dir / "onnx" / "variant.json").read_text())
     assert onnx_variant["status"] == "measured" and onnx_variant["stand_in"]
     for level, n in (("c1_r1", 12), ("c4_r1", 40)):
-        meta = json.loads((host_dir / "onnx" / level / "level.json").read_text())
-        assert meta["status"] == "ok" and meta["mode"] == "concurrency"
+        meta = records.read(host_dir / "onnx" / level / "level.json", records.LevelRecord)
+        assert meta.status == "ok" and meta.mode == "concurrency" and meta.tool == "fastapi_bench"
+        assert meta.requests == n and meta.attempts[0].argv[:2] == ["python3", f"/work/fastapi/{RUN_ID}/fastapi_bench.py"]
         fields = bench_fields(host_dir / "onnx" / level)
         assert fields is not None and fields["status"] == "ok" and fields["errors"] == 0
         assert fields["throughput"] > 0 and 0 < fields["p50_us"] <= fields["p95_us"] <= fields["p99_us"]

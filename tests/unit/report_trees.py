@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from serve_system import records
 from serve_system import tritonconfig as tc
 
 FIX = Path(__file__).parent / "fixtures"
@@ -66,9 +67,9 @@ def level(run: Path, host: str, variant: str, lid: str, *, mode: str = "concurre
     argv = ["perf_analyzer", "-m", "food_classifier", "-b", str(batch_size)]
     argv += (["--concurrency-range", f"{load:g}"] if mode == "concurrency" else
              ["--request-rate-range", f"{load:g}", "--request-distribution", distribution or "constant"])
-    (d / "level.json").write_text(json.dumps({
-        "variant": variant, "level": lid, "mode": mode, "load": load, "repetition": 1, "batch_size": batch_size,
-        "start": t0, "end": t0 + 10, "attempts": [{"argv": argv, "rc": 0}]}))
+    records.write(d / "level.json", records.LevelRecord(
+        variant=variant, level=lid, mode=mode, load=load, repetition=1, status=records.OK, batch_size=batch_size,
+        start=t0, end=t0 + 10, attempts=[records.Attempt(argv=argv, rc=0, start=t0, end=t0 + 10)]))
     if stdout is not None:
         (d / "perf.stdout").write_text(stdout.read_text())
     if csv is not None:
@@ -86,7 +87,8 @@ def variant(run: Path, host: str, name: str, cfg: str | None, **meta: Any) -> Pa
     d.mkdir(parents=True, exist_ok=True)
     if cfg is not None:
         (d / "config.pbtxt").write_text(cfg)
-    (d / "variant.json").write_text(json.dumps({"name": name, "status": "measured", **meta}))
+    fields = {"model": "food_classifier", "version": "1", "status": records.MEASURED, **meta}
+    records.write(d / "variant.json", records.VariantRecord(name=name, **fields))
     return d
 
 
@@ -144,8 +146,7 @@ def fastapi_run(run: Path) -> Path:
                      "p99_us": us[int(n * 0.99)], "start": 2000.0, "end": 2000.0 + wall, "latencies_s": lat,
                      "error_samples": []}
             (d / "bench.json").write_text(json.dumps({"tool": "fastapi_bench", "phases": [phase]}))
-            (d / "level.json").write_text(json.dumps({"variant": rt, "level": d.name, "mode": "concurrency",
-                                                      "load": senders, "requests": n, "repetition": 1,
-                                                      "tool": "fastapi_bench", "start": 2000.0, "end": 2000.0 + wall,
-                                                      "status": "ok"}))
+            records.write(d / "level.json", records.LevelRecord(
+                variant=rt, level=d.name, mode="concurrency", load=senders, requests=n, repetition=1,
+                tool="fastapi_bench", start=2000.0, end=2000.0 + wall, status=records.OK, attempts=[]))
     return run

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import report, results
+from serve_system import records, report
 from serve_system.cli import main
 
 FIX = Path(__file__).parent / "fixtures"
@@ -133,13 +133,19 @@ def _fake_run(run: Path) -> None:
             (d / "perf.stdout").write_text((p260 / "concurrency_1_4.stdout").read_text())
             (d / "perf.csv").write_text((p260 / "concurrency_1_4.csv").read_text())
             (d / "stats_after.json").write_text(json.dumps(after))
-            (d / "level.json").write_text(json.dumps({"mode": "concurrency", "load": load, "repetition": 1,
-                                                      "start": 10.0, "end": 15.5, "attempts": [{}, {}]}))
+            attempts = [records.Attempt(argv=["perf_analyzer"], rc=0, start=10.0, end=12.0),
+                        records.Attempt(argv=["perf_analyzer"], rc=0, start=12.0, end=15.5, reason="unstable")]
+            records.write(d / "level.json", records.LevelRecord(
+                variant=variant, level=f"c{load}_r1", mode="concurrency", load=load, repetition=1, status="ok",
+                start=10.0, end=15.5, attempts=attempts))
             (d / "metrics.jsonl").write_text(json.dumps({"t": 1.0, "text": "nv_cpu_utilization 0.5\n"}) + "\n")
-        (run / "node-1" / variant / "variant.json").write_text(json.dumps({"status": "measured", "model": "food_classifier"}))
+        records.write(run / "node-1" / variant / "variant.json", records.VariantRecord(
+            name=variant, model="food_classifier", version="1", status="measured"))
     ref = run / "node-1" / "c_refused"
     ref.mkdir()
-    (ref / "variant.json").write_text(json.dumps({"status": "refused", "error": "default priority level out of range"}))
+    records.write(ref / "variant.json", records.VariantRecord(
+        name="c_refused", model="food_classifier", version="1", status="refused",
+        error="default priority level out of range"))
 
 
 def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,6 +178,10 @@ def test_best_respects_constraints() -> None:
     assert report.best(rows, {"metric": "p95_us", "goal": "min", "at_load": 16}) is None
 
 
+def _todo(variant: dict) -> int:  # type: ignore[type-arg]
+    return sum(not lv["done"] for lv in variant["levels"])
+
+
 def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "experiments", repo / "experiments")
@@ -185,21 +195,25 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"node-1", "node-2"} and out["node-1"]["models"] == ["food_classifier"]
     v1 = {v["name"]: v for v in out["node-1"]["variants"]}
-    assert v1["dynbatch"]["todo"] == 3 and "KIND_CPU" in (run / "node-1" / "dynbatch" / "config.pbtxt").read_text()
+    assert _todo(v1["dynbatch"]) == 3 and "KIND_CPU" in (run / "node-1" / "dynbatch" / "config.pbtxt").read_text()
     assert "KIND_GPU" in (run / "node-2" / "dynbatch" / "config.pbtxt").read_text()
     assert v1["baseline"]["input_data"].endswith("experiments/files/food_input.json")
     assert "/work/dynbatch/r1/food_input.json" in v1["baseline"]["levels"][0]["argv"]
     assert json.loads((run / "manifest.json").read_text())["objectives"][0]["name"] == "most_throughput_at_8"
     lvl = run / "node-1" / "baseline" / "c1_r1"
     lvl.mkdir()
-    (lvl / "level.json").write_text(json.dumps({"end": 1.0}))
-    assert results.done_pairs(run / "node-1") == {("baseline", "c1_r1")}
+    (lvl / "level.json").write_text(json.dumps({"end": 1.0}))  # not a complete record: not done
+    assert records.done_levels(run / "node-1") == set()
+    records.write(lvl / "level.json", records.LevelRecord(
+        variant="baseline", level="c1_r1", mode="concurrency", load=1, repetition=1, status="ok",
+        start=0.0, end=1.0, attempts=[]))
+    assert records.done_levels(run / "node-1") == {("baseline", "c1_r1")}
     assert main(args + ["--quiet"]) == 0
     plan = json.loads((run / "node-1" / "plan.json").read_text())
-    assert [v["todo"] for v in plan["variants"]] == [2, 3]
+    assert [_todo(v) for v in plan["variants"]] == [2, 3]
     assert main(args + ["--quiet", "--fresh"]) == 0
     plan = json.loads((run / "node-1" / "plan.json").read_text())
-    assert [v["todo"] for v in plan["variants"]] == [3, 3] and not lvl.exists()
+    assert [_todo(v) for v in plan["variants"]] == [3, 3] and not lvl.exists()
 
 
 def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

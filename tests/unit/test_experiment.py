@@ -115,22 +115,25 @@ def test_resume_marks_done_levels(tmp_path: Path) -> None:
     assert not any(lv.done for lv in plans[1].levels)
 
 
-EXPECTED = {"dynbatch", "instances", "backends", "arrivals", "dli_bert", "blip", "mnist_cpu_sweep"}
+EXPECTED = {"dynbatch", "instances", "backends", "arrivals", "dli_bert", "blip", "mnist_cpu_sweep", "fastapi"}
 
 
 def test_every_shipped_spec_is_valid_on_a_two_gpu_node() -> None:
     names = set()
     for f in sorted(SPECS.glob("*.yml")):
         spec = exp.load_spec(f)
-        plans = exp.plan(spec, 2, repository=REPO if (REPO / spec.model).is_dir() else None)
+        if isinstance(spec, exp.FastapiSpec):
+            plans = exp.plan_fastapi(spec)
+        else:
+            plans = exp.plan(spec, 2, repository=REPO if (REPO / spec.model).is_dir() else None)
         assert plans and all(p.levels for p in plans), f
         names.add(spec.name)
     assert names == EXPECTED
     # and each has a playbook pointing the generic role at it
     for name in EXPECTED:
         play = yaml.safe_load((ROOT / "experiments" / f"{name}.yml").read_text())
-        assert play[0]["roles"][0]["role"] == "triton_experiment"
-        assert play[0]["roles"][0]["triton_experiment_spec"].endswith(f"specs/{name}.yml")
+        assert play[0]["roles"][0]["role"] == "experiment"
+        assert play[0]["roles"][0]["experiment_spec"].endswith(f"specs/{name}.yml")
 
 
 def test_shipped_specs_on_a_rehearsal_node_adapt_or_refuse() -> None:

@@ -66,21 +66,22 @@ def test_the_clients_real_output_is_read(tmp_path: Path) -> None:
 
 
 def test_the_summary_holds_fastapi_rows_in_the_triton_schema(tmp_path: Path) -> None:
-    from serve_system import results
+    from serve_system import records, results
     from serve_system.report import write_report
 
     run = tmp_path / "fastapi" / "r1"
     host = run / "n1"
     (host / "pytorch").mkdir(parents=True)
-    (host / "pytorch" / "variant.json").write_text(json.dumps(
-        {"name": "pytorch", "status": "unavailable", "error": "PyTorch runtime unavailable: torch cannot be imported"}))
+    records.write(host / "pytorch" / "variant.json", records.VariantRecord(
+        name="pytorch", model="fastapi:pytorch", version="1", status="unavailable",
+        error="PyTorch runtime unavailable: torch cannot be imported"))
     for lid, senders, lat in (("c1_r1", 1, [0.01, 0.02]), ("c16_r1", 16, [0.1, 0.2, 0.3])):
         level = _write(host / "onnx" / lid, [_phase(lat, [], senders=senders, wall=0.25)])
-        (level / "level.json").write_text(json.dumps({"mode": "concurrency", "load": senders, "repetition": 1,
-                                                      "tool": "fastapi_bench", "status": "ok",
-                                                      "start": 1.0, "end": 3.0}))
-    (host / "onnx" / "variant.json").write_text(json.dumps({"name": "onnx", "status": "measured",
-                                                            "model": "fastapi:onnx", "stand_in": "stand-in"}))
+        records.write(level / "level.json", records.LevelRecord(
+            variant="onnx", level=lid, mode="concurrency", load=senders, repetition=1, status="ok", start=1.0,
+            end=3.0, attempts=[], tool="fastapi_bench", requests=len(lat)))
+    records.write(host / "onnx" / "variant.json", records.VariantRecord(
+        name="onnx", model="fastapi:onnx", version="1", status="measured", stand_in="stand-in"))
     (run / "manifest.json").write_text(json.dumps({"experiment": "fastapi", "run_id": "r1"}))
     rows = results.collect(run)
     by = {(r["variant"], r["load"]): r for r in rows}

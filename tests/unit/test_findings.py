@@ -24,6 +24,7 @@ from report_trees import (
 )
 
 from serve_system import findings as fnd
+from serve_system import records
 from serve_system.cli import main
 from serve_system.compare import compare
 from serve_system.errors import ServeSystemError
@@ -123,14 +124,18 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
     variant(run, "n1", "python", config(instance_group=instances(1)))
     level(run, "n1", "python", "c1_r1", load=1, stdout=NB / "notebook_01.txt")
     d = variant(run, "n1", "onnx", config(FOOD_ONNX))
-    (d / "variant.json").write_text(json.dumps({"status": "refused", "error": "unable to find backend 'onnxruntime'"}))
+    records.write(d / "variant.json", records.VariantRecord(name="onnx", model="food_classifier_onnx", version="1",
+                                                            status=records.REFUSED,
+                                                            error="unable to find backend 'onnxruntime'"))
     write_report(run)
     md = (run / "report.md").read_text()
     assert _verdicts(md)["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "not measurable here"
     assert "Not measured: `onnx` refused: unable to find backend 'onnxruntime'" in md
     # a level perf_analyzer could not measure is named where a claim was not measurable
     (run / "n1" / "python" / "c8_r1").mkdir()
-    (run / "n1" / "python" / "c8_r1" / "level.json").write_text(json.dumps({"mode": "concurrency", "load": 8}))
+    records.write(run / "n1" / "python" / "c8_r1" / "level.json", records.LevelRecord(
+        variant="python", level="c8_r1", mode="concurrency", load=8, repetition=1, status=records.OK,
+        start=1.0, end=2.0, attempts=[]))
     (run / "n1" / "python" / "c8_r1" / "perf.stdout").write_text(
         (Path(__file__).parent / "fixtures" / "perf260" / "unstable_count_windows.txt").read_text())
     write_report(run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from serve_system import records
 from serve_system.report import write_report
 
 FIX = Path(__file__).parent / "fixtures"
@@ -18,7 +19,9 @@ def _run(tmp_path: Path, ends: dict[str, str | None]) -> Path:
     for host, end in ends.items():
         level = run / host / "baseline" / "c1_r1"  # one measured level (the notebook's first output)
         level.mkdir(parents=True)
-        (level / "level.json").write_text(json.dumps({"mode": "concurrency", "load": 1, "repetition": 1}))
+        records.write(level / "level.json", records.LevelRecord(
+            variant="baseline", level="c1_r1", mode="concurrency", load=1, repetition=1, status=records.OK,
+            start=1.0, end=2.0, attempts=[]))
         (level / "perf.stdout").write_text((FIX / "perf" / "notebook_01.txt").read_text())
         if end:
             (run / host / "host.json").write_text(json.dumps({"host": host, "end": end}))

@@ -1,11 +1,14 @@
 """``serve-system plan SPEC``: validate and render an experiment for hosts, write the run folder.
 
-Run by the ``triton_experiment`` role on the controller, once per play, before any node is touched:
-every variant of the spec is rendered for each host's GPU count and checked; on any problem nothing
-is written and the command exits 1 with one line per problem. Otherwise it writes, under
-``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json`` (what to load, the
-perf_analyzer command of each load level, which levels are already measured) plus each variant's
-``config.pbtxt`` and ``load_body.json``. With ``--fresh`` the hosts' earlier results are removed first.
+Run by the ``experiment`` role on the controller, once per play, before any node is touched:
+every variant of the spec (kind triton or fastapi) is rendered for each host's GPU count and
+checked; on any problem nothing is written and the command exits 1 with one line per problem.
+Otherwise it writes, under ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json``
+(a :class:`serve_system.records.HostPlan`: what to load, the command of each load level, which
+levels are already measured), each variant's ``config.pbtxt`` and ``load_body.json``, and
+``.node/`` (the plan, the node-side runner and its inputs: what the role copies to the node). With
+``--fresh`` the hosts' earlier results are removed first; with ``--lease-end`` a plan that cannot end
+before the lease does is refused.
 
 Arguments are checked as strictly as the spec, before anything is written or deleted: ``RUN_DIR`` is
 ``<results>/<experiment name>/<run id>`` (a plain run id, no ``..``, not a link), each host a plain
@@ -16,16 +19,18 @@ name (its folder is ``RUN_DIR/<host>``, the only thing ``--fresh`` removes), ``-
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
+import subprocess
 import sys
 import time
-from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import experiment as exp
-from .. import results as res
-from ..spec import SpecError, TritonSpec, check_name, load_spec
+from .. import records
+from ..spec import FastapiSpec, SpecError, TritonSpec, check_name, load_spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-manifest", action="store_true", help="leave RUN_DIR/manifest.json and spec.yml alone")
     p.add_argument("--fresh", action="store_true", help="forget earlier results of these hosts in RUN_DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the plan")
+    p.add_argument("--fastapi-url", default="http://fastapi_server:8000",
+                   help="the FastAPI endpoint as the client container sees it (kind: fastapi)")
+    p.add_argument("--fastapi-image", type=Path, default=None,
+                   help="image file sent in every FastAPI request (default: the client's synthetic JPEG)")
+    p.add_argument("--lease-end", default="", help="the node's lease end (ISO 8601 UTC): refuse a plan "
+                   "that cannot finish before it")
+    p.add_argument("--ignore-lease-end", action="store_true", help="start even if the plan outlasts the lease")
     p.set_defaults(func=_run)
 
 
@@ -118,19 +130,21 @@ def _host_dir(run: Path, host: str) -> Path:
 def _run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.spec)
-        if not isinstance(spec, TritonSpec):
-            raise SpecError([(f"{args.spec}: kind: {spec.kind!r} specs are not planned by 'serve-system plan' "
-                             "(it plans kind: triton): run experiments/fastapi.yml")])
         hosts = _hosts(args.host) or [("localhost", 0)]
         bases = _bases(args.base_dir, hosts)
-        for h, g in hosts:
-            exp.plan(spec, g, url=args.url, node_work_dir=args.node_work_dir, repository=bases.get(h))
+        plans = {h: _plan(spec, args, g, bases.get(h), set()) for h, g in hosts}
         run = _run_dir(args.run_dir, spec.name)
         hdirs = {h: _host_dir(run, h) for h, _ in hosts}
     except SpecError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return 1
+    if args.lease_end and not args.ignore_lease_end:
+        problem = lease_problem(args.lease_end, max(exp.estimate_seconds(p) for p in plans.values()), time.time())
+        if problem:
+            print(f"{args.spec}: lease: {problem}", file=sys.stderr)
+            return 1
+    kind = spec.kind if isinstance(spec, FastapiSpec) else records.TRITON
     run.mkdir(parents=True, exist_ok=True)
     if not args.no_manifest:
         shutil.copyfile(args.spec, run / "spec.yml")
@@ -138,33 +152,100 @@ def _run(args: argparse.Namespace) -> int:
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
         manifest.setdefault("start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         manifest.update(
-            experiment=spec.name, run_id=run.name, description=spec.description,
-            spec_file=str(args.spec), spec=spec.data, stand_in=spec.stand_in,
+            experiment=spec.name, run_id=run.name, kind=kind, description=spec.description,
+            spec_file=str(args.spec), spec=spec.data,
+            stand_in=spec.stand_in if isinstance(spec, TritonSpec) else None,
             hosts=sorted(set(manifest.get("hosts", [])) | {h for h, _ in hosts}),
-            objectives=[o.as_record() for o in spec.goals()],
+            objectives=[o.as_record() for o in _objectives(spec)],
         )
         manifest_path.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
     out = {}
+    prov = provenance(args.spec)
     for (host, gpus) in hosts:
         hdir = hdirs[host]
         if args.fresh and hdir.exists():
             shutil.rmtree(hdir)
-        done = res.done_pairs(hdir)
-        variants = exp.plan(spec, gpus, url=args.url, node_work_dir=args.node_work_dir, done=done,
-                            repository=bases.get(host))
+        variants = _plan(spec, args, gpus, bases.get(host), records.done_levels(hdir))
         for v in variants:
             vdir = hdir / v.name
             vdir.mkdir(parents=True, exist_ok=True)
-            (vdir / "config.pbtxt").write_text(v.config_pbtxt)
-            (vdir / "load_body.json").write_text(json.dumps(v.load_body, indent=1) + "\n")
-        doc = {
-            "host": host, "gpus": gpus, "experiment": spec.name, "run_id": run.name,
-            "models": sorted({v.model for v in variants}),
-            "warmup_requests": spec.warmup.requests,
-            "variants": [{**asdict(v), "todo": sum(not lv.done for lv in v.levels)} for v in variants],
-        }
-        (hdir / "plan.json").write_text(json.dumps(doc, indent=1) + "\n")
-        out[host] = doc
+            if v.config_pbtxt:
+                (vdir / "config.pbtxt").write_text(v.config_pbtxt)
+                (vdir / "load_body.json").write_text(json.dumps(v.load_body, indent=1) + "\n")
+        models = sorted({v.model for v in variants}) if kind == records.TRITON else []
+        hplan = records.HostPlan(
+            host=host, gpus=gpus, experiment=spec.name, run_id=run.name, variants=variants, kind=kind,
+            models=models, provenance=prov,
+            warmup_requests=spec.warmup.requests,
+            estimate_s=exp.estimate_seconds(variants))
+        records.write(hdir / "plan.json", hplan)
+        _stage(hdir / ".node", hplan, variants, args.fastapi_image)
+        out[host] = records.to_json(hplan)
     if not args.quiet:
         print(json.dumps(out))
     return 0
+
+
+def _objectives(spec: TritonSpec | FastapiSpec) -> list[exp.Objective]:
+    if isinstance(spec, TritonSpec):
+        return spec.goals()
+    top = max(lv.senders for lv in spec.levels)  # the lab compares the runtimes at its highest load
+    return [exp.Objective(name="max_throughput", metric="throughput", goal="max", at_load=top),
+            exp.Objective(name="min_p95", metric="p95_us", goal="min", at_load=top)]
+
+
+def _plan(spec: TritonSpec | FastapiSpec, args: argparse.Namespace, gpus: int, base: Path | None,
+          done: set[tuple[str, str]]) -> list[records.VariantPlan]:
+    if isinstance(spec, FastapiSpec):
+        image = f"image{args.fastapi_image.suffix}" if args.fastapi_image else None
+        return exp.plan_fastapi(spec, url=args.fastapi_url, node_work_dir=args.node_work_dir, image=image,
+                                done=done)
+    return exp.plan(spec, gpus, url=args.url, node_work_dir=args.node_work_dir, repository=base, done=done)
+
+
+def _stage(dest: Path, hplan: records.HostPlan, variants: list[records.VariantPlan], image: Path | None) -> None:
+    """What the role copies to the node in one task: the plan, the runner and its inputs."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    pkg = Path(records.__file__).parent
+    for name in ("runner.py", "records.py", "fastapi_bench.py"):
+        shutil.copyfile(pkg / name, dest / name)
+    for src in sorted({v.input_data for v in variants if v.input_data}):
+        shutil.copyfile(src, dest / Path(src).name)
+    if image is not None and hplan.kind == records.FASTAPI:
+        shutil.copyfile(image, dest / f"image{image.suffix}")
+    records.write(dest / "plan.json", hplan)
+
+
+def provenance(spec_path: Path) -> dict[str, object]:
+    """What every level record carries about the controller side: commit and the spec as loaded."""
+    root = exp.repo_root(Path(spec_path).resolve().parent) or Path.cwd()
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip() or "unknown"
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], check=False, capture_output=True,
+                                    text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "unknown", False
+    return {"git_commit": commit, "git_dirty": dirty,
+            "spec_sha256": hashlib.sha256(Path(spec_path).read_bytes()).hexdigest(),
+            "spec_file": str(spec_path)}
+
+
+def lease_problem(lease_end: str, estimate_s: float, now: float) -> str | None:
+    """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease)."""
+    try:
+        end = datetime.fromisoformat(lease_end)
+    except ValueError:
+        return f"serve_lease_end {lease_end!r} is not an ISO 8601 time (e.g. 2026-11-22T18:50:00Z)"
+    if end.tzinfo is None:
+        end = end.replace(tzinfo=UTC)
+    finish = now + estimate_s
+    if finish <= end.timestamp():
+        return None
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return (f"the plan needs about {estimate_s / 60:.0f} min and would end at "
+            f"{time.strftime(fmt, time.gmtime(finish))}, after the lease ends at "
+            f"{end.astimezone(UTC).strftime(fmt)}: extend the lease, measure fewer variants "
+            "(-e variants=...), or pass -e ignore_lease_end=true")

@@ -1,0 +1,281 @@
+"""The experiment engine's records, defined once: plan, variant, level, host and progress.
+
+Only Python writes and reads them (the controller's ``serve-system plan``, the node-side runner,
+:mod:`serve_system.results`); Ansible only carries them from one side to the other. This module
+uses the standard library only: it is shipped to the node next to :mod:`serve_system.runner`.
+
+Files of a run (``results/<experiment>/<run-id>/``)::
+
+    <host>/plan.json                        HostPlan (what the runner does on that host)
+    <host>/<variant>/variant.json           VariantRecord (measured | refused | unavailable)
+    <host>/<variant>/<level>/level.json     LevelRecord (ok | failed, attempts, provenance)
+    <host>/host.json                        HostRecord (end of the run, baseline restored)
+    node: /opt/serve-system/work/progress.json   Progress (read by ``serve-system status``)
+
+A record that does not parse is refused with one line naming the file and the field
+(:class:`RecordError`); :func:`level_done` is the one resume rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+#: VariantRecord.status values
+MEASURED, REFUSED, UNAVAILABLE = "measured", "refused", "unavailable"
+#: LevelRecord.status values
+OK, FAILED = "ok", "failed"
+#: experiment kinds (CONTRACTS.md #1)
+TRITON, FASTAPI = "triton", "fastapi"
+
+
+class RecordError(ValueError):
+    """A record file that cannot be used; the message is one line naming the file and the field."""
+
+
+@dataclass
+class LevelPlan:
+    """One measurement: a load level and repetition of one variant, and the commands to run it."""
+
+    id: str
+    mode: str
+    load: float
+    repetition: int
+    argv: list[str]
+    retry_argv: list[list[str]]
+    done: bool = False
+    #: requests sent (FastAPI levels: the client's request count)
+    requests: int | None = None
+
+
+@dataclass
+class VariantPlan:
+    name: str
+    model: str
+    version: str
+    config_pbtxt: str
+    load_body: dict[str, Any]
+    notes: list[str]
+    levels: list[LevelPlan]
+    input_data: str | None
+    perf: dict[str, Any]
+    warmup_argv: list[str] = field(default_factory=list)
+    #: the base config says its weights are a generated stand-in (serve_system_weights parameter)
+    stand_in: str | None = None
+    #: FastAPI variants: the runtime the endpoint is brought up with (onnx, pytorch)
+    runtime: str | None = None
+
+    @property
+    def todo(self) -> int:
+        return sum(not lv.done for lv in self.levels)
+
+
+@dataclass
+class HostPlan:
+    """Everything the runner needs for one host: written by ``serve-system plan``, read on the node."""
+
+    host: str
+    gpus: int
+    experiment: str
+    run_id: str
+    variants: list[VariantPlan]
+    kind: str = TRITON
+    models: list[str] = field(default_factory=list)
+    warmup_requests: int = 20
+    #: provenance shared by every level: git commit, spec hash, ...
+    provenance: dict[str, Any] = field(default_factory=dict)
+    #: rough seconds the pending levels take (for the lease guard and the ETA before the first level)
+    estimate_s: float = 0.0
+
+
+@dataclass
+class Attempt:
+    """One run of a measuring command (perf_analyzer or the FastAPI client)."""
+
+    argv: list[str]
+    rc: int | None
+    start: float
+    end: float
+    #: why this attempt was made (retries) or how it ended badly (killed, unstable)
+    reason: str | None = None
+    max_rss_mb: float | None = None
+
+
+@dataclass
+class LevelRecord:
+    variant: str
+    level: str
+    mode: str
+    load: float
+    repetition: int
+    status: str
+    start: float
+    end: float
+    attempts: list[Attempt]
+    batch_size: int = 1
+    error: str | None = None
+    tool: str = "perf_analyzer"
+    requests: int | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class VariantRecord:
+    name: str
+    model: str
+    version: str
+    status: str
+    error: str | None = None
+    #: seconds Triton's load call took (its own model load)
+    load_seconds: float | None = None
+    #: seconds from the load call until the variant was READY (the whole switch)
+    switch_seconds: float | None = None
+    notes: list[str] = field(default_factory=list)
+    stand_in: str | None = None
+    runtime: str | None = None
+    health: dict[str, Any] | None = None
+
+
+@dataclass
+class HostRecord:
+    host: str
+    end: str
+    baseline_restored: bool
+    restore_status: list[int] = field(default_factory=list)
+    failed_levels: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Progress:
+    """CONTRACTS.md #2: /work/progress.json on the node."""
+
+    experiment: str
+    run_id: str
+    variant: str
+    level: str
+    levels_done: int
+    levels_total: int
+    state: str
+    updated: float
+
+
+R = TypeVar("R")
+
+
+# ------------------------------------------------------------------------------- (de)serialising
+
+def to_json(rec: Any) -> dict[str, Any]:
+    return dataclasses.asdict(rec)
+
+
+def write(path: str | Path, rec: Any) -> None:
+    """Write a record atomically (a reader never sees half a file)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(to_json(rec), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+
+
+def read(path: str | Path, cls: type[R]) -> R:
+    """Read a record of type ``cls``; :class:`RecordError` (one line: file and field) if malformed."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RecordError(f"{p}: cannot read: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{p}: not a JSON record: {exc}") from None
+    return from_json(data, cls, str(p))
+
+
+def from_json(data: Any, cls: type[R], where: str, prefix: str = "") -> R:
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: {prefix or '-'}: expected an object for {cls.__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        fld = f"{prefix}{name}"
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise RecordError(f"{where}: {fld}: missing")
+            continue
+        kwargs[name] = _convert(data[name], hints[name], where, fld)
+    return cls(**kwargs)
+
+
+def _convert(value: Any, tp: Any, where: str, fld: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(value, a, where, fld)
+            except RecordError as exc:
+                errors.append(str(exc))
+        raise RecordError(errors[0] if errors else f"{where}: {fld}: must not be null")
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return from_json(value, tp, where, fld + ".")  # type: ignore[arg-type]
+    if origin is list:
+        if not isinstance(value, list):
+            raise RecordError(f"{where}: {fld}: expected a list, got {type(value).__name__}")
+        return [_convert(v, args[0] if args else Any, where, f"{fld}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RecordError(f"{where}: {fld}: expected an object, got {type(value).__name__}")
+        return {str(k): _convert(v, args[1] if args else Any, where, f"{fld}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RecordError(f"{where}: {fld}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RecordError(f"{where}: {fld}: expected a whole number, got {value!r}")
+        return value
+    if tp in (str, bool):
+        if not isinstance(value, tp):
+            raise RecordError(f"{where}: {fld}: expected {tp.__name__}, got {value!r}")
+        return value
+    return value
+
+
+# ------------------------------------------------------------------------------------- resume
+
+def level_done(level_dir: str | Path) -> bool:
+    """The resume rule: a level is done when its folder holds a complete, readable level record.
+
+    A record is written last, atomically, once every raw file of the level is on disk, so its
+    presence means nothing of the level is missing; failed levels count as done too (their reason is
+    recorded; ``fresh`` measures them again). A level folder without a record is an interrupted
+    attempt and is measured again from scratch.
+    """
+    path = Path(level_dir) / "level.json"
+    if not path.exists():
+        return False
+    try:
+        read(path, LevelRecord)
+    except RecordError:
+        return False
+    return True
+
+
+def done_levels(host_dir: str | Path) -> set[tuple[str, str]]:
+    """(variant, level id) pairs already done under a host folder (controller or node)."""
+    h = Path(host_dir)
+    if not h.is_dir():
+        return set()
+    return {(p.parent.parent.name, p.parent.name) for p in h.glob("*/*/level.json") if level_done(p.parent)}

@@ -1,0 +1,480 @@
+"""The node-side runner: measures one variant of a host's plan entirely on the node.
+
+Shipped by the ``experiment`` role into the node's work folder (next to ``records.py`` and the
+FastAPI client) and run inside the client container (``docker exec jupyter python3 runner.py``);
+standard library only. For a Triton variant::
+
+    load through the repository API with the variant's config -> READY -> warm-up ->
+    per pending level: stats before, metrics sampling, perf_analyzer (under a memory and a time
+    cap; retried with a longer window after an unstable measurement), stats after
+    -> raw files + level.json (written last: the resume rule)
+
+A refused load is recorded with Triton's own message. A level whose perf_analyzer is killed, or
+during which Triton stops answering or restarts, is recorded as failed with the reason; the runner
+waits for Triton, loads the variant again and goes on. FastAPI variants wait for the endpoint's
+/health and run the benchmark client per level. ``--restore`` loads every model's committed config
+again and prints the host record. One progress line per level goes to ``--log`` (the role prints
+them) and ``/work/progress.json`` (CONTRACTS.md #2) is kept current. A second runner on the same run
+waits for the first (a lock), then skips what it measured: nothing is measured twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+try:  # as part of the package (tests) or as a file next to records.py (on the node)
+    from . import records as rec
+except ImportError:  # pragma: no cover - the node's layout
+    import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+
+UNSTABLE = re.compile(r"Failed to obtain stable measurement", re.IGNORECASE)
+
+
+class Http:
+    """Tiny JSON-over-HTTP client (urllib), with the status and body of failures kept."""
+
+    def __init__(self, base: str, timeout: float = 30.0):
+        self.base = base.rstrip("/")
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                return resp.status, _json(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, _json(exc.read())
+        except (OSError, ValueError) as exc:
+            return -1, {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8", "replace")) if raw else {}
+    except ValueError:
+        return {"text": raw.decode("utf-8", "replace")[:2000]}
+
+
+class Sampler(threading.Thread):
+    """Samples Triton's Prometheus metrics into metrics.jsonl while a level runs."""
+
+    def __init__(self, url: str, out: Path, interval: float):
+        super().__init__(daemon=True)
+        self.url, self.out, self.interval = url, out, interval
+        self.stop = threading.Event()
+        self.errors = 0
+
+    def run(self) -> None:
+        with self.out.open("a", encoding="utf-8") as f:
+            while not self.stop.is_set():
+                t = time.time()
+                try:
+                    with urllib.request.urlopen(self.url, timeout=5) as resp:
+                        line = {"t": t, "text": resp.read().decode("utf-8", "replace")}
+                except OSError as exc:
+                    self.errors += 1
+                    line = {"t": t, "error": str(exc)}
+                f.write(json.dumps(line) + "\n")
+                f.flush()
+                self.stop.wait(max(0.0, self.interval - (time.time() - t)))
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -> tuple[rec.Attempt, str]:
+    """Run a measuring command, killed if its resident memory passes ``memory_mb`` or time ``timeout_s``."""
+    start = time.time()
+    peak = 0.0
+    reason = None
+    out_path = cwd / ".attempt.out"
+    with out_path.open("wb") as out:
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return rec.Attempt(argv=argv, rc=None, start=start, end=time.time(),
+                               reason=f"could not start: {exc}"), ""
+        while proc.poll() is None:
+            rss = _rss_mb(proc.pid)
+            if rss is not None:
+                peak = max(peak, rss)
+            if rss is not None and rss > memory_mb:
+                reason = f"killed by the runner: memory cap {memory_mb:.0f} MB reached (resident {rss:.0f} MB)"
+            elif time.time() - start > timeout_s:
+                reason = f"killed by the runner: time cap {timeout_s:.0f} s reached"
+            if reason:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(0.2)
+    rc = proc.returncode
+    if reason is None and rc is not None and rc < 0:
+        name = signal.Signals(-rc).name
+        reason = f"perf_analyzer was killed by {name}" + (" (the kernel's OOM killer?)" if name == "SIGKILL" else "")
+    text = out_path.read_text(encoding="utf-8", errors="replace")
+    out_path.unlink()
+    return rec.Attempt(argv=argv, rc=rc, start=start, end=time.time(), reason=reason,
+                       max_rss_mb=round(peak, 1) or None), text
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.plan_path = Path(args.plan)
+        self.plan: rec.HostPlan = rec.read(self.plan_path, rec.HostPlan)
+        self.home = self.plan_path.parent
+        self.triton = Http(args.triton)
+        self.fastapi = Http(args.fastapi)
+        self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
+        self.facts: dict[str, Any] = json.loads(args.facts) if args.facts else {}
+        self.session_levels: list[float] = []
+
+    # ---------------------------------------------------------------------------------- progress
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+        if self.log:
+            self.log.write(line + "\n")
+            self.log.flush()
+
+    def counts(self) -> tuple[int, int]:
+        done = rec.done_levels(self.home)
+        total = sum(len(v.levels) for v in self.plan.variants)
+        n = 0
+        for v in self.plan.variants:
+            if self.not_measurable(v.name):  # refused or unavailable: nothing left to do for its levels
+                n += len(v.levels)
+            else:
+                n += sum(1 for lv in v.levels if lv.done or (v.name, lv.id) in done)
+        return n, total
+
+    def not_measurable(self, name: str) -> bool:
+        path = self.home / name / "variant.json"
+        try:
+            return path.exists() and rec.read(path, rec.VariantRecord).status in (rec.REFUSED, rec.UNAVAILABLE)
+        except rec.RecordError:
+            return False
+
+    def progress(self, variant: str, level: str, state: str) -> None:
+        done, total = self.counts()
+        p = rec.Progress(experiment=self.plan.experiment, run_id=self.plan.run_id, variant=variant, level=level,
+                         levels_done=done, levels_total=total, state=state, updated=time.time())
+        try:
+            rec.write(self.args.progress, p)
+        except OSError as exc:
+            print(f"progress file {self.args.progress}: {exc}", file=sys.stderr)
+
+    def eta(self) -> str:
+        done, total = self.counts()
+        if not self.session_levels:
+            return "ETA unknown"
+        left = (total - done) * sum(self.session_levels) / len(self.session_levels)
+        return f"ETA {time.strftime('%H:%M:%S', time.gmtime(time.time() + left))} UTC ({left:.0f} s left)"
+
+    # ---------------------------------------------------------------------------------- triton
+    def provenance(self, variant: rec.VariantPlan) -> dict[str, Any]:
+        import hashlib
+
+        if not hasattr(self, "_versions"):
+            code, meta = self.triton.call("GET", "/v2") if self.plan.kind == rec.TRITON else (0, {})
+            try:
+                from importlib.metadata import version
+                pa = version("perf-analyzer")
+            except Exception:  # noqa: BLE001 - any failure: the version is unknown
+                pa = "unknown"
+            self._versions = {"triton": meta.get("version") if code == 200 else None,
+                              "perf_analyzer": pa, "python": sys.version.split()[0]}
+        return {**self.plan.provenance, **self._versions, **self.facts,
+                "config_sha256": hashlib.sha256(variant.config_pbtxt.encode()).hexdigest()}
+
+    def wait_ready(self, model: str | None, version: str, timeout: float) -> bool:
+        path = f"/v2/models/{model}/versions/{version}/ready" if model else "/v2/health/ready"
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.triton.call("GET", path, timeout=5)[0] == 200:
+                return True
+            time.sleep(0.25)
+        return False
+
+    def load(self, v: rec.VariantPlan) -> tuple[bool, str | None, float]:
+        t0 = time.time()
+        code, body = self.triton.call("POST", f"/v2/repository/models/{v.model}/load", v.load_body,
+                                      timeout=self.args.ready_timeout)
+        took = time.time() - t0
+        if code == 200:
+            return True, None, took
+        error = str(body.get("error") or body) if isinstance(body, dict) else str(body)
+        # Triton's own reason (e.g. a config check) is in the repository index, not the load answer
+        icode, index = self.triton.call("POST", "/v2/repository/index", {})
+        if icode == 200 and isinstance(index, list):
+            reason = next((m.get("reason") for m in index if m.get("name") == v.model and m.get("reason")), None)
+            if reason and reason not in error:
+                error = f"{error} | {reason}"
+        return False, f"HTTP {code}: {error}", took
+
+    def stats(self, v: rec.VariantPlan) -> tuple[int, Any]:
+        return self.triton.call("GET", f"/v2/models/{v.model}/versions/{v.version}/stats")
+
+    def variant(self, name: str) -> int:
+        v = next((x for x in self.plan.variants if x.name == name), None)
+        if v is None:
+            print(f"{self.plan_path}: variants: no variant named {name!r}", file=sys.stderr)
+            return 2
+        vdir = self.home / v.name
+        vdir.mkdir(parents=True, exist_ok=True)
+        pending = [lv for lv in v.levels if not lv.done and not rec.level_done(vdir / lv.id)]
+        if not pending:
+            self.say(f"END {self.plan.host} {v.name}: 0 level(s) measured ({len(v.levels)} already done)")
+            self.pack(v)
+            return 0
+        self.progress(v.name, pending[0].id, "running")
+        vrec = rec.VariantRecord(name=v.name, model=v.model, version=v.version, status=rec.MEASURED,
+                                 notes=list(v.notes), stand_in=v.stand_in, runtime=v.runtime)
+        if self.plan.kind == rec.FASTAPI:
+            ok, vrec.error, vrec.health = self.fastapi_up(v)
+        else:
+            t0 = time.time()
+            ok, vrec.error, vrec.load_seconds = self.load(v)
+            if ok and not self.wait_ready(v.model, v.version, self.args.ready_timeout):
+                ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
+            vrec.switch_seconds = round(time.time() - t0, 3)
+        if not ok:
+            vrec.status = rec.UNAVAILABLE if self.plan.kind == rec.FASTAPI else rec.REFUSED
+            rec.write(vdir / "variant.json", vrec)
+            self.progress(v.name, "", "running")
+            self.say(f"END {self.plan.host} {v.name}: {vrec.status}: {vrec.error}")
+            self.pack(v)
+            return 0
+        rec.write(vdir / "variant.json", vrec)
+        if v.warmup_argv:
+            run_capped(v.warmup_argv, vdir, self.args.perf_memory_mb, self.args.perf_timeout)
+        failed = 0
+        for i, lv in enumerate(pending, 1):
+            self.progress(v.name, lv.id, "running")
+            lrec = self.level(v, lv, vdir / lv.id)
+            failed += lrec.status != rec.OK
+            self.session_levels.append(lrec.end - lrec.start + 1.0)
+            self.progress(v.name, lv.id, "running")
+            why = f" ({lrec.error})" if lrec.error else ""
+            self.say(f"L{i} {self.plan.host} {v.name} {lv.id} {i}/{len(pending)}: {lrec.status}{why}; {self.eta()}")
+        self.say(f"END {self.plan.host} {v.name}: {len(pending)} level(s) measured"
+                 + (f", {failed} failed" if failed else "")
+                 + (f" ({len(v.levels) - len(pending)} already done)" if len(v.levels) > len(pending) else ""))
+        self.pack(v)
+        return 0
+
+    def fastapi_up(self, v: rec.VariantPlan) -> tuple[bool, str | None, dict[str, Any] | None]:
+        deadline = time.time() + self.args.ready_timeout
+        code, body = -1, None
+        while time.time() < deadline:
+            code, body = self.fastapi.call("GET", "/health", timeout=10)
+            if code in (200, 503):
+                break
+            time.sleep(1)
+        health = body if isinstance(body, dict) else None
+        if code == 200:
+            return True, None, health
+        detail = (health or {}).get("detail") or (health or {}).get("error") or f"HTTP {code}"
+        return False, f"the endpoint is not serving: {detail}", health
+
+    def level(self, v: rec.VariantPlan, lv: rec.LevelPlan, ldir: Path) -> rec.LevelRecord:
+        if ldir.exists():  # an interrupted attempt: start it again from scratch
+            shutil.rmtree(ldir)
+        ldir.mkdir(parents=True)
+        triton = self.plan.kind == rec.TRITON
+        before = after = None
+        sampler = None
+        problems: list[str] = []
+        if triton:
+            code, before = self.stats(v)
+            if code != 200:
+                problems.append(f"Triton did not answer before the level ({before.get('error', code)})")
+            (ldir / "stats_before.json").write_text(json.dumps(before, indent=1) + "\n")
+            sampler = Sampler(self.args.metrics, ldir / "metrics.jsonl", self.args.metrics_interval)
+            sampler.start()
+        attempts: list[rec.Attempt] = []
+        commands = [lv.argv, *lv.retry_argv] if triton else [lv.argv]
+        text = ""
+        for n, argv in enumerate(commands):
+            attempt, text = run_capped(argv, ldir, self.args.perf_memory_mb, self.args.perf_timeout)
+            if n:
+                attempt.reason = attempt.reason or "unstable measurement: retried with a longer window"
+            attempts.append(attempt)
+            name = "perf.stdout" if triton else "client.log"
+            if n:
+                shutil.move(str(ldir / name), str(ldir / f"{name}.attempt{n}"))
+            (ldir / name).write_text(text)
+            if attempt.reason and attempt.reason.startswith(("killed", "perf_analyzer was killed")):
+                break
+            if not (triton and UNSTABLE.search(text)):
+                break
+        if sampler is not None:
+            sampler.stop.set()
+            sampler.join(timeout=10)
+        restarted = False
+        if triton:
+            code, after = self.stats(v)
+            if code != 200 or (sampler is not None and sampler.errors):
+                problems.append("Triton stopped answering during the level")
+                restarted = True
+            elif _count(after) < _count(before):
+                problems.append("Triton restarted during the level (its statistics were reset)")
+                restarted = True
+            if restarted:
+                self.recover(v)
+                code, after = self.stats(v)
+            (ldir / "stats_after.json").write_text(json.dumps(after, indent=1) + "\n")
+        last = attempts[-1]
+        if last.reason and last.reason.startswith(("killed", "perf_analyzer was killed", "could not start")):
+            problems.insert(0, last.reason)
+        elif last.rc != 0 and not problems:
+            tail = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            problems.append(f"exit status {last.rc}: {tail[-1] if tail else 'no output'}")
+        lrec = rec.LevelRecord(
+            variant=v.name, level=lv.id, mode=lv.mode, load=lv.load, repetition=lv.repetition,
+            status=rec.FAILED if problems else rec.OK, error="; ".join(problems) or None,
+            start=attempts[0].start, end=last.end, attempts=attempts,
+            batch_size=int(v.perf.get("batch_size", 1)), tool="perf_analyzer" if triton else "fastapi_bench",
+            requests=lv.requests, provenance=self.provenance(v))
+        rec.write(ldir / "level.json", lrec)  # last: the level is complete
+        return lrec
+
+    def recover(self, v: rec.VariantPlan) -> None:
+        """After Triton went away: wait for it, load the variant again, wait READY."""
+        if not self.wait_ready(None, "", self.args.ready_timeout):
+            return
+        self.load(v)
+        self.wait_ready(v.model, v.version, self.args.ready_timeout)
+
+    def pack(self, v: rec.VariantPlan) -> None:
+        """One archive of the variant's folder (complete levels only), fetched in one transfer."""
+        vdir = self.home / v.name
+        tmp = self.home / f".{v.name}.tar.gz.tmp"
+        with tarfile.open(tmp, "w:gz") as tar:
+            for p in sorted(vdir.iterdir()) if vdir.is_dir() else []:
+                if p.is_dir() and not rec.level_done(p):
+                    continue
+                tar.add(p, arcname=f"{v.name}/{p.name}")
+        os.replace(tmp, self.home / f"{v.name}.tar.gz")
+
+    def explain(self, name: str, log: str) -> int:
+        """Add Triton's own reason for a refused load (its log, given on stdin) to the variant record."""
+        vdir = self.home / name
+        try:
+            vrec = rec.read(vdir / "variant.json", rec.VariantRecord)
+        except rec.RecordError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        if vrec.status != rec.REFUSED:
+            return 0
+        lines = [ln.strip() for ln in log.splitlines()
+                 if vrec.model in ln and re.match(r"^E\d{4}|.*\berror\b", ln, re.IGNORECASE)]
+        reason = lines[-1] if lines else None
+        if reason and reason not in (vrec.error or ""):
+            vrec.error = f"{vrec.error} | triton log: {reason}"
+            rec.write(vdir / "variant.json", vrec)
+        plan_v = next(v for v in self.plan.variants if v.name == name)
+        self.pack(plan_v)
+        self.say(f"END {self.plan.host} {name}: {vrec.status}: {vrec.error}")
+        return 0
+
+    def restore(self) -> int:
+        statuses = []
+        for model in self.plan.models:
+            self.triton.call("POST", f"/v2/repository/models/{model}/unload", {}, timeout=self.args.ready_timeout)
+            code, _ = self.triton.call("POST", f"/v2/repository/models/{model}/load", {},
+                                       timeout=self.args.ready_timeout)
+            statuses.append(code)
+        done = rec.done_levels(self.home)
+        failed = []
+        for variant, level in sorted(done):
+            try:
+                lr = rec.read(self.home / variant / level / "level.json", rec.LevelRecord)
+            except rec.RecordError:
+                continue
+            if lr.status != rec.OK:
+                failed.append(f"{variant}/{level}")
+        host = rec.HostRecord(host=self.plan.host, end=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              baseline_restored=all(s == 200 for s in statuses), restore_status=statuses,
+                              failed_levels=failed)
+        print(json.dumps(rec.to_json(host)))
+        self.progress("", "", "finished")
+        return 0
+
+
+def _count(stats: Any) -> int:
+    try:
+        return sum(int(m["inference_stats"]["success"]["count"]) for m in stats["model_stats"])
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--plan", required=True, help="the host's plan.json (in the run's node folder)")
+    ap.add_argument("--variant", help="measure this variant")
+    ap.add_argument("--restore", action="store_true", help="restore the models' committed configs")
+    ap.add_argument("--log", default="", help="progress lines also go to this file (next to the plan)")
+    ap.add_argument("--progress", default="/work/progress.json")
+    ap.add_argument("--triton", default="http://triton_server:8000")
+    ap.add_argument("--metrics", default="http://triton_server:8002/metrics")
+    ap.add_argument("--fastapi", default="http://fastapi_server:8000")
+    ap.add_argument("--metrics-interval", type=float, default=1.0)
+    ap.add_argument("--ready-timeout", type=float, default=180.0)
+    ap.add_argument("--perf-timeout", type=float, default=900.0, help="time cap of one perf_analyzer run (s)")
+    ap.add_argument("--perf-memory-mb", type=float, default=4096.0, help="memory cap of perf_analyzer (MB)")
+    ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance")
+    ap.add_argument("--triton-log", action="store_true",
+                    help="read Triton's log on stdin and add its reason to the refused --variant's record")
+    args = ap.parse_args(argv)
+    try:
+        runner = Runner(args)
+    except rec.RecordError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    with open(runner.home / ".runner.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            runner.say(f"waiting for an earlier runner of {runner.plan.run_id} to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if args.restore:
+                return runner.restore()
+            if not args.variant:
+                ap.error("give --variant NAME or --restore")
+            if args.triton_log:
+                return runner.explain(args.variant, sys.stdin.read())
+            return runner.variant(args.variant)
+        except BaseException as exc:
+            runner.progress(args.variant or "", "", "failed")
+            runner.say(f"END {runner.plan.host} {args.variant or 'restore'}: the runner failed: {exc!r}")
+            raise
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

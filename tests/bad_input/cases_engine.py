@@ -1,0 +1,45 @@
+"""Bad input of the experiment engine: malformed records under a run folder, the lease guard."""
+
+from __future__ import annotations
+
+import json
+
+from .corpus import BadInput
+
+LEVEL = {"variant": "v", "level": "c1_r1", "mode": "concurrency", "load": 1.0, "repetition": 1, "status": "ok",
+         "start": 1.0, "end": 2.0, "attempts": [{"argv": ["perf_analyzer"], "rc": 0, "start": 1.0, "end": 2.0}]}
+VARIANT = {"name": "v", "model": "m", "version": "1", "status": "measured"}
+RUN = "results/demo/r1"
+SPEC = ("name: demo\nmodel: m\nbase_config_text: |\n  name: \"m\"\n  backend: \"python\"\n  max_batch_size: 8\n"
+        "load: {levels: [1]}\nperf: {measurement_interval_ms: 600000}\nvariants: [{name: v}]\n")
+
+
+def _report(id: str, level: dict | None = None, variant: dict | str | None = None, *expect: str) -> BadInput:  # type: ignore[type-arg]
+    files: dict[str, str | bytes] = {f"{RUN}/manifest.json": json.dumps({"experiment": "demo", "run_id": "r1"}),
+                                     f"{RUN}/n1/v/variant.json": (variant if isinstance(variant, str)
+                                                                  else json.dumps(variant or VARIANT)),
+                                     f"{RUN}/n1/v/c1_r1/level.json": json.dumps(level or LEVEL)}
+    return BadInput(id=f"engine-{id}", argv=("serve-system", "report", "{tmp}/" + RUN), files=files, expect=expect)
+
+
+CASES: list[BadInput] = [
+    _report("level-no-end", {k: v for k, v in LEVEL.items() if k != "end"}, None,
+            "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: end: missing"),
+    _report("level-load-text", {**LEVEL, "load": "eight"}, None,
+            "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: field 'load' must be a positive number"),
+    _report("level-attempts-argv", {**LEVEL, "attempts": [{"argv": "perf_analyzer", "rc": 0, "start": 1, "end": 2}]},
+            None, "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: attempts[0].argv: expected a list"),
+    _report("variant-not-json", None, "{not json", "{tmp}/" + RUN + "/n1/v/variant.json: not a JSON record"),
+    _report("variant-no-status", None, {k: v for k, v in VARIANT.items() if k != "status"},
+            "{tmp}/" + RUN + "/n1/v/variant.json: status: missing"),
+    BadInput(id="engine-lease-too-short",
+             argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host", "n1=0",
+                   "--lease-end", "2000-01-01T00:00:00Z"),
+             files={"spec.yml": SPEC},
+             expect=("{tmp}/spec.yml: lease:", "after the lease ends at 2000-01-01T00:00:00Z", "ignore_lease_end")),
+    BadInput(id="engine-lease-not-a-time",
+             argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host", "n1=0",
+                   "--lease-end", "tomorrow"),
+             files={"spec.yml": SPEC},
+             expect=("{tmp}/spec.yml: lease: serve_lease_end 'tomorrow' is not an ISO 8601 time",)),
+]

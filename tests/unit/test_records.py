@@ -1,0 +1,118 @@
+"""The engine's records (round trip, one-line refusals), the resume rule, the runner's caps, the lease guard."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from serve_system import records, runner
+from serve_system.commands.plan import lease_problem
+from serve_system.experiment import estimate_seconds
+
+
+def _level(**kw: object) -> records.LevelRecord:
+    base: dict[str, object] = {
+        "variant": "baseline", "level": "c8_r1", "mode": "concurrency", "load": 8.0, "repetition": 1, "status": "ok",
+        "start": 100.0, "end": 112.5, "batch_size": 1,
+        "attempts": [records.Attempt(argv=["perf_analyzer", "-m", "m"], rc=0, start=100.0, end=105.0,
+                                  reason=None, max_rss_mb=41.5),
+                  records.Attempt(argv=["perf_analyzer", "-m", "m", "--measurement-interval", "10000"], rc=0,
+                                  start=105.0, end=112.5, reason="unstable measurement: retried with a longer window")],
+        "provenance": {"git_commit": "abc", "config_sha256": "f00", "images": {"triton_server": "sha256:1"}}}
+    base.update(kw)
+    return records.LevelRecord(**base)  # type: ignore[arg-type]
+
+
+def test_records_round_trip(tmp_path: Path) -> None:
+    lv = _level()
+    records.write(tmp_path / "level.json", lv)
+    assert records.read(tmp_path / "level.json", records.LevelRecord) == lv
+    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", kind="triton", models=["m"], variants=[
+        records.VariantPlan(name="v", model="m", version="1", config_pbtxt="name: 'm'", load_body={"parameters": {}},
+                            notes=[], input_data=None, perf={"batch_size": 1}, levels=[
+                                records.LevelPlan(id="c1_r1", mode="concurrency", load=1.0, repetition=1,
+                                                  argv=["perf_analyzer"], retry_argv=[["perf_analyzer", "-x"]])])])
+    records.write(tmp_path / "plan.json", plan)
+    back = records.read(tmp_path / "plan.json", records.HostPlan)
+    assert back == plan and back.variants[0].todo == 1
+    prog = records.Progress(experiment="e", run_id="r", variant="v", level="c1_r1", levels_done=1, levels_total=3,
+                            state="running", updated=time.time())
+    records.write(tmp_path / "progress.json", prog)
+    assert set(json.loads((tmp_path / "progress.json").read_text())) == {
+        "experiment", "run_id", "variant", "level", "levels_done", "levels_total", "state", "updated"}
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: d.pop("end"), "end: missing"),
+    (lambda d: d.update(load="eight"), "load: expected a number"),
+    (lambda d: d["attempts"][1].update(argv="perf_analyzer"), "attempts[1].argv: expected a list"),
+    (lambda d: d.update(repetition=True), "repetition: expected a whole number"),
+])
+def test_a_malformed_record_is_refused_in_one_line(tmp_path: Path, edit, field: str) -> None:  # type: ignore[no-untyped-def]
+    data = records.to_json(_level())
+    edit(data)
+    path = tmp_path / "level.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(records.RecordError) as err:
+        records.read(path, records.LevelRecord)
+    msg = str(err.value)
+    assert msg == f"{path}: {field}" or msg.startswith(f"{path}: {field}")
+    assert "\n" not in msg
+    path.write_bytes(b"\xff{")
+    with pytest.raises(records.RecordError, match=f"^{path}: not a JSON record"):
+        records.read(path, records.LevelRecord)
+
+
+def test_the_resume_rule(tmp_path: Path) -> None:
+    host = tmp_path / "n1"
+    done = host / "v" / "c1_r1"
+    interrupted = host / "v" / "c8_r1"  # raw files but no record: measured again
+    broken = host / "w" / "c1_r1"
+    failed = host / "w" / "c8_r1"  # a failed level keeps its reason and counts as done
+    for d in (done, interrupted, broken, failed):
+        d.mkdir(parents=True)
+    records.write(done / "level.json", _level())
+    (interrupted / "perf.csv").write_text("Concurrency,Inferences/Second\n8,10\n")
+    (broken / "level.json").write_text('{"end": 1.0}')
+    records.write(failed / "level.json", _level(status="failed", error="killed by the runner: memory cap"))
+    assert records.level_done(done) and records.level_done(failed)
+    assert not records.level_done(interrupted) and not records.level_done(broken)
+    assert records.done_levels(host) == {("v", "c1_r1"), ("w", "c8_r1")}
+    assert records.done_levels(tmp_path / "nowhere") == set()
+
+
+def test_runner_caps_memory_and_time(tmp_path: Path) -> None:
+    hog = [sys.executable, "-c", "import time\nx=[]\nwhile True:\n x.append(bytearray(20_000_000)); time.sleep(0.05)"]
+    attempt, _ = runner.run_capped(hog, tmp_path, memory_mb=200, timeout_s=60)
+    assert attempt.reason is not None and attempt.reason.startswith("killed by the runner: memory cap 200 MB")
+    assert attempt.max_rss_mb is not None and attempt.max_rss_mb > 150 and attempt.end - attempt.start < 30
+    slow = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    attempt, out = runner.run_capped(slow, tmp_path, memory_mb=500, timeout_s=1)
+    assert attempt.reason == "killed by the runner: time cap 1 s reached" and "started" in out
+    ok, out = runner.run_capped([sys.executable, "-c", "print('fine')"], tmp_path, memory_mb=500, timeout_s=30)
+    assert ok.rc == 0 and ok.reason is None and out.strip() == "fine"
+    killed, _ = runner.run_capped([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                                  tmp_path, memory_mb=500, timeout_s=30)
+    assert killed.rc == -9 and killed.reason is not None and "SIGKILL" in killed.reason
+
+
+def test_lease_guard() -> None:
+    now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    assert lease_problem("2027-01-15T09:00:00Z", 1800, now) is None
+    why = lease_problem("2027-01-15T08:20:00Z", 1800, now)
+    assert why is not None and "08:30:00Z" in why and "08:20:00Z" in why and "ignore_lease_end" in why
+    assert "not an ISO 8601 time" in (lease_problem("tomorrow", 10, now) or "")
+
+
+def test_estimate_counts_pending_levels_only() -> None:
+    lv = records.LevelPlan(id="c1_r1", mode="concurrency", load=1.0, repetition=1, argv=[], retry_argv=[[]])
+    v = records.VariantPlan(name="v", model="m", version="1", config_pbtxt="", load_body={}, notes=[],
+                            input_data=None, perf={"measurement_interval_ms": 2000}, levels=[lv])
+    one = estimate_seconds([v])
+    assert one > 6
+    lv.done = True
+    assert estimate_seconds([v]) == 0

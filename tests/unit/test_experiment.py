@@ -50,6 +50,17 @@ def test_plan_renders_each_variant_and_level(tmp_path: Path) -> None:
     assert on_gpu[0].notes == [] and "KIND_GPU" in on_gpu[0].config_pbtxt
 
 
+
+def test_grpc_variants_aim_at_tritons_grpc_endpoint(tmp_path: Path) -> None:
+    """perf.protocol grpc sends every perf_analyzer run (levels, retries, warm-up) to the gRPC URL."""
+    data = _spec(perf={"batch_size": 1, "protocol": "grpc"},
+                 variants=[{"name": "g"}, {"name": "h", "perf": {"protocol": "http"}}])
+    g, h = exp.plan(exp.load_spec(_write(tmp_path, data)), 0, url="ts:8000", grpc_url="ts:8001")
+    for argv in [*(lv.argv for lv in g.levels), *g.levels[0].retry_argv, g.warmup_argv]:
+        assert argv[argv.index("-u") + 1:argv.index("-i") + 2] == ["ts:8001", "-i", "grpc"]
+    for argv in [*(lv.argv for lv in h.levels), h.warmup_argv]:
+        assert argv[argv.index("-u") + 1:argv.index("-i") + 2] == ["ts:8000", "-i", "http"]
+
 def test_refuse_policy_stops_before_anything_runs(tmp_path: Path) -> None:
     p = _write(tmp_path, _spec(on_missing_gpus="refuse"))
     with pytest.raises(exp.SpecError) as exc:

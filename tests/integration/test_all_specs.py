@@ -37,6 +37,7 @@ import yaml
 
 from serve_system import experiment as exp
 from serve_system import findings as fnd
+from serve_system import records
 
 from .ansible_run import REPO, run_playbook
 
@@ -176,7 +177,14 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
     section = md.split("\n## Findings\n", 1)[1].split("\n## ", 1)[0]
     for f in summary["findings"]:
         assert f"**{f['verdict']}**" in section, (f, section)
-    adapted = [f"{node.name}/{v.name}: {n}" for v in planned for n in v.notes if "->" in n or "dropped" in n]
+    # the plan the engine made on the node's own base configs (rendered for a node without GPU)
+    host_plan = records.read(run / node.name / "plan.json", records.HostPlan)
+    assert {v.name for v in host_plan.variants} == {v.name for v in planned}
+    adapted = [f"{node.name}/{v.name}: {n}" for v in host_plan.variants for n in v.notes if "->" in n or "dropped" in n]
+    # every variant the lab ran on a GPU says it ran on CPU here
+    on_gpu = [v.name for v in planned if any("KIND_GPU" in n for n in v.notes)]
+    assert all(any(n.startswith(f"{node.name}/{name}: ") and "KIND_CPU" in n for n in adapted) for name in on_gpu), \
+        (on_gpu, adapted)
     if adapted:
         listed = md.split("\n## Adapted to the host\n", 1)[1]
         assert all(n in listed for n in adapted), (adapted, listed)

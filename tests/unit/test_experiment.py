@@ -182,3 +182,22 @@ def test_node_base_configs_keep_their_serving_edits(tmp_path: Path) -> None:
     assert any("KIND_GPU x1 -> KIND_CPU x1" in n for n in dyn.notes)  # the variant itself asked for GPU 0
     with pytest.raises(exp.SpecError, match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
         exp.plan(exp.load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")
+
+
+def test_a_base_moved_off_gpus_at_deploy_is_an_adaptation_of_the_variants_that_run_it(tmp_path: Path) -> None:
+    """serve_system_instances (written by the render for a node without GPU) becomes each variant's note,
+    unless the variant brings its own instance groups (then the engine's own adaptation says it)."""
+    node = tmp_path / "node_base" / "food_classifier"
+    node.mkdir(parents=True)
+    moved = "instance_group[0]: KIND_GPU x1 -> KIND_CPU x1 (node has no GPU)"
+    (node / "config.pbtxt").write_text(
+        'name: "food_classifier"\nbackend: "python"\nmax_batch_size: 16\n'
+        'input [ { name: "INPUT_IMAGE" data_type: TYPE_STRING dims: [1] } ]\n'
+        'output [ { name: "FOOD_LABEL" data_type: TYPE_STRING dims: [1] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
+        f'parameters {{ key: "serve_system_instances" value {{ string_value: "{moved}" }} }}\n')
+    plans = {p.name: p for p in exp.plan(exp.load_spec(SPECS / "instances.yml"), 0, repository=tmp_path / "node_base")}
+    assert all(moved not in p.notes for p in plans.values())  # each variant sets its own instance groups
+    assert plans["gpus01_2x2"].notes[0] == "instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)"
+    dyn = {p.name: p for p in exp.plan(exp.load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
+    assert dyn["baseline"].notes == [moved] and dyn["dynbatch"].notes == [moved]

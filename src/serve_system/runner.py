@@ -256,6 +256,9 @@ class Runner:
                                  notes=list(v.notes), stand_in=v.stand_in, runtime=v.runtime)
         if self.plan.kind == rec.FASTAPI:
             ok, vrec.error, vrec.health = self.fastapi_up(v)
+            if (vrec.health or {}).get("standin"):  # the endpoint says it serves the generated stand-in
+                vrec.stand_in = ("the FastAPI endpoint served its generated stand-in model (/health: standin true): "
+                                 "random weights, predictions are meaningless")
         else:
             t0 = time.time()
             ok, vrec.error, vrec.load_seconds = self.load(v)

@@ -123,6 +123,7 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     restore = _runner(image, node, triton, "--restore")
     host = records.from_json(json.loads(restore.stdout.strip().splitlines()[-1]), records.HostRecord, "restore")
     assert host.baseline_restored and host.restore_status == [200]
+    records.write(run_dir / "local" / "host.json", host)  # as the role does: the host's run is finished
     restored = _config(triton)
     assert "dynamic_batching" not in restored and restored["max_batch_size"] == 8
 

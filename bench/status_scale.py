@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import io
 import os
+import queue
 import socket
 import statistics
 import sys
@@ -38,7 +39,10 @@ from serve_system.nodes import Node, write_inventory
 
 
 class SlowSshd:
-    """Accept on every address, hold each connection ``delay`` s, close (one port for all)."""
+    """Accept on every address, hold each connection ``delay`` s, close (one port for all).
+
+    One thread closes every held connection when its time is up (not a timer thread per
+    connection: the stand-in's own costs must not grow with the node count it times)."""
 
     def __init__(self, addresses: list[str], delay: float) -> None:
         self.delay = delay
@@ -53,6 +57,8 @@ class SlowSshd:
             s.settimeout(0.2)
             self.socks.append(s)
         self.stop = threading.Event()
+        self.held: queue.Queue[tuple[float, socket.socket]] = queue.Queue()
+        threading.Thread(target=self._close_when_due, daemon=True).start()
         for s in self.socks:
             threading.Thread(target=self._serve, args=(s,), daemon=True).start()
 
@@ -62,7 +68,17 @@ class SlowSshd:
                 conn, _ = s.accept()
             except OSError:
                 continue
-            threading.Timer(self.delay, conn.close).start()
+            self.held.put((time.monotonic() + self.delay, conn))
+
+    def _close_when_due(self) -> None:
+        # connections arrive in deadline order (one delay for all): close each when its time comes
+        while not self.stop.is_set():
+            try:
+                due, conn = self.held.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            time.sleep(max(0.0, due - time.monotonic()))
+            conn.close()
 
 
 def one_status(n: int, delay: float, work: Path) -> tuple[float, int, dict[str, int]]:

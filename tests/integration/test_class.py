@@ -14,8 +14,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,3 +162,35 @@ def test_status_json_lists_configured_nodes_healthy(rehearsal_cluster: Rehearsal
         assert {"food_classifier", "food_classifier_onnx"} <= set(r["models"])
         assert r["lease_minutes_left"] is None  # rehearsal nodes have no lease
     assert rows[node.name]["progress"] == progress
+
+
+def test_status_watch_redraws_until_ctrl_c(rehearsal_cluster: RehearsalCluster) -> None:
+    prefix = rehearsal_cluster.nodes[0].name.rsplit("-", 1)[0]
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "serve-system"), "status", "--provider", "local", "--prefix", prefix,
+         "-i", str(rehearsal_cluster.inventory), "--watch", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, COLUMNS="250"),
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    boards = f"{len(rehearsal_cluster.nodes)} of {len(rehearsal_cluster.nodes)} node(s) healthy"
+    deadline = time.monotonic() + 240  # a bound for a hung command, not a timing check
+    try:
+        while sum(boards in ln for ln in list(lines)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "status --watch ended on its own"
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=10)
+    err = proc.stderr.read() if proc.stderr else ""
+    out = "".join(lines)
+    assert rc == 0, out + err  # the last board was healthy: Ctrl-C is how a watch ends, not an error
+    assert "Traceback" not in err and "Traceback" not in out, err
+    assert out.count("serve-system status, every 1 s (Ctrl-C to stop)") >= 2
+    assert out.count(boards) >= 2
+    for node in rehearsal_cluster.nodes:
+        assert out.count(node.name) >= 2

@@ -129,7 +129,7 @@ def test_daemon_json_merged_keeping_the_nvidia_runtime(rehearsal_cluster: Rehear
 
 def test_gpu_role_skips_cleanly_without_gpus(rehearsal_cluster: RehearsalCluster) -> None:
     for node in rehearsal_cluster.nodes:
-        assert f"{node.name}: no NVIDIA GPU found (lspci): skipping the NVIDIA container toolkit" in rehearsal_cluster.site.flat
+        assert f"{node.name}: no NVIDIA GPU found (PCI vendor 10de, class 03xx): skipping the NVIDIA container toolkit" in rehearsal_cluster.site.flat
         assert not rehearsal_cluster.host(node).package("nvidia-container-toolkit").is_installed
         assert rehearsal_cluster.host(node).package("nvtop").is_installed
 
@@ -139,3 +139,19 @@ def test_second_site_run_changes_nothing(rehearsal_cluster: RehearsalCluster) ->
     assert again.rc == 0, again.tail()
     for node in rehearsal_cluster.nodes:
         assert again.recap[node.name]["changed"] == 0, again.tail(120)
+
+
+def test_deploy_puts_back_what_differs_in_the_model_repository(rehearsal_cluster: RehearsalCluster) -> None:
+    node = rehearsal_cluster.nodes[0]
+    repo = "/opt/serve-system/model_repository"
+    committed = rehearsal_cluster.exec(node, "cat", f"{repo}/food_classifier/config.pbtxt").stdout
+    rehearsal_cluster.exec(node, "sh", "-c", f"echo 'dynamic_batching {{ }}' >> {repo}/food_classifier/config.pbtxt"
+                           f" && chmod 0600 {repo}/blip/config.pbtxt && touch {repo}/blip/1/leftover.txt")
+    deploy = rehearsal_cluster.playbook("deploy.yml", limit=node.name)
+    assert deploy.rc == 0, deploy.tail()
+    assert deploy.recap[node.name]["changed"] > 0
+    assert rehearsal_cluster.exec(node, "cat", f"{repo}/food_classifier/config.pbtxt").stdout == committed
+    assert rehearsal_cluster.exec(node, "stat", "-c", "%a %U", f"{repo}/blip/config.pbtxt").stdout.split() == [
+        "644", "root"]
+    assert rehearsal_cluster.exec(node, "test", "-e", f"{repo}/blip/1/leftover.txt", check=False).returncode == 1
+    assert "| READY" in deploy.flat  # Triton restarted on the repository put back, models READY again

@@ -376,3 +376,28 @@ def test_teardown_dry_run_and_status_table(fake, sshd, chi_env, capsys, monkeypa
     assert "Lease serve_system_tester" in out and "ACTIVE" in out and "min left" in out
     assert "node-serve-system-tester" in out and "127.0.0.1" in out and "unhealthy" in out
     assert "0 of 1 node(s) healthy" in out
+
+
+def test_status_watch_redraws_a_bounded_number_of_times(fake, sshd, chi_env, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    fake.add_lease("serve_system_tester")
+    assert _launch(chi_env, sshd, "--count", "2") == 0
+    capsys.readouterr()
+    n_log = len(fake.log)
+    rc = status_main(["--watch", "0.05", "--times", "3", "--ssh-port", str(sshd.port), "-i",
+                      str(chi_env / "hosts.yml"), "--probe-timeout", "2"])
+    out = capsys.readouterr().out
+    assert rc == 1  # the last board's exit code: SSH fails on the accept-and-close "sshd"
+    assert [ln.split(",")[0] for ln in out.splitlines() if ln.startswith("serve-system status")] == [
+        f"serve-system status {i}/3" for i in (1, 2, 3)]
+    assert out.count("0 of 2 node(s) healthy") == 3
+    # each refresh is one listing of servers, ports and floating IPs, however many nodes
+    assert _listings(fake, n_log) == {"/floatingips": 3, "/ports": 3, "/servers/detail": 3}
+
+
+def test_status_times_without_watch_is_refused(fake, chi_env, capsys) -> None:
+    n_log = len(fake.log)
+    assert status_main(["--times", "2", "-i", str(chi_env / "hosts.yml")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--times N counts the refreshes of --watch" in err
+    assert fake.log[n_log:] == []

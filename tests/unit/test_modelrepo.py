@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -89,6 +90,8 @@ def test_cli_render_prints_json_for_the_role(tmp_path: Path, capsys: pytest.Capt
     assert out["changed"] is True
     assert out["files"] == ["food_classifier/1/model.onnx", "food_classifier/1/model.py",
                             "food_classifier/config.pbtxt", "models.json"]
+    assert sorted(out["sha256"]) == out["files"]
+    assert out["sha256"]["models.json"] == hashlib.sha256((tmp_path / "models.json").read_bytes()).hexdigest()
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["changed"] is False
 

@@ -96,3 +96,18 @@ def test_measure_reports_parameters_compute_and_time() -> None:
     # conv1 28x28x32x9 + conv2 28x28x64x288 + dense 12544x128 + 128x10
     assert m.macs == 28 * 28 * 32 * 9 + 28 * 28 * 64 * 288 + 12544 * 128 + 128 * 10
     assert m.cpu_ms_p50 > 0 and m.cpu_ms_per_item_b8 > 0 and m.cpu_time_ms > 0 and m.size_bytes > m.parameters * 4
+
+
+def test_standin_is_built_once_per_machine_and_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVE_SYSTEM_CACHE", str(tmp_path))
+    standin._standin_bytes.cache_clear()
+    try:
+        built = standin_bytes("onnx-mnist-cpu")
+        assert built == bytes(STANDINS["onnx-mnist-cpu"].build().SerializeToString())
+        (cached,) = (tmp_path / "standins").iterdir()
+        assert cached.name.startswith("mnist-") and cached.read_bytes() == built
+        standin._standin_bytes.cache_clear()  # a new process: the file is read, not rebuilt
+        cached.write_bytes(built + b"marker")
+        assert standin_bytes("onnx-mnist-cpu") == built + b"marker"
+    finally:
+        standin._standin_bytes.cache_clear()

@@ -5,6 +5,7 @@ priorities, model metrics)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,10 @@ from serve_system import tritonconfig as tc
 from serve_system.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-REPO_CONFIGS = sorted(p for p in ROOT.rglob("config.pbtxt")
-                      if not any(part.startswith(".") for part in p.relative_to(ROOT).parts))
+# the configs the repository ships (git's list: a run's results/ or .cache/ hold variant configs
+# renamed per variant folder, which are not model repositories)
+REPO_CONFIGS = sorted(ROOT / p for p in subprocess.run(["git", "ls-files", "*config.pbtxt"], cwd=ROOT, check=True,
+                                                       capture_output=True, text=True).stdout.split())
 SEEDS = ROOT / "tests" / "unit" / "fixtures" / "seed_configs"
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--standin", action="append", default=[], help="model that gets the generated stand-in weights")
     r.add_argument("--standin-unless-given", action="append", default=[], metavar="MODEL",
                    help="model that gets its stand-in unless its source directory holds weights")
-    r.add_argument("--json", action="store_true", help="print {changed, models, files} as JSON")
+    r.add_argument("--json", action="store_true", help="print {changed, models, files, sha256} as JSON")
     r.set_defaults(func=_render)
     m = msub.add_parser("standins", help="parameters, compute and CPU time of the generated stand-in models")
     m.add_argument("--model", action="append", dest="models", help="only this model (repeat); default: all")
@@ -40,7 +41,9 @@ def _render(args: argparse.Namespace) -> int:
     )
     files = sorted(p.relative_to(args.dest).as_posix() for p in args.dest.rglob("*") if p.is_file())
     if args.json:
-        print(json.dumps({"changed": changed, "models": [asdict(r) for r in rows], "files": files}))
+        # sha256 per file: the serve_stack role copies only what the node lacks or holds differently
+        sha256 = {f: hashlib.sha256((args.dest / f).read_bytes()).hexdigest() for f in files}
+        print(json.dumps({"changed": changed, "models": [asdict(r) for r in rows], "files": files, "sha256": sha256}))
     else:
         print(("changed" if changed else "unchanged") + f": {args.dest}")
         for line in format_table(rows):

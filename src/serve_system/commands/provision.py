@@ -410,6 +410,9 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--watch", type=_seconds, metavar="S", nargs="?", const=10.0, default=None,
                    help="refresh every S seconds (default 10) until Ctrl-C")
+    p.add_argument("--times", type=_positive, metavar="N", default=None,
+                   help="with --watch: stop after N refreshes (e.g. a log of the class's nodes for an hour); "
+                        "the exit code is the last refresh's")
     p.add_argument("--probe-timeout", type=_positive, default=10, metavar="S",
                    help="SSH connect timeout of each node's probe (default 10)")
     p.set_defaults(func=_status)
@@ -452,24 +455,31 @@ def _status_once(args: argparse.Namespace, provider: Provider, console: Console)
 
 
 def _status(args: argparse.Namespace) -> int:
+    if args.watch is None and args.times is not None:
+        raise ServeSystemError("--times N counts the refreshes of --watch: give --watch too")
     console = _console()
     provider = _provider(args)
     if args.watch is None:
         return _status_once(args, provider, console)
     rc = 0
+    done = 0
     try:
-        while True:
-            console.clear()
-            console.print(f"serve-system status, every {args.watch:g} s (Ctrl-C to stop) - "
+        while args.times is None or done < args.times:
+            if done:
+                time.sleep(args.watch)
+            console.clear()  # a terminal is redrawn; a pipe or a log gets one board after the other
+            of = f" {done + 1}/{args.times}" if args.times else ""
+            console.print(f"serve-system status{of}, every {args.watch:g} s (Ctrl-C to stop) - "
                           f"{time.strftime('%H:%M:%S')}")
             try:
                 rc = _status_once(args, provider, console)
             except ServeSystemError as exc:
                 console.print(f"error: {exc}")
                 rc = 1
-            time.sleep(args.watch)
+            done += 1
     except KeyboardInterrupt:
-        return rc
+        pass
+    return rc
 
 
 # --- rebuild -------------------------------------------------------------------------------------

@@ -68,13 +68,15 @@ def plan(
     host_gpus: int,
     *,
     url: str = "triton_server:8000",
+    grpc_url: str = "triton_server:8001",
     node_work_dir: str = "/work",
     repository: Path | None = None,
     done: set[tuple[str, str]] | None = None,
 ) -> list[VariantPlan]:
     """Render and check every variant for a host with ``host_gpus`` GPUs; raise :class:`SpecError`.
 
-    ``node_work_dir`` is where perf_analyzer (in the client container) reads inputs and writes CSV;
+    ``url`` is Triton's HTTP endpoint and ``grpc_url`` its gRPC one, as perf_analyzer reaches them
+    (each variant's ``perf.protocol`` picks one); ``node_work_dir`` is where perf_analyzer (in the client container) reads inputs and writes CSV;
     ``done`` holds (variant, level id) pairs already measured (resume), marked ``done``.
     """
     errs: list[str] = []
@@ -103,6 +105,9 @@ def plan(
             stand_in = params["serve_system_weights"].string_value
         if "serve_system_served_by" in params:
             notes.append(f"served by: {params['serve_system_served_by'].string_value}")
+        if "serve_system_instances" in params and "instance_group" not in (v.config or {}):
+            # the node's base config was moved off GPUs when it was deployed; this variant runs it as is
+            notes += params["serve_system_instances"].string_value.split("; ")
         if tc.gpus_needed(cfg) > host_gpus:
             if policy == "adapt":
                 cfg, adapted = tc.adapt_to_host(cfg, host_gpus)
@@ -139,6 +144,7 @@ def plan(
         if "distribution" in load:
             perf["distribution"] = load["distribution"]
         mode = load.get("mode", perfmod.CONCURRENCY)
+        purl = grpc_url if perf.get("protocol") == "grpc" else url
         levels = expand_levels(load.get("levels"))
         version = v.version or spec.version
         lplans = []
@@ -146,11 +152,11 @@ def plan(
             for lv in levels:
                 lid = level_id(mode, lv, rep)
                 csv_path = f"{node_work_dir}/{vname}/{lid}/perf.csv"
-                argv = perfmod.build_argv(model=model, url=url, mode=mode, load=lv, perf=perf, csv_path=csv_path)
+                argv = perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=perf, csv_path=csv_path)
                 retries, p2 = [], perf
                 for _ in range(int(perf.get("retries", 1))):
                     p2 = perfmod.longer_window(p2)
-                    retries.append(perfmod.build_argv(model=model, url=url, mode=mode, load=lv, perf=p2,
+                    retries.append(perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=p2,
                                                       csv_path=csv_path))
                 lplans.append(LevelPlan(id=lid, mode=mode, load=lv, repetition=rep, argv=argv,
                                         retry_argv=retries, done=(vname, lid) in (done or set())))
@@ -159,7 +165,7 @@ def plan(
                                                                    "percentile", "latency_threshold_ms")}
         warm_perf.update(measurement_mode="count_windows", measurement_request_count=max(warm_n, 1),
                          max_trials=2, verbose_csv=False)
-        warmup_argv = perfmod.build_argv(model=model, url=url, mode=perfmod.CONCURRENCY, load=1,
+        warmup_argv = perfmod.build_argv(model=model, url=purl, mode=perfmod.CONCURRENCY, load=1,
                                          perf=warm_perf) if warm_n > 0 else []
         out.append(VariantPlan(name=vname, model=model, version=version, config_pbtxt=tc.render_pbtxt(cfg),
                                load_body=tc.load_api_body(cfg), notes=notes, levels=lplans,

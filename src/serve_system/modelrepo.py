@@ -5,7 +5,8 @@ GPU, or (rehearsal) a Triton without the ONNX Runtime backend, and its weights m
 generated stand-in. :func:`render` writes the node's repository into a staging directory, editing
 the configs as protobuf messages (``ModelConfig``: strict parsing, no text surgery):
 
-* ``gpus == 0``: every ``KIND_GPU`` instance group becomes ``KIND_CPU`` (its ``gpus`` list dropped);
+* ``gpus == 0``: every ``KIND_GPU`` instance group becomes ``KIND_CPU`` with the same total instance
+  count (its ``gpus`` list dropped), noted in the ``serve_system_instances`` parameter;
 * ``onnx_serving == "python_shim"``: ``onnxruntime`` models get ``backend: "python"`` and the shim
   ``shims/onnx_python_shim.py`` as ``1/model.py``;
 * models listed in ``standin`` get the stand-in ONNX weights generated for them
@@ -103,12 +104,17 @@ def render_model(
         _set_param(config, "serve_system_served_by", "onnx_python_shim: Triton has no onnxruntime backend here")
         files["1/model.py"] = SHIM.read_bytes()
 
-    kinds = []
-    for group in config.instance_group:
+    kinds, moved = [], []
+    for i, group in enumerate(config.instance_group):
         if gpus == 0 and group.kind == pb.ModelInstanceGroup.KIND_GPU:
+            total = max(group.count, 1) * max(len(group.gpus), 1)
+            moved.append(f"instance_group[{i}]: KIND_GPU x{total} -> KIND_CPU x{total} (node has no GPU)")
             group.kind = pb.ModelInstanceGroup.KIND_CPU
+            group.count = total
             del group.gpus[:]
         kinds.append(f"{group.count or 1}x{pb.ModelInstanceGroup.Kind.Name(group.kind).removeprefix('KIND_')}")
+    if moved:
+        _set_param(config, "serve_system_instances", "; ".join(moved))
     if gpus == 0 and any(k.endswith("GPU") for k in kinds):  # pragma: no cover - defensive
         raise ServeSystemError(f"{name}: GPU instance group left on a node without GPUs")
 

@@ -50,6 +50,17 @@ def test_plan_renders_each_variant_and_level(tmp_path: Path) -> None:
     assert on_gpu[0].notes == [] and "KIND_GPU" in on_gpu[0].config_pbtxt
 
 
+
+def test_grpc_variants_aim_at_tritons_grpc_endpoint(tmp_path: Path) -> None:
+    """perf.protocol grpc sends every perf_analyzer run (levels, retries, warm-up) to the gRPC URL."""
+    data = _spec(perf={"batch_size": 1, "protocol": "grpc"},
+                 variants=[{"name": "g"}, {"name": "h", "perf": {"protocol": "http"}}])
+    g, h = exp.plan(exp.load_spec(_write(tmp_path, data)), 0, url="ts:8000", grpc_url="ts:8001")
+    for argv in [*(lv.argv for lv in g.levels), *g.levels[0].retry_argv, g.warmup_argv]:
+        assert argv[argv.index("-u") + 1:argv.index("-i") + 2] == ["ts:8001", "-i", "grpc"]
+    for argv in [*(lv.argv for lv in h.levels), h.warmup_argv]:
+        assert argv[argv.index("-u") + 1:argv.index("-i") + 2] == ["ts:8000", "-i", "http"]
+
 def test_refuse_policy_stops_before_anything_runs(tmp_path: Path) -> None:
     p = _write(tmp_path, _spec(on_missing_gpus="refuse"))
     with pytest.raises(exp.SpecError) as exc:
@@ -171,3 +182,22 @@ def test_node_base_configs_keep_their_serving_edits(tmp_path: Path) -> None:
     assert any("KIND_GPU x1 -> KIND_CPU x1" in n for n in dyn.notes)  # the variant itself asked for GPU 0
     with pytest.raises(exp.SpecError, match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
         exp.plan(exp.load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")
+
+
+def test_a_base_moved_off_gpus_at_deploy_is_an_adaptation_of_the_variants_that_run_it(tmp_path: Path) -> None:
+    """serve_system_instances (written by the render for a node without GPU) becomes each variant's note,
+    unless the variant brings its own instance groups (then the engine's own adaptation says it)."""
+    node = tmp_path / "node_base" / "food_classifier"
+    node.mkdir(parents=True)
+    moved = "instance_group[0]: KIND_GPU x1 -> KIND_CPU x1 (node has no GPU)"
+    (node / "config.pbtxt").write_text(
+        'name: "food_classifier"\nbackend: "python"\nmax_batch_size: 16\n'
+        'input [ { name: "INPUT_IMAGE" data_type: TYPE_STRING dims: [1] } ]\n'
+        'output [ { name: "FOOD_LABEL" data_type: TYPE_STRING dims: [1] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
+        f'parameters {{ key: "serve_system_instances" value {{ string_value: "{moved}" }} }}\n')
+    plans = {p.name: p for p in exp.plan(exp.load_spec(SPECS / "instances.yml"), 0, repository=tmp_path / "node_base")}
+    assert all(moved not in p.notes for p in plans.values())  # each variant sets its own instance groups
+    assert plans["gpus01_2x2"].notes[0] == "instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)"
+    dyn = {p.name: p for p in exp.plan(exp.load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
+    assert dyn["baseline"].notes == [moved] and dyn["dynbatch"].notes == [moved]

@@ -36,6 +36,8 @@ def test_render_for_a_cpu_rehearsal_node(tmp_path: Path) -> None:
         cfg = parse_config(tmp_path / name / "config.pbtxt")
         assert [g.kind for g in cfg.instance_group] == [cfg.instance_group[0].KIND_CPU]
         assert list(cfg.instance_group[0].gpus) == []
+        assert cfg.parameters["serve_system_instances"].string_value == \
+            "instance_group[0]: KIND_GPU x1 -> KIND_CPU x1 (node has no GPU)"  # the move is recorded
         assert is_standin(tmp_path / name / "1" / "model.onnx")
         assert "stand-in" in cfg.parameters["serve_system_weights"].string_value
     table = {r.model: r for r in rows}

@@ -39,7 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-dir", type=Path, required=True, help="results/<experiment>/<run-id>")
     p.add_argument("--host", action="append", default=[], metavar="NAME=GPUS",
                    help="a host and its GPU count (repeat per host)")
-    p.add_argument("--url", default="triton_server:8000", help="Triton as the client container sees it")
+    p.add_argument("--url", default="triton_server:8000", help="Triton's HTTP endpoint as the client container sees it")
+    p.add_argument("--grpc-url", default="triton_server:8001",
+                   help="Triton's gRPC endpoint as the client container sees it (specs with perf.protocol: grpc)")
     p.add_argument("--node-work-dir", default="/work",
                    help="this run's folder as the client container sees it (inputs, CSV exports)")
     p.add_argument("--base-dir", action="append", default=[], metavar="NAME=DIR",
@@ -200,7 +202,7 @@ def _plan(spec: TritonSpec | FastapiSpec, args: argparse.Namespace, gpus: int, b
         image = f"image{args.fastapi_image.suffix}" if args.fastapi_image else None
         return exp.plan_fastapi(spec, url=args.fastapi_url, node_work_dir=args.node_work_dir, image=image,
                                 done=done)
-    return exp.plan(spec, gpus, url=args.url, node_work_dir=args.node_work_dir, repository=base, done=done)
+    return exp.plan(spec, gpus, url=args.url, grpc_url=args.grpc_url, node_work_dir=args.node_work_dir, repository=base, done=done)
 
 
 def _stage(dest: Path, hplan: records.HostPlan, variants: list[records.VariantPlan], image: Path | None) -> None:

@@ -4,8 +4,9 @@
 Runs the dynbatch playbook (fresh run id) on one node of an inventory and prints the playbook's wall
 time, the summed perf_analyzer time of its levels (each level record's start..end, retries
 included) and the overhead share. With ``--before-repo PATH`` it first runs the same playbook from
-another checkout (e.g. /work/main before the engine change, its package put first on PYTHONPATH), so
-both engines are measured side by side on the same node in one run. ``--run-dir`` only reads runs
+another checkout (e.g. main before a change to the engine, its package put first on PYTHONPATH; the
+older ``triton_experiment`` role or the ``experiment`` one), so both are measured side by side on the
+same node in one run. ``--run-dir`` only reads runs
 already made (each with its ``wall_s`` in bench.json or manifest start..host end).
 
     .venv/bin/python bench/orchestration_overhead.py -i inventory/hosts.yml --limit NODE [--before-repo /work/main]
@@ -51,6 +52,11 @@ def short_spec(dest: Path) -> Path:
     return path
 
 
+def role_prefix(repo: Path) -> str:
+    """The variable prefix of the role that runs dynbatch in a checkout (the engine's, or the older one's)."""
+    return "experiment" if (repo / "roles" / "experiment").is_dir() else "triton_experiment"
+
+
 def run(repo: Path, inventory: Path, limit: str, results: Path, run_id: str, spec_var: str,
         spec: Path | None) -> float:
     env = dict(os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"), PYTHONUNBUFFERED="1")
@@ -83,8 +89,8 @@ def main() -> int:
     spec = short_spec(args.results / "short_spec") if args.short else None
     stamp = time.strftime("%Y%m%dT%H%M%S")
     rows = []
-    engines = ([("before", args.before_repo.resolve(), "triton_experiment")] if args.before_repo else []) + \
-        [("after", HERE, "experiment")]
+    engines = ([("before", args.before_repo.resolve(), role_prefix(args.before_repo.resolve()))]
+               if args.before_repo else []) + [("after", HERE, "experiment")]
     for label, repo, var in engines:
         run_id = f"bench-{label}-{stamp}"
         wall = run(repo, args.inventory.resolve(), args.limit, args.results, run_id, var, spec)

@@ -136,6 +136,10 @@ class VariantRecord:
     load_seconds: float | None = None
     #: seconds from the load call until the variant was READY (the whole switch)
     switch_seconds: float | None = None
+    #: when the load call was made (UNIX seconds): Triton's log lines of a refusal are matched by time
+    load_started: float | None = None
+    #: seconds the warm-up requests took (before the first level; not part of any level)
+    warmup_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     stand_in: str | None = None
     runtime: str | None = None

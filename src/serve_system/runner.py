@@ -18,7 +18,7 @@ waits for Triton, loads the variant again and goes on. FastAPI variants wait for
 again and writes the host record (``host.json``). Every call ends by packing the host's complete
 records into one archive (``results.tar.gz``, fetched in one transfer) and printing an ``END`` line.
 One progress line per level (``L<n> ...``) and per variant (``DONE ...``) goes to ``--log`` (the
-role prints them) and ``/work/progress.json`` (CONTRACTS.md #2) is kept current. A second runner on
+role prints them; with ``--restore`` the call's last level line waits until the archive is ready) and ``/work/progress.json`` (CONTRACTS.md #2) is kept current. A second runner on
 the same run waits for the first (a lock), then skips what it measured: nothing is measured twice.
 """
 
@@ -170,7 +170,8 @@ class Runner:
         self.session_levels: list[float] = []
         self.pending: dict[str, list[rec.LevelPlan]] = {}
         self.total = self.n = 0
-        self.restored = False
+        self.restored = self.hold_last = False
+        self.held = ""
 
     # ---------------------------------------------------------------------------------- progress
     def say(self, line: str) -> None:
@@ -269,6 +270,7 @@ class Runner:
                         for v in chosen}
         self.total = sum(len(p) for p in self.pending.values())
         self.n = 0
+        self.hold_last = restore
         measured = 0
         try:
             for v in chosen:
@@ -277,6 +279,8 @@ class Runner:
                 self.restore()
         finally:
             self.pack()
+            if self.held:
+                self.say(self.held)
         self.say(f"END {self.plan.host}: {measured} level(s) measured in {len(chosen)} variant(s)"
                  + (f"; host record written (baseline {'restored' if self.restored else 'NOT restored'})"
                     if restore else ""))
@@ -325,8 +329,11 @@ class Runner:
             self.session_levels.append(lrec.end - lrec.start + 1.0)
             self.progress(v.name, lv.id, "running")
             why = f" ({lrec.error})" if lrec.error else ""
-            self.say(f"L{self.n} {self.plan.host} {v.name} {lv.id} {self.n}/{self.total}: {lrec.status}{why}; "
-                     f"{self.eta()}")
+            line = f"L{self.n} {self.plan.host} {v.name} {lv.id} {self.n}/{self.total}: {lrec.status}{why}; {self.eta()}"
+            if self.n == self.total and self.hold_last:
+                self.held = line  # said once the call's records are packed: the role fetches right after it
+            else:
+                self.say(line)
         self.say(f"DONE {self.plan.host} {v.name}: {len(pending)} level(s) measured"
                  + (f", {failed} failed" if failed else "")
                  + (f" ({len(v.levels) - len(pending)} already done)" if len(v.levels) > len(pending) else ""))

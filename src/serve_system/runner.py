@@ -1,8 +1,9 @@
 """The node-side runner: measures a host's planned variants entirely on the node.
 
-Shipped by the ``experiment`` role into the node's work folder (next to ``records.py`` and the
-FastAPI client, one archive) and run inside the client container (``docker exec jupyter python3
-runner.py``); standard library only. One call measures the variants it is given, one after the
+Shipped by the ``experiment`` role into the node's work folder as the node bundle (``.node.pyz``: a
+zip application of this module, ``records.py``, the plan and its inputs, written by ``serve-system
+plan``) and run inside the client container (``docker exec jupyter python3 .node.pyz``); standard
+library only. One call measures the variants it is given, one after the
 other, and with ``--restore`` then restores the baseline; the role makes one call for a Triton
 spec's whole plan. For a Triton variant::
 
@@ -38,6 +39,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,11 @@ try:  # as part of the package (tests) or as a file next to records.py (on the n
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
     import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+
+#: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application)
+BUNDLE_MAIN = "import runner\nraise SystemExit(runner.main())\n"
+#: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py"})
 
 UNSTABLE = re.compile(r"Failed to obtain stable measurement", re.IGNORECASE)
 
@@ -512,7 +519,25 @@ def _count(stats: Any) -> int:
         return 0
 
 
+def unpack_bundle(bundle: Path) -> None:
+    """Put the node bundle's data members (plan, inputs, the FastAPI client) beside it, each replaced
+    atomically and only when its content changed (a runner still going on reads them)."""
+    with zipfile.ZipFile(bundle) as z:
+        for name in z.namelist():
+            if name in BUNDLE_MODULES or "/" in name or name.startswith("."):
+                continue
+            data, dest = z.read(name), bundle.parent / name
+            if dest.is_file() and dest.read_bytes() == data:
+                continue
+            tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+
+
 def main(argv: list[str] | None = None) -> int:
+    here = Path(__file__).parent
+    if zipfile.is_zipfile(here):  # run as the node bundle (python3 .node.pyz ...)
+        unpack_bundle(here)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plan", required=True, help="the host's plan.json (in the run's node folder)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME",

@@ -78,7 +78,7 @@ def _runner(image: str, node: Path, triton: LocalTriton, *args: str, stdin: str 
     """The node-side runner in the client image (host network), as the role runs it in the jupyter container."""
     env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
     argv = ["podman", "run", "--rm", "-i", "--network", "host", "-v", f"{node}:{node}", image, "python3",
-            str(node / "runner.py"), "--plan", str(node / "plan.json"), "--triton", triton.url,
+            str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", triton.url,
             "--metrics", f"http://127.0.0.1:{triton.metrics}/metrics", "--metrics-interval", "0.5",
             "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240", *args]
     return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=900, env=env, input=stdin)
@@ -99,8 +99,8 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
                            "--host", "local=0", "--url", f"127.0.0.1:{triton.http}", "--node-work-dir", str(node),
                            "--quiet"], check=False, capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr
-    with tarfile.open(run_dir / "local" / ".node.tar.gz") as tar:  # what the role unpacks on the node
-        tar.extractall(work_dir, filter="data")
+    node.mkdir(parents=True)  # the node bundle, as the role copies it
+    shutil.copyfile(run_dir / "local" / ".node.pyz", node / ".node.pyz")
     # one call for two variants (as the role runs a Triton plan), then the refused one on its own
     proc = _runner(image, node, triton, "--variant", "baseline", "--variant", "dynbatch")
     assert proc.returncode == 0, proc.stdout + proc.stderr

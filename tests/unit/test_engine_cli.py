@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import tarfile
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -201,14 +203,21 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     assert v1["baseline"]["input_data"].endswith("experiments/files/food_input.json")
     assert "/work/dynbatch/r1/food_input.json" in v1["baseline"]["levels"][0]["argv"]
     assert json.loads((run / "manifest.json").read_text())["objectives"][0]["name"] == "most_throughput_at_8"
-    # what the role unpacks into the node's work folder: the run's folder with the plan, runner and inputs
-    with tarfile.open(run / "node-1" / ".node.tar.gz") as tar:
-        members = {m.name: m for m in tar.getmembers()}
-        assert set(members) == {"dynbatch", "dynbatch/r1"} | {f"dynbatch/r1/{n}" for n in (
-            "plan.json", "runner.py", "records.py", "fastapi_bench.py", "food_input.json")}
-        assert all(m.uid == 0 and (m.isdir() or m.isfile()) for m in members.values())
-        shipped = tar.extractfile("dynbatch/r1/plan.json")
-        assert shipped is not None and json.loads(shipped.read()) == out["node-1"]
+    # the node bundle: a zip application of the runner with the plan and its inputs
+    with zipfile.ZipFile(run / "node-1" / ".node.pyz") as z:
+        assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "records.py", "fastapi_bench.py",
+                                     "food_input.json"}
+        assert json.loads(z.read("plan.json")) == out["node-1"]
+    # run as the node runs it: its data members are put beside it, then the runner answers
+    node = tmp_path / "node"
+    node.mkdir()
+    shutil.copyfile(run / "node-1" / ".node.pyz", node / ".node.pyz")
+    proc = subprocess.run([sys.executable, str(node / ".node.pyz"), "--plan", str(node / "plan.json"),
+                           "--variant", "nope", "--progress", str(node / "progress.json")],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 2 and "no variant named 'nope'" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in node.iterdir()) == [".node.pyz", ".runner.lock", "fastapi_bench.py",
+                                                      "food_input.json", "plan.json"]
     lvl = run / "node-1" / "baseline" / "c1_r1"
     lvl.mkdir()
     (lvl / "level.json").write_text(json.dumps({"end": 1.0}))  # not a complete record: not done

@@ -6,7 +6,7 @@ checked; on any problem nothing is written and the command exits 1 with one line
 Otherwise it writes, under ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json``
 (a :class:`serve_system.records.HostPlan`: what to load, the command of each load level, which
 levels are already measured), each variant's ``config.pbtxt`` and ``load_body.json``, and
-``.node.tar.gz`` (the plan, the node-side runner and its inputs: what the role unpacks on the node). With
+``.node.pyz`` (the node bundle: the runner, the plan and its inputs in one file the role copies). With
 ``--fresh`` the hosts' earlier results are removed first; with ``--lease-end`` a plan that cannot end
 before the lease does is refused.
 
@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -184,7 +183,7 @@ def _run(args: argparse.Namespace) -> int:
             warmup_requests=spec.warmup.requests,
             estimate_s=exp.estimate_seconds(variants))
         records.write(hdir / "plan.json", hplan)
-        _stage(hdir / ".node.tar.gz", hplan, variants, args.fastapi_image)
+        _stage(hdir / ".node.pyz", hplan, variants, args.fastapi_image)
         out[host] = records.to_json(hplan)
     if not args.quiet:
         print(json.dumps(out))
@@ -209,38 +208,23 @@ def _plan(spec: TritonSpec | FastapiSpec, args: argparse.Namespace, gpus: int, b
 
 
 def _stage(dest: Path, hplan: records.HostPlan, variants: list[records.VariantPlan], image: Path | None) -> None:
-    """What the role puts on the node in one task: one archive of the plan, the runner and its inputs.
+    """What the role puts on the node in one task: the node bundle, a Python zip application of the
+    runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
+    from .. import runner
 
-    Its members are ``<experiment>/<run id>/<file>``: it is unpacked into the node's work folder.
-    """
     pkg = Path(records.__file__).parent
     files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "records.py", "fastapi_bench.py")}
     for data in sorted({v.input_data for v in variants if v.input_data}):
         files[Path(data).name] = Path(data)
     if image is not None and hplan.kind == records.FASTAPI:
         files[f"image{image.suffix}"] = image
-    plan = json.dumps(records.to_json(hplan), indent=1).encode() + b"\n"
-    prefix = f"{hplan.experiment}/{hplan.run_id}"
     tmp = dest.with_name(f".{dest.name}.tmp")
-    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
-        for d in (hplan.experiment, prefix):
-            info = tarfile.TarInfo(d)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
-            tar.addfile(info)
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        z.writestr("__main__.py", runner.BUNDLE_MAIN)
         for name, src in sorted(files.items()):
-            tar.add(src, arcname=f"{prefix}/{name}", recursive=False, filter=_plain)
-        info = tarfile.TarInfo(f"{prefix}/plan.json")
-        info.size, info.mode, info.mtime = len(plan), 0o644, int(time.time())
-        tar.addfile(info, io.BytesIO(plan))
+            z.write(src, name)
+        z.writestr("plan.json", json.dumps(records.to_json(hplan), indent=1) + "\n")
     os.replace(tmp, dest)
-
-
-def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """Members owned by root with plain modes, whoever runs the controller."""
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    info.mode = 0o644
-    return info
 
 
 def provenance(spec_path: Path) -> dict[str, object]:

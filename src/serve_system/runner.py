@@ -34,7 +34,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 import urllib.error
@@ -431,17 +430,7 @@ class Runner:
 
     def pack(self) -> None:
         """One archive of the host's complete records (variants, levels, host.json), fetched in one transfer."""
-        tmp = self.home / ".results.tar.gz.tmp"
-        with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
-            for v in self.plan.variants:
-                vdir = self.home / v.name
-                for p in sorted(vdir.iterdir()) if vdir.is_dir() else []:
-                    if p.is_dir() and not rec.level_done(p):
-                        continue  # an interrupted level: measured again from scratch next time
-                    tar.add(p, arcname=f"{v.name}/{p.name}")
-            if (self.home / "host.json").exists():
-                tar.add(self.home / "host.json", arcname="host.json")
-        os.replace(tmp, self.home / "results.tar.gz")
+        rec.pack(self.home, [v.name for v in self.plan.variants], self.home / rec.ARCHIVE)
 
     def explain(self, names: list[str], log: str) -> int:
         """Add Triton's own reason to the records of refused loads, from its log (``docker logs -t``) on stdin.

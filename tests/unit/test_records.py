@@ -173,3 +173,48 @@ def test_runner_refuses_an_unknown_variant_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr == f"{plan}: variants: no variant named 'nope': give one of first, second, fine\n"
     assert not (tmp_path / "results.tar.gz").exists()
+
+
+def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
+    """pack on the node, unpack on the controller: complete levels only, every member checked first."""
+    import io
+    import tarfile
+
+    node = tmp_path / "node"
+    _refused_run(node)
+    records.write(node / "host.json", records.HostRecord(host="n1", end="2026-11-22T10:00:00Z",
+                                                         baseline_restored=True))
+    (node / "fine" / "c1_r1" / "perf.csv").write_text("Concurrency,Inferences/Second\n1,10\n")
+    archive = tmp_path / records.ARCHIVE
+    records.pack(node, ["first", "second", "fine"], archive)
+    with tarfile.open(archive) as tar:
+        order = tar.getnames()
+    ctl = tmp_path / "ctl"
+    assert records.unpack(archive, ctl, ["first", "second", "fine"]) == 6
+    assert records.done_levels(ctl) == {("fine", "c1_r1")} and not (ctl / "fine" / "c8_r1").exists()
+    assert (ctl / "fine" / "c1_r1" / "perf.csv").read_text() == (node / "fine" / "c1_r1" / "perf.csv").read_text()
+    assert records.read(ctl / "host.json", records.HostRecord).baseline_restored
+    assert order.index("fine/c1_r1/level.json") < order.index("fine/c1_r1/perf.csv")  # packed in folder order
+
+    def bad(name: str, kind: bytes = tarfile.REGTYPE) -> Path:
+        path = tmp_path / f"bad{abs(hash(name))}.tar.gz"
+        with tarfile.open(path, "w:gz") as tar:
+            tar.add(node / "fine", arcname="fine")
+            info = tarfile.TarInfo(name)
+            info.type, info.size = kind, 0
+            if kind == tarfile.SYMTYPE:
+                info.linkname = "/etc"
+            tar.addfile(info, io.BytesIO(b""))
+        return path
+
+    for name, kind, why in (("../evil.json", tarfile.REGTYPE, "../evil.json: not a record"),
+                            ("fine/../../x", tarfile.REGTYPE, "fine/../../x: not a record"),
+                            ("other/variant.json", tarfile.REGTYPE, "other/variant.json: not a record"),
+                            ("fine/link", tarfile.SYMTYPE, "fine/link: not a record")):
+        dest = tmp_path / "refused"
+        with pytest.raises(records.RecordError, match=why):
+            records.unpack(bad(name, kind), dest, ["first", "second", "fine"])
+        assert not dest.exists()  # nothing written
+    (tmp_path / "torn.tar.gz").write_bytes(archive.read_bytes()[:40])
+    with pytest.raises(records.RecordError, match="not a readable archive of records"):
+        records.unpack(tmp_path / "torn.tar.gz", tmp_path / "refused", ["fine"])

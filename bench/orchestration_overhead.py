@@ -4,8 +4,9 @@
 Runs the dynbatch playbook (fresh run id) on one node of an inventory and prints the playbook's wall
 time, the summed perf_analyzer time of its levels (each level record's start..end, retries
 included) and the overhead share. With ``--before-repo PATH`` it first runs the same playbook from
-another checkout (e.g. /work/main before the engine change, its package put first on PYTHONPATH), so
-both engines are measured side by side on the same node in one run. ``--run-dir`` only reads runs
+another checkout (e.g. main before a change to the engine, its package put first on PYTHONPATH; the
+older ``triton_experiment`` role or the ``experiment`` one), so both are measured side by side on the
+same node in one run. ``--run-dir`` only reads runs
 already made (each with its ``wall_s`` in bench.json or manifest start..host end).
 
     .venv/bin/python bench/orchestration_overhead.py -i inventory/hosts.yml --limit NODE [--before-repo /work/main]
@@ -24,14 +25,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 
 
-def perf_seconds(host_dir: Path) -> tuple[float, int]:
-    """Summed perf_analyzer seconds and level count under a host folder (old and new level records)."""
+def perf_seconds(host_dir: Path) -> tuple[float, int, float | None]:
+    """Summed perf_analyzer seconds and level count under a host folder (old and new level records),
+    and the warm-ups' seconds where the variant records have them (None: not recorded)."""
     total, n = 0.0, 0
     for lj in host_dir.glob("*/*/level.json"):
         meta = json.loads(lj.read_text())
         total += float(meta["end"]) - float(meta["start"])
         n += 1
-    return total, n
+    warm = [json.loads(vj.read_text()).get("warmup_seconds") for vj in host_dir.glob("*/variant.json")]
+    return total, n, (sum(warm) if warm and all(w is not None for w in warm) else None)
 
 
 def short_spec(dest: Path) -> Path:
@@ -49,6 +52,11 @@ def short_spec(dest: Path) -> Path:
     path = dest / "dynbatch.yml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def role_prefix(repo: Path) -> str:
+    """The variable prefix of the role that runs dynbatch in a checkout (the engine's, or the older one's)."""
+    return "experiment" if (repo / "roles" / "experiment").is_dir() else "triton_experiment"
 
 
 def run(repo: Path, inventory: Path, limit: str, results: Path, run_id: str, spec_var: str,
@@ -83,15 +91,18 @@ def main() -> int:
     spec = short_spec(args.results / "short_spec") if args.short else None
     stamp = time.strftime("%Y%m%dT%H%M%S")
     rows = []
-    engines = ([("before", args.before_repo.resolve(), "triton_experiment")] if args.before_repo else []) + \
-        [("after", HERE, "experiment")]
+    engines = ([("before", args.before_repo.resolve(), role_prefix(args.before_repo.resolve()))]
+               if args.before_repo else []) + [("after", HERE, "experiment")]
     for label, repo, var in engines:
         run_id = f"bench-{label}-{stamp}"
         wall = run(repo, args.inventory.resolve(), args.limit, args.results, run_id, var, spec)
-        perf, n = perf_seconds(args.results / "dynbatch" / run_id / args.limit)
+        perf, n, warm = perf_seconds(args.results / "dynbatch" / run_id / args.limit)
         rows.append((label, repo, wall, perf, n))
         print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "
               f"overhead {wall - perf:.1f} s = {(wall - perf) / wall * 100:.1f} % of the wall time", flush=True)
+        if warm is not None:  # the spec's warm-up requests are perf_analyzer runs too (not part of any level)
+            print(f"{'':>6}  with the warm-ups' perf_analyzer runs ({warm:.1f} s) counted as measurement: overhead "
+                  f"{wall - perf - warm:.1f} s = {(wall - perf - warm) / wall * 100:.1f} %", flush=True)
     if len(rows) == 2:
         (_, _, w0, p0, _), (_, _, w1, p1, _) = rows
         print(f"overhead: {w0 - p0:.1f} s -> {w1 - p1:.1f} s ({(w1 - p1) / (w0 - p0):.2f}x); "

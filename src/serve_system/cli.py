@@ -19,8 +19,8 @@ from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "import_logs",
-    "stats_delta", "report", "compare",
+    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "collect",
+    "import_logs", "stats_delta", "report", "compare",
 )
 
 
@@ -31,16 +31,29 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` the one command of that module (a quicker start)."""
     parser = OneLineParser(
         prog="serve-system",
         description="Provision, configure, experiment and report for the Triton serving lab.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
-    for name in COMMANDS:
+    for name in (only,) if only else COMMANDS:
         importlib.import_module(f"{__package__}.commands.{name}").register(sub)
     return parser
+
+
+def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """A command named like its module (``plan``, ``report``, ...) imports that module alone: the
+    playbooks call them several times per run. Anything else gets the whole command line."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first in COMMANDS:
+        parser = build_parser(first)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        if first in sub.choices:
+            return parser
+    return build_parser()
 
 
 def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
@@ -57,8 +70,8 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser_for(argv).parse_args(argv)
     return run(args.func, args)
 
 

@@ -163,8 +163,9 @@ def plan(
         warm_n = spec.warmup.requests
         warm_perf = {k: v2 for k, v2 in perf.items() if k not in ("request_count", "warmup_request_count",
                                                                    "percentile", "latency_threshold_ms")}
+        # exactly warm_n requests (a count bound, not windows until stable: no stability to reach here)
         warm_perf.update(measurement_mode="count_windows", measurement_request_count=max(warm_n, 1),
-                         max_trials=2, verbose_csv=False)
+                         request_count=max(warm_n, 1), verbose_csv=False)
         warmup_argv = perfmod.build_argv(model=model, url=purl, mode=perfmod.CONCURRENCY, load=1,
                                          perf=warm_perf) if warm_n > 0 else []
         out.append(VariantPlan(name=vname, model=model, version=version, config_pbtxt=tc.render_pbtxt(cfg),

@@ -136,6 +136,10 @@ class VariantRecord:
     load_seconds: float | None = None
     #: seconds from the load call until the variant was READY (the whole switch)
     switch_seconds: float | None = None
+    #: when the load call was made (UNIX seconds): Triton's log lines of a refusal are matched by time
+    load_started: float | None = None
+    #: seconds the warm-up requests took (before the first level; not part of any level)
+    warmup_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     stand_in: str | None = None
     runtime: str | None = None
@@ -271,6 +275,64 @@ def level_done(level_dir: str | Path) -> bool:
     except RecordError:
         return False
     return True
+
+
+# --------------------------------------------------------------------------- the host's archive
+
+#: what one host's records travel as, from the node to the controller (one transfer)
+ARCHIVE = "results.tar.gz"
+
+
+def pack(host_dir: str | Path, variants: list[str], dest: str | Path) -> None:
+    """Write ``dest``: the host's complete records (each variant's files and complete levels, host.json).
+
+    Levels without a complete record (interrupted) stay out: they are measured again. Written to a
+    temporary name and renamed, so a reader never sees half an archive.
+    """
+    import tarfile
+
+    h, out = Path(host_dir), Path(dest)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+        for v in variants:
+            for p in sorted((h / v).iterdir()) if (h / v).is_dir() else []:
+                if p.is_dir() and not level_done(p):
+                    continue
+                tar.add(p, arcname=f"{v}/{p.name}")
+        if (h / "host.json").is_file():
+            tar.add(h / "host.json", arcname="host.json")
+    os.replace(tmp, out)
+
+
+def unpack(archive: str | Path, host_dir: str | Path, variants: list[str]) -> int:
+    """Put a host's archive (see :func:`pack`) into its results folder; the number of files.
+
+    Every member is checked first (plain files and folders, named ``host.json`` or under a planned
+    variant, no ``..``, no links): a bad archive is refused in one line (:class:`RecordError`) and
+    nothing is written. Each level's record is written after every other file of the archive, so an
+    interrupted unpack never leaves a level that looks done but lacks its files (the resume rule).
+    """
+    import tarfile
+
+    where = str(archive)
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            members = tar.getmembers()
+            known = set(variants)
+            for m in members:
+                parts = m.name.split("/")
+                if not (m.isfile() or m.isdir()) or any(x in ("", ".", "..") for x in parts) or not (
+                        (parts == ["host.json"] and m.isfile()) or (parts[0] in known and len(parts) <= 3)):
+                    raise RecordError(f"{where}: {m.name}: not a record of this host's plan (variants: "
+                                      f"{', '.join(variants) or 'none'}): make the archive with the runner's pack")
+            members.sort(key=lambda m: (m.name.endswith("/level.json"), m.name))
+            for m in members:
+                tar.extract(m, host_dir, filter="data")
+    except (tarfile.TarError, EOFError) as exc:
+        raise RecordError(f"{where}: not a readable archive of records: {exc}") from None
+    except OSError as exc:
+        raise RecordError(f"{where}: cannot unpack into {host_dir}: {exc}") from None
+    return sum(m.isfile() for m in members)
 
 
 def done_levels(host_dir: str | Path) -> set[tuple[str, str]]:

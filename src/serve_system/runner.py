@@ -1,8 +1,11 @@
-"""The node-side runner: measures one variant of a host's plan entirely on the node.
+"""The node-side runner: measures a host's planned variants entirely on the node.
 
-Shipped by the ``experiment`` role into the node's work folder (next to ``records.py`` and the
-FastAPI client) and run inside the client container (``docker exec jupyter python3 runner.py``);
-standard library only. For a Triton variant::
+Shipped by the ``experiment`` role into the node's work folder as the node bundle (``.node.pyz``: a
+zip application of this module, ``records.py``, the plan and its inputs, written by ``serve-system
+plan``) and run inside the client container (``docker exec jupyter python3 .node.pyz``); standard
+library only. One call measures the variants it is given, one after the
+other, and with ``--restore`` then restores the baseline; the role makes one call for a Triton
+spec's whole plan. For a Triton variant::
 
     load through the repository API with the variant's config -> READY -> warm-up ->
     per pending level: stats before, metrics sampling, perf_analyzer (under a memory and a time
@@ -13,9 +16,11 @@ A refused load is recorded with Triton's own message. A level whose perf_analyze
 during which Triton stops answering or restarts, is recorded as failed with the reason; the runner
 waits for Triton, loads the variant again and goes on. FastAPI variants wait for the endpoint's
 /health and run the benchmark client per level. ``--restore`` loads every model's committed config
-again and prints the host record. One progress line per level goes to ``--log`` (the role prints
-them) and ``/work/progress.json`` (CONTRACTS.md #2) is kept current. A second runner on the same run
-waits for the first (a lock), then skips what it measured: nothing is measured twice.
+again and writes the host record (``host.json``). Every call ends by packing the host's complete
+records into one archive (``results.tar.gz``, fetched in one transfer) and printing an ``END`` line.
+One progress line per level (``L<n> ...``) and per variant (``DONE ...``) goes to ``--log`` (the
+role prints them; with ``--restore`` the call's last level line waits until the archive is ready) and ``/work/progress.json`` (CONTRACTS.md #2) is kept current. A second runner on
+the same run waits for the first (a lock), then skips what it measured: nothing is measured twice.
 """
 
 from __future__ import annotations
@@ -29,11 +34,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +46,11 @@ try:  # as part of the package (tests) or as a file next to records.py (on the n
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
     import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+
+#: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application)
+BUNDLE_MAIN = "import runner\nraise SystemExit(runner.main())\n"
+#: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py"})
 
 UNSTABLE = re.compile(r"Failed to obtain stable measurement", re.IGNORECASE)
 
@@ -142,6 +152,17 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
                        max_rss_mb=round(peak, 1) or None), text
 
 
+def host_facts() -> dict[str, Any]:
+    """What the node's kernel says of the host, from inside the container (same kernel, CPUs and memory)."""
+    memory_mb = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            memory_mb = next((int(ln.split()[1]) // 1024 for ln in f if ln.startswith("MemTotal:")), None)
+    except (OSError, ValueError):
+        pass
+    return {"kernel": os.uname().release, "cpus": os.cpu_count(), "memory_mb": memory_mb}
+
+
 class Runner:
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -151,8 +172,12 @@ class Runner:
         self.triton = Http(args.triton)
         self.fastapi = Http(args.fastapi)
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
-        self.facts: dict[str, Any] = json.loads(args.facts) if args.facts else {}
+        self.facts: dict[str, Any] = {**host_facts(), **(json.loads(args.facts) if args.facts else {})}
         self.session_levels: list[float] = []
+        self.pending: dict[str, list[rec.LevelPlan]] = {}
+        self.total = self.n = 0
+        self.restored = self.hold_last = False
+        self.held = ""
 
     # ---------------------------------------------------------------------------------- progress
     def say(self, line: str) -> None:
@@ -239,17 +264,41 @@ class Runner:
     def stats(self, v: rec.VariantPlan) -> tuple[int, Any]:
         return self.triton.call("GET", f"/v2/models/{v.model}/versions/{v.version}/stats")
 
-    def variant(self, name: str) -> int:
-        v = next((x for x in self.plan.variants if x.name == name), None)
-        if v is None:
-            print(f"{self.plan_path}: variants: no variant named {name!r}", file=sys.stderr)
+    def measure(self, names: list[str], restore: bool) -> int:
+        """Measure the named variants in plan order, restore the baseline if asked, pack, say END."""
+        unknown = [n for n in names if n not in {v.name for v in self.plan.variants}]
+        if unknown:
+            print(f"{self.plan_path}: variants: no variant named {unknown[0]!r}: give one of "
+                  f"{', '.join(v.name for v in self.plan.variants)}", file=sys.stderr)
             return 2
+        chosen = [v for v in self.plan.variants if v.name in names]
+        self.pending = {v.name: [lv for lv in v.levels if not lv.done and not rec.level_done(self.home / v.name / lv.id)]
+                        for v in chosen}
+        self.total = sum(len(p) for p in self.pending.values())
+        self.n = 0
+        self.hold_last = restore
+        measured = 0
+        try:
+            for v in chosen:
+                measured += self.variant(v)
+            if restore:
+                self.restore()
+        finally:
+            self.pack()
+            if self.held:
+                self.say(self.held)
+        self.say(f"END {self.plan.host}: {measured} level(s) measured in {len(chosen)} variant(s)"
+                 + (f"; host record written (baseline {'restored' if self.restored else 'NOT restored'})"
+                    if restore else ""))
+        return 0
+
+    def variant(self, v: rec.VariantPlan) -> int:
+        """Measure one variant's pending levels; the number measured."""
         vdir = self.home / v.name
         vdir.mkdir(parents=True, exist_ok=True)
-        pending = [lv for lv in v.levels if not lv.done and not rec.level_done(vdir / lv.id)]
+        pending = self.pending[v.name]
         if not pending:
-            self.say(f"END {self.plan.host} {v.name}: 0 level(s) measured ({len(v.levels)} already done)")
-            self.pack(v)
+            self.say(f"DONE {self.plan.host} {v.name}: 0 level(s) measured ({len(v.levels)} already done)")
             return 0
         self.progress(v.name, pending[0].id, "running")
         vrec = rec.VariantRecord(name=v.name, model=v.model, version=v.version, status=rec.MEASURED,
@@ -260,7 +309,7 @@ class Runner:
                 vrec.stand_in = ("the FastAPI endpoint served its generated stand-in model (/health: standin true): "
                                  "random weights, predictions are meaningless")
         else:
-            t0 = time.time()
+            t0 = vrec.load_started = time.time()
             ok, vrec.error, vrec.load_seconds = self.load(v)
             if ok and not self.wait_ready(v.model, v.version, self.args.ready_timeout):
                 ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
@@ -268,27 +317,33 @@ class Runner:
         if not ok:
             vrec.status = rec.UNAVAILABLE if self.plan.kind == rec.FASTAPI else rec.REFUSED
             rec.write(vdir / "variant.json", vrec)
+            self.total -= len(pending)
             self.progress(v.name, "", "running")
-            self.say(f"END {self.plan.host} {v.name}: {vrec.status}: {vrec.error}")
-            self.pack(v)
+            self.say(f"DONE {self.plan.host} {v.name}: {vrec.status}: {vrec.error}")
             return 0
-        rec.write(vdir / "variant.json", vrec)
         if v.warmup_argv:
+            t0 = time.time()
             run_capped(v.warmup_argv, vdir, self.args.perf_memory_mb, self.args.perf_timeout)
+            vrec.warmup_seconds = round(time.time() - t0, 3)
+        rec.write(vdir / "variant.json", vrec)
         failed = 0
-        for i, lv in enumerate(pending, 1):
+        for lv in pending:
+            self.n += 1
             self.progress(v.name, lv.id, "running")
             lrec = self.level(v, lv, vdir / lv.id)
             failed += lrec.status != rec.OK
             self.session_levels.append(lrec.end - lrec.start + 1.0)
             self.progress(v.name, lv.id, "running")
             why = f" ({lrec.error})" if lrec.error else ""
-            self.say(f"L{i} {self.plan.host} {v.name} {lv.id} {i}/{len(pending)}: {lrec.status}{why}; {self.eta()}")
-        self.say(f"END {self.plan.host} {v.name}: {len(pending)} level(s) measured"
+            line = f"L{self.n} {self.plan.host} {v.name} {lv.id} {self.n}/{self.total}: {lrec.status}{why}; {self.eta()}"
+            if self.n == self.total and self.hold_last:
+                self.held = line  # said once the call's records are packed: the role fetches right after it
+            else:
+                self.say(line)
+        self.say(f"DONE {self.plan.host} {v.name}: {len(pending)} level(s) measured"
                  + (f", {failed} failed" if failed else "")
                  + (f" ({len(v.levels) - len(pending)} already done)" if len(v.levels) > len(pending) else ""))
-        self.pack(v)
-        return 0
+        return len(pending)
 
     def fastapi_up(self, v: rec.VariantPlan) -> tuple[bool, str | None, dict[str, Any] | None]:
         deadline = time.time() + self.args.ready_timeout
@@ -373,39 +428,45 @@ class Runner:
         self.load(v)
         self.wait_ready(v.model, v.version, self.args.ready_timeout)
 
-    def pack(self, v: rec.VariantPlan) -> None:
-        """One archive of the variant's folder (complete levels only), fetched in one transfer."""
-        vdir = self.home / v.name
-        tmp = self.home / f".{v.name}.tar.gz.tmp"
-        with tarfile.open(tmp, "w:gz") as tar:
-            for p in sorted(vdir.iterdir()) if vdir.is_dir() else []:
-                if p.is_dir() and not rec.level_done(p):
-                    continue
-                tar.add(p, arcname=f"{v.name}/{p.name}")
-        os.replace(tmp, self.home / f"{v.name}.tar.gz")
+    def pack(self) -> None:
+        """One archive of the host's complete records (variants, levels, host.json), fetched in one transfer."""
+        rec.pack(self.home, [v.name for v in self.plan.variants], self.home / rec.ARCHIVE)
 
-    def explain(self, name: str, log: str) -> int:
-        """Add Triton's own reason for a refused load (its log, given on stdin) to the variant record."""
-        vdir = self.home / name
-        try:
-            vrec = rec.read(vdir / "variant.json", rec.VariantRecord)
-        except rec.RecordError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        if vrec.status != rec.REFUSED:
-            return 0
-        lines = [ln.strip() for ln in log.splitlines()
-                 if vrec.model in ln and re.match(r"^E\d{4}|.*\berror\b", ln, re.IGNORECASE)]
-        reason = lines[-1] if lines else None
-        if reason and reason not in (vrec.error or ""):
-            vrec.error = f"{vrec.error} | triton log: {reason}"
-            rec.write(vdir / "variant.json", vrec)
-        plan_v = next(v for v in self.plan.variants if v.name == name)
-        self.pack(plan_v)
-        self.say(f"END {self.plan.host} {name}: {vrec.status}: {vrec.error}")
+    def explain(self, names: list[str], log: str) -> int:
+        """Add Triton's own reason to the records of refused loads, from its log (``docker logs -t``) on stdin.
+
+        A line counts when it names the variant's model, reads as an error, and (when the log has
+        Docker's timestamps) was written while that variant's load was under way.
+        """
+        lines = [_stamped(ln) for ln in log.splitlines() if ln.strip()]
+        for v in self.plan.variants:
+            if names and v.name not in names:
+                continue
+            path = self.home / v.name / "variant.json"
+            if not path.exists():
+                continue
+            try:
+                vrec = rec.read(path, rec.VariantRecord)
+            except rec.RecordError as exc:
+                print(exc, file=sys.stderr)
+                return 2
+            if vrec.status != rec.REFUSED:
+                continue
+            t0 = vrec.load_started
+            t1 = None if t0 is None else t0 + (vrec.switch_seconds or 0.0)
+            found = [text for t, text in lines
+                     if vrec.model in text and re.match(r"^E\d{4}|.*\berror\b", text, re.IGNORECASE)
+                     and (t is None or t0 is None or t1 is None or t0 - 2 <= t <= t1 + 2)]
+            reason = found[-1] if found else None
+            if reason and reason not in (vrec.error or ""):
+                vrec.error = f"{vrec.error} | triton log: {reason}"
+                rec.write(path, vrec)
+            self.say(f"DONE {self.plan.host} {v.name}: {vrec.status}: {vrec.error}")
+        self.pack()
         return 0
 
-    def restore(self) -> int:
+    def restore(self) -> None:
+        """Load every model's committed config again; write the host record (host.json)."""
         statuses = []
         for model in self.plan.models:
             self.triton.call("POST", f"/v2/repository/models/{model}/unload", {}, timeout=self.args.ready_timeout)
@@ -421,12 +482,23 @@ class Runner:
                 continue
             if lr.status != rec.OK:
                 failed.append(f"{variant}/{level}")
+        self.restored = all(s == 200 for s in statuses)
         host = rec.HostRecord(host=self.plan.host, end=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              baseline_restored=all(s == 200 for s in statuses), restore_status=statuses,
-                              failed_levels=failed)
-        print(json.dumps(rec.to_json(host)))
+                              baseline_restored=self.restored, restore_status=statuses, failed_levels=failed)
+        rec.write(self.home / "host.json", host)
         self.progress("", "", "finished")
-        return 0
+
+
+def _stamped(line: str) -> tuple[float | None, str]:
+    """A ``docker logs --timestamps`` line as (UNIX seconds, text); (None, line) without a timestamp."""
+    stamp, _, text = line.partition(" ")
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z", stamp)
+    if not m:
+        return None, line.strip()
+    import calendar
+
+    whole = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+    return whole + float(f"0.{m.group(2) or 0}"), text.strip()
 
 
 def _count(stats: Any) -> int:
@@ -436,11 +508,32 @@ def _count(stats: Any) -> int:
         return 0
 
 
+def unpack_bundle(bundle: Path) -> None:
+    """Put the node bundle's data members (plan, inputs, the FastAPI client) beside it, each replaced
+    atomically and only when its content changed (a runner still going on reads them)."""
+    with zipfile.ZipFile(bundle) as z:
+        for name in z.namelist():
+            if name in BUNDLE_MODULES or "/" in name or name.startswith("."):
+                continue
+            data, dest = z.read(name), bundle.parent / name
+            if dest.is_file() and dest.read_bytes() == data:
+                continue
+            tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+
+
 def main(argv: list[str] | None = None) -> int:
+    here = Path(__file__).parent
+    if zipfile.is_zipfile(here):  # run as the node bundle (python3 .node.pyz ...)
+        unpack_bundle(here)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plan", required=True, help="the host's plan.json (in the run's node folder)")
-    ap.add_argument("--variant", help="measure this variant")
-    ap.add_argument("--restore", action="store_true", help="restore the models' committed configs")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME",
+                    help="measure this variant (repeat: measured in plan order)")
+    ap.add_argument("--all", action="store_true", help="measure every variant of the plan")
+    ap.add_argument("--restore", action="store_true",
+                    help="then restore the models' committed configs and write host.json")
     ap.add_argument("--log", default="", help="progress lines also go to this file (next to the plan)")
     ap.add_argument("--progress", default="/work/progress.json")
     ap.add_argument("--triton", default="http://triton_server:8000")
@@ -452,8 +545,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--perf-memory-mb", type=float, default=4096.0, help="memory cap of perf_analyzer (MB)")
     ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance")
     ap.add_argument("--triton-log", action="store_true",
-                    help="read Triton's log on stdin and add its reason to the refused --variant's record")
+                    help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
+                         "refused loads (of --variant, or of every variant)")
     args = ap.parse_args(argv)
+    if not (args.variant or args.all or args.restore or args.triton_log):
+        ap.error("give --variant NAME, --all, --restore or --triton-log")
     try:
         runner = Runner(args)
     except rec.RecordError as exc:
@@ -466,16 +562,13 @@ def main(argv: list[str] | None = None) -> int:
             runner.say(f"waiting for an earlier runner of {runner.plan.run_id} to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if args.restore:
-                return runner.restore()
-            if not args.variant:
-                ap.error("give --variant NAME or --restore")
             if args.triton_log:
                 return runner.explain(args.variant, sys.stdin.read())
-            return runner.variant(args.variant)
+            names = [v.name for v in runner.plan.variants] if args.all else args.variant
+            return runner.measure(names, args.restore)
         except BaseException as exc:
-            runner.progress(args.variant or "", "", "failed")
-            runner.say(f"END {runner.plan.host} {args.variant or 'restore'}: the runner failed: {exc!r}")
+            runner.progress("", "", "failed")
+            runner.say(f"END {runner.plan.host}: the runner failed: {exc!r}")
             raise
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 
 from .corpus import BadInput
 
@@ -22,7 +24,31 @@ def _report(id: str, level: dict | None = None, variant: dict | str | None = Non
     return BadInput(id=f"engine-{id}", argv=("serve-system", "report", "{tmp}/" + RUN), files=files, expect=expect)
 
 
+PLAN = json.dumps({"host": "n1", "gpus": 0, "experiment": "demo", "run_id": "r1", "variants": []})
+
+
+def _archive(name: str) -> bytes:
+    """A host's records archive with one member called ``name`` (as a compromised node could send)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"{}"))
+    return buf.getvalue()
+
+
+def _collect(id: str, files: dict[str, str | bytes], *expect: str) -> BadInput:
+    return BadInput(id=f"engine-collect-{id}", argv=("serve-system", "collect", "{tmp}/results.tar.gz", "--host-dir",
+                                                     "{tmp}/" + RUN + "/n1"), files=files, expect=expect)
+
+
 CASES: list[BadInput] = [
+    _collect("escaping-member", {"results.tar.gz": _archive("../../escape.json"), f"{RUN}/n1/plan.json": PLAN},
+             "{tmp}/results.tar.gz: ../../escape.json: not a record of this host's plan"),
+    _collect("not-an-archive", {"results.tar.gz": b"not gzip", f"{RUN}/n1/plan.json": PLAN},
+             "{tmp}/results.tar.gz: not a readable archive of records"),
+    _collect("no-plan", {"results.tar.gz": _archive("host.json")},
+             "{tmp}/" + RUN + "/n1/plan.json: cannot read"),
     _report("level-no-end", {k: v for k, v in LEVEL.items() if k != "end"}, None,
             "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: end: missing"),
     _report("level-load-text", {**LEVEL, "load": "eight"}, None,

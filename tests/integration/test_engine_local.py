@@ -78,7 +78,7 @@ def _runner(image: str, node: Path, triton: LocalTriton, *args: str, stdin: str 
     """The node-side runner in the client image (host network), as the role runs it in the jupyter container."""
     env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
     argv = ["podman", "run", "--rm", "-i", "--network", "host", "-v", f"{node}:{node}", image, "python3",
-            str(node / "runner.py"), "--plan", str(node / "plan.json"), "--triton", triton.url,
+            str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", triton.url,
             "--metrics", f"http://127.0.0.1:{triton.metrics}/metrics", "--metrics-interval", "0.5",
             "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240", *args]
     return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=900, env=env, input=stdin)
@@ -92,38 +92,43 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     (work / "ansible.cfg").write_text("[defaults]\n")
     spec_path = work / "spec.yml"
     spec_path.write_text(yaml.safe_dump(SPEC, sort_keys=False))
-    node = tmp_path / "node"  # what the client container sees as /work/<experiment>/<run>
+    work_dir = tmp_path / "node_work"  # the node's work folder; the run's folder is /work/<experiment>/<run>
+    node = work_dir / "engine_local" / "r1"
     run_dir = tmp_path / "results" / "engine_local" / "r1"
     plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir", str(run_dir),
                            "--host", "local=0", "--url", f"127.0.0.1:{triton.http}", "--node-work-dir", str(node),
                            "--quiet"], check=False, capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr
-    shutil.copytree(run_dir / "local" / ".node", node)
-    for v in ("baseline", "dynbatch", "bad_priority"):
-        proc = _runner(image, node, triton, "--variant", v)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        if v == "bad_priority":  # as the role does for a refused variant: Triton's log on stdin
-            assert f"{v}: refused" in proc.stdout
-            proc = _runner(image, node, triton, "--variant", v, "--triton-log", stdin=triton.log.read_text())
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-        with tarfile.open(node / f"{v}.tar.gz") as tar:  # what the role fetches and unpacks
-            tar.extractall(run_dir / "local", filter="data")
-        if v == "dynbatch":
-            live = _config(triton)
-            assert live["dynamic_batching"]["preferred_batch_size"] == [4, 8]
-    refused = records.read(run_dir / "local" / "bad_priority" / "variant.json", records.VariantRecord)
+    node.mkdir(parents=True)  # the node bundle, as the role copies it
+    shutil.copyfile(run_dir / "local" / ".node.pyz", node / ".node.pyz")
+    # one call for two variants (as the role runs a Triton plan), then the refused one on its own
+    proc = _runner(image, node, triton, "--variant", "baseline", "--variant", "dynbatch")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "L4 local dynbatch c8_r1 4/4: " in proc.stdout and proc.stdout.splitlines()[-1].startswith(
+        "END local: 4 level(s) measured in 2 variant(s)")
+    live = _config(triton)
+    assert live["dynamic_batching"]["preferred_batch_size"] == [4, 8]
+    proc = _runner(image, node, triton, "--variant", "bad_priority")
+    assert proc.returncode == 0 and "DONE local bad_priority: refused: " in proc.stdout, proc.stdout + proc.stderr
+    # as the role does for a refused variant: Triton's log on stdin
+    proc = _runner(image, node, triton, "--triton-log", "--variant", "bad_priority", stdin=triton.log.read_text())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    refused = records.read(node / "bad_priority" / "variant.json", records.VariantRecord)
     assert refused.status == "refused" and "engine_echo_refuse=yes: refusing to load" in (refused.error or "")
     # a refused load leaves the previous variant serving
     assert requests.get(f"{triton.url}/v2/models/engine_echo/ready", timeout=10).status_code == 200
     progress = json.loads((node / "progress.json").read_text())
     assert progress["levels_done"] == progress["levels_total"] == 6 and progress["run_id"] == "r1"
-    # a second runner for a measured variant measures nothing again
-    again = _runner(image, node, triton, "--variant", "baseline")
-    assert "baseline: 0 level(s) measured (2 already done)" in again.stdout
-    restore = _runner(image, node, triton, "--restore")
-    host = records.from_json(json.loads(restore.stdout.strip().splitlines()[-1]), records.HostRecord, "restore")
+    # a second runner for a measured variant measures nothing again; --restore writes the host record
+    again = _runner(image, node, triton, "--variant", "baseline", "--restore")
+    assert "DONE local baseline: 0 level(s) measured (2 already done)" in again.stdout
+    assert "host record written (baseline restored)" in again.stdout.splitlines()[-1]
+    with tarfile.open(node / "results.tar.gz") as tar:  # what the role fetches and unpacks
+        tar.extractall(run_dir / "local", filter="data")
+    host = records.read(run_dir / "local" / "host.json", records.HostRecord)
     assert host.baseline_restored and host.restore_status == [200]
-    records.write(run_dir / "local" / "host.json", host)  # as the role does: the host's run is finished
+    base = records.read(run_dir / "local" / "dynbatch" / "variant.json", records.VariantRecord)
+    assert base.load_started and base.warmup_seconds is not None and base.switch_seconds
     restored = _config(triton)
     assert "dynamic_batching" not in restored and restored["max_batch_size"] == 8
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -200,6 +203,21 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     assert v1["baseline"]["input_data"].endswith("experiments/files/food_input.json")
     assert "/work/dynbatch/r1/food_input.json" in v1["baseline"]["levels"][0]["argv"]
     assert json.loads((run / "manifest.json").read_text())["objectives"][0]["name"] == "most_throughput_at_8"
+    # the node bundle: a zip application of the runner with the plan and its inputs
+    with zipfile.ZipFile(run / "node-1" / ".node.pyz") as z:
+        assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "records.py", "fastapi_bench.py",
+                                     "food_input.json"}
+        assert json.loads(z.read("plan.json")) == out["node-1"]
+    # run as the node runs it: its data members are put beside it, then the runner answers
+    node = tmp_path / "node"
+    node.mkdir()
+    shutil.copyfile(run / "node-1" / ".node.pyz", node / ".node.pyz")
+    proc = subprocess.run([sys.executable, str(node / ".node.pyz"), "--plan", str(node / "plan.json"),
+                           "--variant", "nope", "--progress", str(node / "progress.json")],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 2 and "no variant named 'nope'" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in node.iterdir()) == [".node.pyz", ".runner.lock", "fastapi_bench.py",
+                                                      "food_input.json", "plan.json"]
     lvl = run / "node-1" / "baseline" / "c1_r1"
     lvl.mkdir()
     (lvl / "level.json").write_text(json.dumps({"end": 1.0}))  # not a complete record: not done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -116,3 +117,104 @@ def test_estimate_counts_pending_levels_only() -> None:
     assert one > 6
     lv.done = True
     assert estimate_seconds([v]) == 0
+
+
+def _refused_run(tmp_path: Path) -> Path:
+    """A host's node folder after a runner call: two variants of one model refused at different times."""
+    lp = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
+    variants = [records.VariantPlan(name=n, model="food", version="1", config_pbtxt="", load_body={}, notes=[],
+                                    levels=[lp], input_data=None, perf={}) for n in ("first", "second", "fine")]
+    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=variants, models=["food"])
+    records.write(tmp_path / "plan.json", plan)
+    for name, t0 in (("first", 1795338000.0), ("second", 1795338100.0)):
+        records.write(tmp_path / name / "variant.json", records.VariantRecord(
+            name=name, model="food", version="1", status="refused", error="HTTP 400: failed to load 'food'",
+            load_started=t0, switch_seconds=1.5))
+    records.write(tmp_path / "fine" / "variant.json", records.VariantRecord(name="fine", model="food", version="1",
+                                                                           status="measured"))
+    records.write(tmp_path / "fine" / "c1_r1" / "level.json", _level(variant="fine", level="c1_r1"))
+    (tmp_path / "fine" / "c8_r1").mkdir()  # an interrupted level: no record, not brought home
+    return tmp_path / "plan.json"
+
+
+def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path: Path) -> None:
+    plan = _refused_run(tmp_path)
+    # `docker logs --timestamps`: each refusal's lines were written while its own load was under way
+    lines = [
+        "2026-11-22T09:00:00.200000000Z I1122 09:00:00.2 1 model_lifecycle.cc:473] loading: food:1",
+        "2026-11-22T09:00:01.000000000Z E1122 09:00:01.0 1 model_lifecycle.cc:654] failed to load 'food': first reason",
+        "2026-11-22T09:01:40.500000000Z E1122 09:01:40.5 1 model_lifecycle.cc:654] failed to load 'food': second reason",
+        "2026-11-22T09:10:00.000000000Z E1122 09:10:00.0 1 model_lifecycle.cc:654] failed to load 'food': later",
+    ]
+    log = "\n".join(lines)
+    proc = subprocess.run([sys.executable, "-m", "serve_system.runner", "--plan", str(plan), "--triton-log",
+                           "--progress", str(tmp_path / "progress.json")],
+                          input=log, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    first = records.read(tmp_path / "first" / "variant.json", records.VariantRecord)
+    second = records.read(tmp_path / "second" / "variant.json", records.VariantRecord)
+    assert (first.error or "").endswith("failed to load 'food': first reason")
+    assert (second.error or "").endswith("failed to load 'food': second reason")
+    assert proc.stdout.splitlines() == [f"DONE n1 first: refused: {first.error}", f"DONE n1 second: refused: {second.error}"]
+    # the records come home as one archive: complete levels only
+    import tarfile
+
+    with tarfile.open(tmp_path / "results.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {"first/variant.json", "second/variant.json", "fine/variant.json", "fine/c1_r1/level.json"} <= names
+    assert not any(n.startswith("fine/c8_r1") for n in names)
+
+
+def test_runner_refuses_an_unknown_variant_in_one_line(tmp_path: Path) -> None:
+    plan = _refused_run(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "serve_system.runner", "--plan", str(plan), "--variant", "fine",
+                           "--variant", "nope", "--progress", str(tmp_path / "progress.json")],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == f"{plan}: variants: no variant named 'nope': give one of first, second, fine\n"
+    assert not (tmp_path / "results.tar.gz").exists()
+
+
+def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
+    """pack on the node, unpack on the controller: complete levels only, every member checked first."""
+    import io
+    import tarfile
+
+    node = tmp_path / "node"
+    _refused_run(node)
+    records.write(node / "host.json", records.HostRecord(host="n1", end="2026-11-22T10:00:00Z",
+                                                         baseline_restored=True))
+    (node / "fine" / "c1_r1" / "perf.csv").write_text("Concurrency,Inferences/Second\n1,10\n")
+    archive = tmp_path / records.ARCHIVE
+    records.pack(node, ["first", "second", "fine"], archive)
+    with tarfile.open(archive) as tar:
+        order = tar.getnames()
+    ctl = tmp_path / "ctl"
+    assert records.unpack(archive, ctl, ["first", "second", "fine"]) == 6
+    assert records.done_levels(ctl) == {("fine", "c1_r1")} and not (ctl / "fine" / "c8_r1").exists()
+    assert (ctl / "fine" / "c1_r1" / "perf.csv").read_text() == (node / "fine" / "c1_r1" / "perf.csv").read_text()
+    assert records.read(ctl / "host.json", records.HostRecord).baseline_restored
+    assert order.index("fine/c1_r1/level.json") < order.index("fine/c1_r1/perf.csv")  # packed in folder order
+
+    def bad(name: str, kind: bytes = tarfile.REGTYPE) -> Path:
+        path = tmp_path / f"bad{abs(hash(name))}.tar.gz"
+        with tarfile.open(path, "w:gz") as tar:
+            tar.add(node / "fine", arcname="fine")
+            info = tarfile.TarInfo(name)
+            info.type, info.size = kind, 0
+            if kind == tarfile.SYMTYPE:
+                info.linkname = "/etc"
+            tar.addfile(info, io.BytesIO(b""))
+        return path
+
+    for name, kind, why in (("../evil.json", tarfile.REGTYPE, "../evil.json: not a record"),
+                            ("fine/../../x", tarfile.REGTYPE, "fine/../../x: not a record"),
+                            ("other/variant.json", tarfile.REGTYPE, "other/variant.json: not a record"),
+                            ("fine/link", tarfile.SYMTYPE, "fine/link: not a record")):
+        dest = tmp_path / "refused"
+        with pytest.raises(records.RecordError, match=why):
+            records.unpack(bad(name, kind), dest, ["first", "second", "fine"])
+        assert not dest.exists()  # nothing written
+    (tmp_path / "torn.tar.gz").write_bytes(archive.read_bytes()[:40])
+    with pytest.raises(records.RecordError, match="not a readable archive of records"):
+        records.unpack(tmp_path / "torn.tar.gz", tmp_path / "refused", ["fine"])

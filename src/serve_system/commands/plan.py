@@ -6,7 +6,7 @@ checked; on any problem nothing is written and the command exits 1 with one line
 Otherwise it writes, under ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json``
 (a :class:`serve_system.records.HostPlan`: what to load, the command of each load level, which
 levels are already measured), each variant's ``config.pbtxt`` and ``load_body.json``, and
-``.node/`` (the plan, the node-side runner and its inputs: what the role copies to the node). With
+``.node.pyz`` (the node bundle: the runner, the plan and its inputs in one file the role copies). With
 ``--fresh`` the hosts' earlier results are removed first; with ``--lease-end`` a plan that cannot end
 before the lease does is refused.
 
@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -181,7 +183,7 @@ def _run(args: argparse.Namespace) -> int:
             warmup_requests=spec.warmup.requests,
             estimate_s=exp.estimate_seconds(variants))
         records.write(hdir / "plan.json", hplan)
-        _stage(hdir / ".node", hplan, variants, args.fastapi_image)
+        _stage(hdir / ".node.pyz", hplan, variants, args.fastapi_image)
         out[host] = records.to_json(hplan)
     if not args.quiet:
         print(json.dumps(out))
@@ -206,18 +208,23 @@ def _plan(spec: TritonSpec | FastapiSpec, args: argparse.Namespace, gpus: int, b
 
 
 def _stage(dest: Path, hplan: records.HostPlan, variants: list[records.VariantPlan], image: Path | None) -> None:
-    """What the role copies to the node in one task: the plan, the runner and its inputs."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    """What the role puts on the node in one task: the node bundle, a Python zip application of the
+    runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
+    from .. import runner
+
     pkg = Path(records.__file__).parent
-    for name in ("runner.py", "records.py", "fastapi_bench.py"):
-        shutil.copyfile(pkg / name, dest / name)
-    for src in sorted({v.input_data for v in variants if v.input_data}):
-        shutil.copyfile(src, dest / Path(src).name)
+    files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "records.py", "fastapi_bench.py")}
+    for data in sorted({v.input_data for v in variants if v.input_data}):
+        files[Path(data).name] = Path(data)
     if image is not None and hplan.kind == records.FASTAPI:
-        shutil.copyfile(image, dest / f"image{image.suffix}")
-    records.write(dest / "plan.json", hplan)
+        files[f"image{image.suffix}"] = image
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        z.writestr("__main__.py", runner.BUNDLE_MAIN)
+        for name, src in sorted(files.items()):
+            z.write(src, name)
+        z.writestr("plan.json", json.dumps(records.to_json(hplan), indent=1) + "\n")
+    os.replace(tmp, dest)
 
 
 def provenance(spec_path: Path) -> dict[str, object]:

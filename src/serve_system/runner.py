@@ -531,7 +531,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", required=True, help="the host's plan.json (in the run's node folder)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME",
                     help="measure this variant (repeat: measured in plan order)")
-    ap.add_argument("--all", action="store_true", help="measure every variant of the plan")
     ap.add_argument("--restore", action="store_true",
                     help="then restore the models' committed configs and write host.json")
     ap.add_argument("--log", default="", help="progress lines also go to this file (next to the plan)")
@@ -548,8 +547,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
                          "refused loads (of --variant, or of every variant)")
     args = ap.parse_args(argv)
-    if not (args.variant or args.all or args.restore or args.triton_log):
-        ap.error("give --variant NAME, --all, --restore or --triton-log")
+    if not (args.variant or args.restore or args.triton_log):
+        ap.error("give --variant NAME (repeatable), --restore or --triton-log")
     try:
         runner = Runner(args)
     except rec.RecordError as exc:
@@ -564,8 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.triton_log:
                 return runner.explain(args.variant, sys.stdin.read())
-            names = [v.name for v in runner.plan.variants] if args.all else args.variant
-            return runner.measure(names, args.restore)
+            return runner.measure(args.variant, args.restore)
         except BaseException as exc:
             runner.progress("", "", "failed")
             runner.say(f"END {runner.plan.host}: the runner failed: {exc!r}")

@@ -2,8 +2,7 @@
 
 Uses the shared rehearsal cluster of tests/integration/conftest.py. Each spec of experiments/specs/
 is run by its own playbook (experiments/<name>.yml, the engine's ``experiment`` role) with a short
-form of itself, derived by rules rather than per spec (:func:`short_form`); the specs are shared out
-over the cluster's nodes, one playbook per node at a time:
+form of itself, derived by rules rather than per spec (:func:`short_form`):
 
 - load levels: the first and the last level of every variant; concurrency capped at 8; request
   rates divided by 10 (a 2-core node serves the Food-11 stand-in, 16 ms of CPU per image, at a few
@@ -27,10 +26,9 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ from serve_system import experiment as exp
 from serve_system import findings as fnd
 from serve_system import records
 
-from .ansible_run import REPO, PlaybookResult, run_playbook
+from .ansible_run import REPO, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -127,55 +125,35 @@ def test_short_forms_are_valid_and_short() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-@dataclass(frozen=True)
-class ShortRun:
-    node: str
-    spec: exp.TritonSpec
-    results: Path
-    playbook: PlaybookResult
-
-
-@pytest.fixture(scope="module")
-def short_runs(rehearsal_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ShortRun]]:  # type: ignore[no-untyped-def]
-    """Every spec's short form through its playbook, one spec per node at a time on each of the
-    cluster's nodes (one playbook's Ansible work overlaps another's measurement: CI time). The short
-    copies live in a git-ignored folder of the repository, removed afterwards."""
-    nodes = [n.name for n in rehearsal_cluster.nodes]
-    spec_dir = REPO / ".cache" / "short_specs" / uuid.uuid4().hex[:8]
-    spec_dir.mkdir(parents=True)
-    results = tmp_path_factory.mktemp("all_specs")
-
-    def run(name: str, node: str) -> ShortRun:
-        spec_path = spec_dir / f"{name}.yml"
-        spec_path.write_text(yaml.safe_dump(short_form(SPECS / f"{name}.yml"), sort_keys=False))
-        spec = exp.load_spec(spec_path)
-        assert isinstance(spec, exp.TritonSpec)
-        res = run_playbook(f"../experiments/{name}.yml", rehearsal_cluster.inventory,
-                           "-e", f"experiment_spec={spec_path}", "-e", f"experiment_results_dir={results / name}",
-                           "-e", "run_id=short", limit=node)
-        print(f"{name} on {node}: playbook {res.seconds:.0f} s")
-        return ShortRun(node, spec, results / name, res)
-
-    def lane(names: list[str], node: str) -> dict[str, ShortRun]:
-        return {name: run(name, node) for name in names}
-
-    lanes = [list(TRITON_SPECS[i::len(nodes)]) for i in range(len(nodes))]
+@pytest.fixture
+def spec_dir() -> Iterator[Path]:
+    """A folder for short spec copies inside the repository (git-ignored), removed afterwards."""
+    d = REPO / ".cache" / "short_specs" / uuid.uuid4().hex[:8]
+    d.mkdir(parents=True)
     try:
-        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            done = [pool.submit(lane, names, node) for names, node in zip(lanes, nodes, strict=True)]
-            runs = {name: r for f in done for name, r in f.result().items()}
+        yield d
     finally:
-        shutil.rmtree(spec_dir, ignore_errors=True)
-    yield runs
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.parametrize("name", TRITON_SPECS)
-def test_shipped_spec_runs_short_on_a_rehearsal_node(short_runs: dict[str, ShortRun], name: str) -> None:
-    short = short_runs[name]
-    res, spec, node = short.playbook, short.spec, short.node
+def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path: Path, spec_dir: Path,  # type: ignore[no-untyped-def]
+                                                     name: str) -> None:
+    cluster = rehearsal_cluster
+    node = cluster.nodes[0]
+    spec_path = spec_dir / f"{name}.yml"
+    spec_path.write_text(yaml.safe_dump(short_form(SPECS / f"{name}.yml"), sort_keys=False))
+    spec = exp.load_spec(spec_path)
+    assert isinstance(spec, exp.TritonSpec)
     planned = exp.plan(spec, 0)
+    results = tmp_path / "results"
+    started = time.monotonic()
+    res = run_playbook(f"../experiments/{name}.yml", cluster.inventory,
+                       "-e", f"experiment_spec={spec_path}", "-e", f"experiment_results_dir={results}",
+                       "-e", "run_id=short", limit=node.name)
+    print(f"{name}: playbook {time.monotonic() - started:.0f} s")
     assert res.rc == 0, res.tail(80)
-    run = short.results / name / "short"
+    run = results / name / "short"
     summary = json.loads((run / "summary.json").read_text())
     rows = summary["rows"]
     for v in planned:
@@ -200,12 +178,12 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(short_runs: dict[str, Short
     for f in summary["findings"]:
         assert f"**{f['verdict']}**" in section, (f, section)
     # the plan the engine made on the node's own base configs (rendered for a node without GPU)
-    host_plan = records.read(run / node / "plan.json", records.HostPlan)
+    host_plan = records.read(run / node.name / "plan.json", records.HostPlan)
     assert {v.name for v in host_plan.variants} == {v.name for v in planned}
-    adapted = [f"{node}/{v.name}: {n}" for v in host_plan.variants for n in v.notes if "->" in n or "dropped" in n]
+    adapted = [f"{node.name}/{v.name}: {n}" for v in host_plan.variants for n in v.notes if "->" in n or "dropped" in n]
     # every variant the lab ran on a GPU says it ran on CPU here
     on_gpu = [v.name for v in planned if any("KIND_GPU" in n for n in v.notes)]
-    assert all(any(n.startswith(f"{node}/{name}: ") and "KIND_CPU" in n for n in adapted) for name in on_gpu), \
+    assert all(any(n.startswith(f"{node.name}/{name}: ") and "KIND_CPU" in n for n in adapted) for name in on_gpu), \
         (on_gpu, adapted)
     if adapted:
         listed = md.split("\n## Adapted to the host\n", 1)[1]

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from integration.ansible_run import run_playbook
 
-from serve_system import images
+from serve_system.images import stack
 from serve_system.provision.base import LaunchRequest, finish, quiet, server_names
 from serve_system.provision.local import LocalProvider, teardown_nodes
 
@@ -52,7 +52,7 @@ def main() -> int:
     base = os.environ.get("SERVE_SYSTEM_IT_PREFIX") or "bench"
     prefixes = [f"{base}-{tag}-one", f"{base}-{tag}-three"]
     t0 = time.monotonic()
-    images.ensure_all(print)
+    stack.ensure_all(print)
     print(f"images ready ({time.monotonic() - t0:.0f} s, not part of the timings)")
     try:
         with tempfile.TemporaryDirectory() as tmp:

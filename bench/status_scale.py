@@ -35,7 +35,7 @@ import requests_mock
 from fakes.chameleon import FakeChameleon
 
 from serve_system.commands.provision import script_main
-from serve_system.nodes import Node, write_inventory
+from serve_system.provision.nodes import Node, write_inventory
 
 
 class SlowSshd:

@@ -7,7 +7,7 @@ batching) are alternated N times each way, on the node itself (timed there, no S
 * lab cycle: the model baked into an image (``COPY models /models``): write config.pbtxt ->
   ``docker compose build`` -> ``docker compose up -d --force-recreate`` -> READY (a second Triton on
   127.0.0.1:18000, its own compose project, next to the serve stack);
-* API reload, as the engine's runner switches variants: ``POST /v2/repository/models/NAME/load``
+* API reload, as the runner switches variants: ``POST /v2/repository/models/NAME/load``
   with the config as an override (Triton's own model load: the time of that call) -> READY.
 
 Prints medians, the lab cycle / reload ratio and the reload's switch / Triton's own load ratio
@@ -112,7 +112,7 @@ def main() -> int:
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     lab, own, switch = (statistics.median(data[k]) for k in ("lab", "own", "switch"))
     print(f"lab cycle (edit, compose build, up --force-recreate, READY): median {lab:.2f} s over {len(data['lab'])}")
-    print(f"API reload until READY (the engine's switch):           median {switch:.2f} s over {len(data['switch'])}")
+    print(f"API reload until READY (the runner's switch):           median {switch:.2f} s over {len(data['switch'])}")
     print(f"Triton's own model load (the load call):               median {own:.2f} s")
     print(f"lab cycle / API reload = {lab / switch:.2f}x; switch / Triton's own load = {switch / own:.2f}x (target <= 1.2)")
     if args.run_dir:

@@ -49,22 +49,6 @@ class ModelRow:
     weights: str
 
 
-def _config_pb() -> Any:
-    from tritonclient.grpc import model_config_pb2
-
-    return model_config_pb2
-
-
-def parse_config(path: Path) -> Any:
-    from google.protobuf import text_format
-
-    pb = _config_pb()
-    try:
-        return text_format.Parse(path.read_text(encoding="utf-8"), pb.ModelConfig())
-    except text_format.ParseError as exc:
-        raise ServeSystemError(f"{path}: not a valid Triton model config ({exc})") from exc
-
-
 def _set_param(config: Any, key: str, value: str) -> None:
     config.parameters[key].string_value = value
 
@@ -73,10 +57,9 @@ def render_model(
     src: Path, *, gpus: int, onnx_serving: str, standin: bool
 ) -> tuple[dict[str, bytes], ModelRow]:
     """The files (relative path -> bytes) of one rendered model, and its table row."""
-    from google.protobuf import text_format
+    from .experiment import tritonconfig as tc  # protobuf and tritonclient: loaded only to render
 
-    pb = _config_pb()
-    config = parse_config(src / "config.pbtxt")
+    config = tc.load_pbtxt(src / "config.pbtxt")
     name = src.name
     if config.name and config.name != name:
         raise ServeSystemError(f"{src / 'config.pbtxt'}: name {config.name!r} must match its directory {name!r}")
@@ -104,19 +87,11 @@ def render_model(
         _set_param(config, "serve_system_served_by", "onnx_python_shim: Triton has no onnxruntime backend here")
         files["1/model.py"] = SHIM.read_bytes()
 
-    kinds, moved = [], []
-    for i, group in enumerate(config.instance_group):
-        if gpus == 0 and group.kind == pb.ModelInstanceGroup.KIND_GPU:
-            total = max(group.count, 1) * max(len(group.gpus), 1)
-            moved.append(f"instance_group[{i}]: KIND_GPU x{total} -> KIND_CPU x{total} (node has no GPU)")
-            group.kind = pb.ModelInstanceGroup.KIND_CPU
-            group.count = total
-            del group.gpus[:]
-        kinds.append(f"{group.count or 1}x{pb.ModelInstanceGroup.Kind.Name(group.kind).removeprefix('KIND_')}")
+    config, moved = tc.adapt_to_host(config, gpus)
     if moved:
         _set_param(config, "serve_system_instances", "; ".join(moved))
-    if gpus == 0 and any(k.endswith("GPU") for k in kinds):  # pragma: no cover - defensive
-        raise ServeSystemError(f"{name}: GPU instance group left on a node without GPUs")
+    kinds = [f"{g.count or 1}x{tc.kind_name(g.kind)}"
+             for g in config.instance_group]
 
     if standin:
         maker = standin_for(name)
@@ -130,7 +105,7 @@ def render_model(
     else:
         raise ServeSystemError(f"{src}: model {name!r} has no weights (no 1/model.onnx) and no stand-in was "
                                "asked for: put its weights there, or deploy it with its stand-in")
-    files["config.pbtxt"] = text_format.MessageToString(config).encode("utf-8")
+    files["config.pbtxt"] = tc.render_pbtxt(config).encode("utf-8")
     row = ModelRow(name, config.backend or config.platform, served_by, ",".join(kinds) or "default", weights)
     return files, row
 

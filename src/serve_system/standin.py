@@ -350,7 +350,7 @@ def _standin_bytes(key: str) -> bytes:
     cannot be written, the model is just built."""
     spec = next(s for s in STANDINS.values() if s.key == key)
     try:
-        from .images import cache_dir
+        from .images.build import cache_dir
     except ImportError:
         return bytes(spec.build().SerializeToString())
     import hashlib

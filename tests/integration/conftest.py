@@ -4,9 +4,9 @@ Fixture API (other test modules use these; do not start nodes of your own):
 
 ``rehearsal_cluster`` (session) -> :class:`RehearsalCluster` with
 
-* ``inventory``: Path of an inventory file (group ``serve_nodes``) written with serve_system.nodes;
+* ``inventory``: Path of an inventory file (group ``serve_nodes``) written with serve_system.provision.nodes;
 * ``known_hosts``: Path of its known_hosts file;
-* ``nodes``: list[serve_system.nodes.Node] (2 nodes, ``<prefix>-1`` and ``<prefix>-2``, no GPUs);
+* ``nodes``: list[serve_system.provision.nodes.Node] (2 nodes, ``<prefix>-1`` and ``<prefix>-2``, no GPUs);
 * ``site``: the PlaybookResult of the one ``playbooks/site.yml`` run on both nodes (already
   succeeded when the fixture returns: Triton serves food_classifier and food_classifier_onnx, the
   latter through the ONNX shim, with stand-in weights);
@@ -36,10 +36,10 @@ from typing import Any
 
 import pytest
 
-from serve_system.nodes import Node
 from serve_system.podman import podman
 from serve_system.provision.base import LaunchRequest, finish, quiet, server_names
 from serve_system.provision.local import LocalProvider
+from serve_system.provision.nodes import Node
 
 from .ansible_run import PlaybookResult, run_playbook
 

@@ -1,7 +1,7 @@
 """Every shipped Triton spec, in a short form, end to end on a rehearsal node (CPU, stand-in models).
 
 Uses the shared rehearsal cluster of tests/integration/conftest.py. Each spec of experiments/specs/
-is run by its own playbook (experiments/<name>.yml, the engine's ``experiment`` role) with a short
+is run by its own playbook (experiments/<name>.yml, the generic ``experiment`` role) with a short
 form of itself, derived by rules rather than per spec (:func:`short_form`):
 
 - load levels: the first and the last level of every variant; concurrency capped at 8; request
@@ -18,7 +18,7 @@ inside its folder or its repository). Variants that ask for GPUs or TensorRT are
 the specs' own ``on_missing_gpus: adapt``. The test asserts that every planned variant has its rows
 in summary.json (every level measured, or the variant refused/unavailable with its reason), that
 the report names the stand-in and every adaptation, and that it has a ``## Findings`` section with
-one verdict per finding (CONTRACTS.md #4).
+one verdict per finding (a verdict of :mod:`serve_system.results.findings`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ from typing import Any
 import pytest
 import yaml
 
-from serve_system import experiment as exp
-from serve_system import findings as fnd
-from serve_system import records
+from serve_system.experiment import plan as exp
+from serve_system.experiment import records
+from serve_system.experiment.spec.models import TritonSpec, expand_levels
+from serve_system.experiment.spec.reader import load_spec, resolve
+from serve_system.results import findings as fnd
 
 from .ansible_run import REPO, run_playbook
 
@@ -59,7 +61,7 @@ def _short_level(mode: str, x: float) -> int:
 
 
 def _short_levels(load: dict[str, Any]) -> list[int]:
-    levels = exp.expand_levels(load["levels"])
+    levels = expand_levels(load["levels"])
     mode = load.get("mode", "concurrency")
     return sorted({_short_level(mode, levels[0]), _short_level(mode, levels[-1])})
 
@@ -77,13 +79,13 @@ def short_form(path: Path) -> dict[str, Any]:
         out["sweep"]["grid"] = {k: list(dict.fromkeys([v[0], v[-1]])) for k, v in out["sweep"]["grid"].items()}
     for holder in holders:
         if holder.get("base_config"):
-            holder["base_config"] = str(exp.resolve(path, holder["base_config"]))
+            holder["base_config"] = str(resolve(path, holder["base_config"]))
         perf = holder.get("perf")
         if perf:
             for k in LONG_RUN_KEYS:
                 perf.pop(k, None)
             if perf.get("input_data") and perf["input_data"] not in ("random", "zero"):
-                perf["input_data"] = str(exp.resolve(path, perf["input_data"]))
+                perf["input_data"] = str(resolve(path, perf["input_data"]))
         if holder is not out and holder.get("load") and holder["load"].get("levels") is not None:
             holder["load"] = {**holder["load"], "levels": _short_levels({**top_load, **holder["load"]})}
     out["perf"] = {**(out.get("perf") or {}), **SHORT_PERF}
@@ -107,15 +109,15 @@ def test_every_shipped_triton_spec_is_run_here() -> None:
 
 
 def test_short_forms_are_valid_and_short() -> None:
-    """The rules give specs the engine accepts, with at most 2 levels per variant and small windows."""
+    """The rules give specs the planner accepts, with at most 2 levels per variant and small windows."""
     d = REPO / ".cache" / "short_specs" / f"check-{uuid.uuid4().hex[:8]}"
     d.mkdir(parents=True)
     try:
         for name in TRITON_SPECS:
             p = d / f"{name}.yml"
             p.write_text(yaml.safe_dump(short_form(SPECS / f"{name}.yml"), sort_keys=False))
-            spec = exp.load_spec(p)
-            assert isinstance(spec, exp.TritonSpec)
+            spec = load_spec(p)
+            assert isinstance(spec, TritonSpec)
             for v in exp.plan(spec, 0):
                 assert 1 <= len(v.levels) <= 2, (name, v.name, [lv.load for lv in v.levels])
                 for lv in v.levels:
@@ -143,8 +145,8 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
     node = cluster.nodes[0]
     spec_path = spec_dir / f"{name}.yml"
     spec_path.write_text(yaml.safe_dump(short_form(SPECS / f"{name}.yml"), sort_keys=False))
-    spec = exp.load_spec(spec_path)
-    assert isinstance(spec, exp.TritonSpec)
+    spec = load_spec(spec_path)
+    assert isinstance(spec, TritonSpec)
     planned = exp.plan(spec, 0)
     results = tmp_path / "results"
     started = time.monotonic()
@@ -171,13 +173,13 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
             assert row["stand_in"], f"{name}: {v.name}: the stand-in is not marked"
     md = (run / "report.md").read_text()
     assert "> **Stand-in model.** stand-in" in md
-    # the lab's claims, each with exactly one verdict (CONTRACTS.md #4)
+    # the lab's claims, each with exactly one verdict
     assert "\n## Findings\n" in md
     assert summary["findings"] and all(f["verdict"] in fnd.VERDICTS for f in summary["findings"])
     section = md.split("\n## Findings\n", 1)[1].split("\n## ", 1)[0]
     for f in summary["findings"]:
         assert f"**{f['verdict']}**" in section, (f, section)
-    # the plan the engine made on the node's own base configs (rendered for a node without GPU)
+    # the plan made on the node's own base configs (rendered for a node without GPU)
     host_plan = records.read(run / node.name / "plan.json", records.HostPlan)
     assert {v.name for v in host_plan.variants} == {v.name for v in planned}
     adapted = [f"{node.name}/{v.name}: {n}" for v in host_plan.variants for n in v.notes if "->" in n or "dropped" in n]

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from serve_system.commands.provision import script_main
-from serve_system.nodes import Node, read_inventory
 from serve_system.podman import podman
 from serve_system.provision.local import teardown_nodes
+from serve_system.provision.nodes import Node, read_inventory
 
 from .ansible_run import run_playbook
 from .conftest import RehearsalCluster

@@ -1,4 +1,4 @@
-"""The experiment engine end to end on a rehearsal node (real Triton on CPU, real perf_analyzer).
+"""The experiment stage end to end on a rehearsal node (real Triton on CPU, real perf_analyzer).
 
 Uses the shared rehearsal cluster of tests/integration/conftest.py; every spec is a shipped spec
 with short windows. Covered: a partial run then a resumed one (nothing measured twice), a variant
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system import perf as perfmod
-from serve_system import records
+from serve_system.experiment import perf as perfmod
+from serve_system.experiment import records
 
 from .ansible_run import REPO, ansible_bin, run_playbook
 

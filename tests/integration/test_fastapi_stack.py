@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system import records
-from serve_system.fastapi_results import bench_fields
+from serve_system.experiment import records
+from serve_system.results.fastapi_tree import bench_fields
 from serve_system.standin import CLASSES
 
 from .conftest import RehearsalCluster

@@ -1,5 +1,5 @@
 """``serve-system validate --with-triton`` against the real tritonserver of nvidia-pytriton (the
-engine tests' venv, scripts/engine_triton_venv.sh): Triton's verdict and ours agree on a config
+local tests' venv, scripts/local_triton_venv.sh): Triton's verdict and ours agree on a config
 Triton accepts and on configs it refuses, and a disagreement is reported as one (exit 4)."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ECHO = ROOT / "tests" / "integration" / "engine_models" / "engine_echo" / "config.pbtxt"
+ECHO = ROOT / "tests" / "integration" / "local_models" / "echo_local" / "config.pbtxt"
 IO = ('input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
       'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
       'instance_group [ { kind: KIND_CPU } ]\n')
 
 
 def _tritonserver() -> Path:
-    venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "engine_triton_venv.sh")], check=True,
+    venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "local_triton_venv.sh")], check=True,
                                capture_output=True, text=True).stdout.strip().splitlines()[-1])
     return next(venv.glob("lib/python3*/site-packages/pytriton/tritonserver/bin/tritonserver"))
 
@@ -30,7 +30,7 @@ def _validate(*args: str) -> subprocess.CompletedProcess[str]:
 def test_triton_and_we_agree_and_disagreements_are_reported(tmp_path: Path) -> None:
     binary = _tritonserver()
     repo = tmp_path / "models"
-    good = repo / "engine_echo" / "config.pbtxt"
+    good = repo / "echo_local" / "config.pbtxt"
     good.parent.mkdir(parents=True)
     good.write_bytes(ECHO.read_bytes())
     too_big = repo / "too_big" / "config.pbtxt"

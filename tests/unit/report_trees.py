@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from serve_system import records
-from serve_system import tritonconfig as tc
+from serve_system.experiment import records
+from serve_system.experiment import tritonconfig as tc
 
 FIX = Path(__file__).parent / "fixtures"
 NB = FIX / "perf"

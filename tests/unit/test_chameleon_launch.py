@@ -13,7 +13,7 @@ import pytest
 import yaml
 from chi_harness import LoopbackListener, launch_args, launch_main, status_main, teardown_main
 
-from serve_system.nodes import read_inventory
+from serve_system.provision.nodes import read_inventory
 
 
 def _launch(work: Path, sshd: LoopbackListener, *extra: str) -> int:

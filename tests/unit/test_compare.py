@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from serve_system.cli import main
-from serve_system.compare import compare
+from serve_system.results.compare import compare
 
 
 def _run(tmp: Path, experiment: str, rows: list[dict]) -> Path:

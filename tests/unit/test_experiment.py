@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system import experiment as exp
+from serve_system.experiment import plan as exp
+from serve_system.experiment.spec.messages import SpecError
+from serve_system.experiment.spec.models import FastapiSpec, expand_levels
+from serve_system.experiment.spec.reader import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "experiments" / "specs"
@@ -34,7 +37,7 @@ def _spec(**kw) -> dict:  # type: ignore[no-untyped-def, type-arg]
 
 
 def test_plan_renders_each_variant_and_level(tmp_path: Path) -> None:
-    spec = exp.load_spec(_write(tmp_path, _spec(repetitions=2)))
+    spec = load_spec(_write(tmp_path, _spec(repetitions=2)))
     plans = exp.plan(spec, 0, url="triton_server:8000", node_work_dir="/work/t/r1")
     assert [p.name for p in plans] == ["baseline", "dyn"]
     dyn = plans[1]
@@ -55,7 +58,7 @@ def test_grpc_variants_aim_at_tritons_grpc_endpoint(tmp_path: Path) -> None:
     """perf.protocol grpc sends every perf_analyzer run (levels, retries, warm-up) to the gRPC URL."""
     data = _spec(perf={"batch_size": 1, "protocol": "grpc"},
                  variants=[{"name": "g"}, {"name": "h", "perf": {"protocol": "http"}}])
-    g, h = exp.plan(exp.load_spec(_write(tmp_path, data)), 0, url="ts:8000", grpc_url="ts:8001")
+    g, h = exp.plan(load_spec(_write(tmp_path, data)), 0, url="ts:8000", grpc_url="ts:8001")
     for argv in [*(lv.argv for lv in g.levels), *g.levels[0].retry_argv, g.warmup_argv]:
         assert argv[argv.index("-u") + 1:argv.index("-i") + 2] == ["ts:8001", "-i", "grpc"]
     for argv in [*(lv.argv for lv in h.levels), h.warmup_argv]:
@@ -63,8 +66,8 @@ def test_grpc_variants_aim_at_tritons_grpc_endpoint(tmp_path: Path) -> None:
 
 def test_refuse_policy_stops_before_anything_runs(tmp_path: Path) -> None:
     p = _write(tmp_path, _spec(on_missing_gpus="refuse"))
-    with pytest.raises(exp.SpecError) as exc:
-        exp.plan(exp.load_spec(p), 0)
+    with pytest.raises(SpecError) as exc:
+        exp.plan(load_spec(p), 0)
     assert exc.value.lines[0] == (f"{p}: baseline: instance_group: uses 1 GPU(s), the host has 0: run it on a "
                                   "GPU node, or set on_missing_gpus: adapt")
     assert len(exc.value.lines) == 2
@@ -77,8 +80,8 @@ def test_validation_messages_name_spec_variant_field(tmp_path: Path) -> None:
                            {"name": "shape", "perf": {"shapes": {"IMAGE": [3, 224, 224]}}},
                            {"name": "big", "colour": "red"}])
     p = _write(tmp_path, data)
-    with pytest.raises(exp.SpecError) as exc:
-        exp.load_spec(p)
+    with pytest.raises(SpecError) as exc:
+        load_spec(p)
     lines = exc.value.lines
     assert f"{p}: bogus: unknown key (known: " in "\n".join(lines)
     assert f"{p}: load.levels: a range needs start > 0, step > 0 and end >= start" in lines
@@ -88,8 +91,8 @@ def test_validation_messages_name_spec_variant_field(tmp_path: Path) -> None:
     del data["bogus"]
     data["load"] = {"levels": [1]}
     data["variants"] = data["variants"][:3]
-    with pytest.raises(exp.SpecError) as exc:
-        exp.plan(exp.load_spec(_write(tmp_path, data)), 1)
+    with pytest.raises(SpecError) as exc:
+        exp.plan(load_spec(_write(tmp_path, data)), 1)
     lines = exc.value.lines
     assert lines[0] == (f"{p}: big: config.dynamic_batching.preferred_batch_size: preferred batch size 32 > "
                         "max_batch_size 16 (Triton: dynamic batching preferred size must be <= max batch size)")
@@ -99,12 +102,12 @@ def test_validation_messages_name_spec_variant_field(tmp_path: Path) -> None:
 
 
 def test_level_ranges() -> None:
-    assert exp.expand_levels("1:4:1") == [1, 2, 3, 4]
-    assert exp.expand_levels("1:8") == list(range(1, 9))
-    assert exp.expand_levels({"start": 120, "end": 300, "step": 60}) == [120, 180, 240, 300]
-    assert exp.expand_levels([16]) == [16]
+    assert expand_levels("1:4:1") == [1, 2, 3, 4]
+    assert expand_levels("1:8") == list(range(1, 9))
+    assert expand_levels({"start": 120, "end": 300, "step": 60}) == [120, 180, 240, 300]
+    assert expand_levels([16]) == [16]
     with pytest.raises(ValueError):
-        exp.expand_levels([0])
+        expand_levels([0])
     assert exp.level_id("request_rate", 120, 1) == "rr120_r1"
     assert exp.level_id("request_rate", 2.5, 3) == "rr2p5_r3"
 
@@ -113,14 +116,14 @@ def test_sweep_expands_typed_values(tmp_path: Path) -> None:
     data = _spec(variants=None, sweep={"name": "i{n}_d{d}", "grid": {"n": [1, 2], "d": [100, 200]},
                                        "config": {"instance_group": [{"count": "{n}", "kind": "KIND_CPU"}],
                                                   "dynamic_batching": {"max_queue_delay_microseconds": "{d}"}}})
-    spec = exp.load_spec(_write(tmp_path, data))
+    spec = load_spec(_write(tmp_path, data))
     assert [v.name for v in spec.all_variants] == ["i1_d100", "i1_d200", "i2_d100", "i2_d200"]
     plans = exp.plan(spec, 0)
     assert "count: 2" in plans[3].config_pbtxt and "max_queue_delay_microseconds: 200" in plans[3].config_pbtxt
 
 
 def test_resume_marks_done_levels(tmp_path: Path) -> None:
-    spec = exp.load_spec(_write(tmp_path, _spec()))
+    spec = load_spec(_write(tmp_path, _spec()))
     plans = exp.plan(spec, 0, done={("baseline", "c1_r1")})
     assert [(lv.id, lv.done) for lv in plans[0].levels] == [("c1_r1", True), ("c8_r1", False)]
     assert not any(lv.done for lv in plans[1].levels)
@@ -132,8 +135,8 @@ EXPECTED = {"dynbatch", "instances", "backends", "arrivals", "dli_bert", "blip",
 def test_every_shipped_spec_is_valid_on_a_two_gpu_node() -> None:
     names = set()
     for f in sorted(SPECS.glob("*.yml")):
-        spec = exp.load_spec(f)
-        if isinstance(spec, exp.FastapiSpec):
+        spec = load_spec(f)
+        if isinstance(spec, FastapiSpec):
             plans = exp.plan_fastapi(spec)
         else:
             plans = exp.plan(spec, 2, repository=REPO if (REPO / spec.model).is_dir() else None)
@@ -148,17 +151,17 @@ def test_every_shipped_spec_is_valid_on_a_two_gpu_node() -> None:
 
 
 def test_shipped_specs_on_a_rehearsal_node_adapt_or_refuse() -> None:
-    adapted = exp.plan(exp.load_spec(SPECS / "instances.yml"), 0, repository=REPO)
+    adapted = exp.plan(load_spec(SPECS / "instances.yml"), 0, repository=REPO)
     assert [p.config_pbtxt.count("KIND_CPU") for p in adapted] == [1, 2, 2]
     assert "count: 4" in adapted[2].config_pbtxt
-    blip = {p.name: p for p in exp.plan(exp.load_spec(SPECS / "blip.yml"), 0)}
+    blip = {p.name: p for p in exp.plan(load_spec(SPECS / "blip.yml"), 0)}
     assert blip["cpu"].notes == []  # the tutorial's CPU config runs as is
     assert blip["two_gpus"].notes == ["instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)"]
     assert "optimization: GPU accelerator tensorrt dropped (host has no GPU)" in blip["tensorrt"].notes
     assert "tensorrt" not in blip["tensorrt"].config_pbtxt
-    dli = exp.plan(exp.load_spec(SPECS / "dli_bert.yml"), 0)
+    dli = exp.plan(load_spec(SPECS / "dli_bert.yml"), 0)
     assert all("optimization: GPU accelerator tensorrt dropped (host has no GPU)" in p.notes for p in dli)
-    sweep = exp.load_spec(SPECS / "mnist_cpu_sweep.yml")
+    sweep = load_spec(SPECS / "mnist_cpu_sweep.yml")
     assert len(sweep.all_variants) == 28
     assert len(exp.plan(sweep, 0)[0].levels) == 8
 
@@ -174,30 +177,30 @@ def test_node_base_configs_keep_their_serving_edits(tmp_path: Path) -> None:
         'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
         'parameters { key: "serve_system_served_by" value { string_value: "onnx_python_shim: no onnxruntime" } }\n'
         'parameters { key: "serve_system_weights" value { string_value: "stand-in: generated" } }\n')
-    plans = exp.plan(exp.load_spec(SPECS / "arrivals.yml"), 0, repository=tmp_path / "node_base")
+    plans = exp.plan(load_spec(SPECS / "arrivals.yml"), 0, repository=tmp_path / "node_base")
     dyn = plans[2]
     assert 'backend: "python"' in dyn.config_pbtxt and "preferred_batch_size: 4" in dyn.config_pbtxt
     assert dyn.stand_in == "stand-in: generated"
     assert dyn.notes[0] == "served by: onnx_python_shim: no onnxruntime"
     assert any("KIND_GPU x1 -> KIND_CPU x1" in n for n in dyn.notes)  # the variant itself asked for GPU 0
-    with pytest.raises(exp.SpecError, match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
-        exp.plan(exp.load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")
+    with pytest.raises(SpecError, match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
+        exp.plan(load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")
 
 
 def test_a_base_moved_off_gpus_at_deploy_is_an_adaptation_of_the_variants_that_run_it(tmp_path: Path) -> None:
     """serve_system_instances (written by the render for a node without GPU) becomes each variant's note,
-    unless the variant brings its own instance groups (then the engine's own adaptation says it)."""
+    unless the variant brings its own instance groups (then the planner's own adaptation says it)."""
     node = tmp_path / "node_base" / "food_classifier"
     node.mkdir(parents=True)
-    moved = "instance_group[0]: KIND_GPU x1 -> KIND_CPU x1 (node has no GPU)"
+    moved = "instance_group[0]: KIND_GPU x3 -> KIND_CPU x3 (host has no GPU)"  # as the deploy wrote it
     (node / "config.pbtxt").write_text(
         'name: "food_classifier"\nbackend: "python"\nmax_batch_size: 16\n'
         'input [ { name: "INPUT_IMAGE" data_type: TYPE_STRING dims: [1] } ]\n'
         'output [ { name: "FOOD_LABEL" data_type: TYPE_STRING dims: [1] } ]\n'
         'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
         f'parameters {{ key: "serve_system_instances" value {{ string_value: "{moved}" }} }}\n')
-    plans = {p.name: p for p in exp.plan(exp.load_spec(SPECS / "instances.yml"), 0, repository=tmp_path / "node_base")}
+    plans = {p.name: p for p in exp.plan(load_spec(SPECS / "instances.yml"), 0, repository=tmp_path / "node_base")}
     assert all(moved not in p.notes for p in plans.values())  # each variant sets its own instance groups
     assert plans["gpus01_2x2"].notes[0] == "instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)"
-    dyn = {p.name: p for p in exp.plan(exp.load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
+    dyn = {p.name: p for p in exp.plan(load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
     assert dyn["baseline"].notes == [moved] and dyn["dynbatch"].notes == [moved]

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from serve_system import fastapi_image as fi
 from serve_system.cli import main
+from serve_system.images import fastapi as fi
 
 
 def test_context_holds_what_the_containerfile_copies_and_is_rewritten_only_on_change(tmp_path: Path) -> None:

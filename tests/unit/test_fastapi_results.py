@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import fastapi_bench as fb
-from serve_system.fastapi_results import bench_fields
+from serve_system.experiment import fastapi_bench as fb
+from serve_system.results.fastapi_tree import bench_fields
 
 
 def _write(level: Path, phases: list[dict]) -> Path:
@@ -66,8 +66,9 @@ def test_the_clients_real_output_is_read(tmp_path: Path) -> None:
 
 
 def test_the_summary_holds_fastapi_rows_in_the_triton_schema(tmp_path: Path) -> None:
-    from serve_system import records, results
-    from serve_system.report import write_report
+    from serve_system.experiment import records
+    from serve_system.results import tree as results
+    from serve_system.results.report import write_report
 
     run = tmp_path / "fastapi" / "r1"
     host = run / "n1"

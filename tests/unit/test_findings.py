@@ -23,12 +23,12 @@ from report_trees import (
     variant,
 )
 
-from serve_system import findings as fnd
-from serve_system import records
 from serve_system.cli import main
-from serve_system.compare import compare
 from serve_system.errors import ServeSystemError
-from serve_system.report import write_report
+from serve_system.experiment import records
+from serve_system.results import findings as fnd
+from serve_system.results.compare import compare
+from serve_system.results.report import write_report
 
 
 def _verdicts(md: str) -> dict[str, str]:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import images
 from serve_system.errors import ServeSystemError
+from serve_system.images import build as images
 from serve_system.podman import CONTAINERS_CONF, require_tool
 
 

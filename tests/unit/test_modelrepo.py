@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from serve_system.errors import ServeSystemError
-from serve_system.modelrepo import SHIM, parse_config, render
+from serve_system.experiment.tritonconfig import load_pbtxt as parse_config
+from serve_system.modelrepo import SHIM, render
 from serve_system.standin import is_standin
 
 REPO = Path(__file__).resolve().parents[2] / "model_repository"
@@ -37,7 +38,7 @@ def test_render_for_a_cpu_rehearsal_node(tmp_path: Path) -> None:
         assert [g.kind for g in cfg.instance_group] == [cfg.instance_group[0].KIND_CPU]
         assert list(cfg.instance_group[0].gpus) == []
         assert cfg.parameters["serve_system_instances"].string_value == \
-            "instance_group[0]: KIND_GPU x1 -> KIND_CPU x1 (node has no GPU)"  # the move is recorded
+            "instance_group[0]: KIND_GPU x1 -> KIND_CPU x1 (host has no GPU)"  # the move is recorded
         assert is_standin(tmp_path / name / "1" / "model.onnx")
         assert "stand-in" in cfg.parameters["serve_system_weights"].string_value
     table = {r.model: r for r in rows}
@@ -76,7 +77,7 @@ def test_bad_config_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "src" / "m"
     bad.mkdir(parents=True)
     (bad / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batchsize: 4\n')
-    with pytest.raises(ServeSystemError, match=r"config.pbtxt: not a valid Triton model config"):
+    with pytest.raises(ServeSystemError, match=r"m/config.pbtxt:3:1: .*no field named \"max_batchsize\""):
         render(tmp_path / "src", tmp_path / "out", models=["m"], gpus=0, onnx_serving="onnxruntime", standin=[])
 
 

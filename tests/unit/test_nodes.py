@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from serve_system.errors import ServeSystemError
-from serve_system.nodes import (
+from serve_system.provision.nodes import (
     GROUP,
     Node,
     read_inventory,

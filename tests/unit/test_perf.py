@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import perf
+from serve_system.experiment import perf
 
 FIX = Path(__file__).parent / "fixtures" / "perf"
 
@@ -157,7 +157,7 @@ def test_longer_window_doubles_the_window() -> None:
 
 
 # Real perf_analyzer 2.60.0 outputs, generated against the CPU Triton of the integration fixtures
-# (tests/unit/fixtures/perf260/; model engine_echo, see tests/integration/engine_models).
+# (tests/unit/fixtures/perf260/; model echo_local, see tests/integration/local_models).
 P260 = Path(__file__).parent / "fixtures" / "perf260"
 
 

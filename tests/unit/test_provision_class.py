@@ -15,8 +15,8 @@ import yaml
 from chi_harness import launch_args, launch_main, lease_main
 
 from serve_system.commands.provision import script_main
-from serve_system.nodes import read_inventory
 from serve_system.provision import roster
+from serve_system.provision.nodes import read_inventory
 
 STUDENTS = ("alice", "bob", "carol")
 

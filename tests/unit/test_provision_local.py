@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from serve_system.errors import ServeSystemError
-from serve_system.images import StackImage
+from serve_system.images.build import StackImage
 from serve_system.provision import local as rehearsal
 from serve_system.provision.base import is_ours, server_names
 

@@ -1,4 +1,4 @@
-"""The engine's records (round trip, one-line refusals), the resume rule, the runner's caps, the lease guard."""
+"""The experiment's records (round trip, one-line refusals), the resume rule, the runner's caps, the lease guard."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import records, runner
-from serve_system.commands.plan import lease_problem
-from serve_system.experiment import estimate_seconds
+from serve_system.experiment import records, runner
+from serve_system.experiment.plan import estimate_seconds, lease_problem
 
 
 def _level(**kw: object) -> records.LevelRecord:
@@ -147,7 +146,7 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
         "2026-11-22T09:10:00.000000000Z E1122 09:10:00.0 1 model_lifecycle.cc:654] failed to load 'food': later",
     ]
     log = "\n".join(lines)
-    proc = subprocess.run([sys.executable, "-m", "serve_system.runner", "--plan", str(plan), "--triton-log",
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan), "--triton-log",
                            "--progress", str(tmp_path / "progress.json")],
                           input=log, capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -167,7 +166,7 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
 
 def test_runner_refuses_an_unknown_variant_in_one_line(tmp_path: Path) -> None:
     plan = _refused_run(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "serve_system.runner", "--plan", str(plan), "--variant", "fine",
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan), "--variant", "fine",
                            "--variant", "nope", "--progress", str(tmp_path / "progress.json")],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 2

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system import spec as specmod
-from serve_system.spec import FastapiSpec, SpecError, TritonSpec, load_spec
+from serve_system.experiment.spec.messages import SpecError
+from serve_system.experiment.spec.models import MAX_BYTES, FastapiSpec, TritonSpec, json_schema
+from serve_system.experiment.spec.reader import load_spec, read_objectives
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "experiments" / "specs"
@@ -116,7 +117,7 @@ def test_file_level_limits(tmp_path: Path) -> None:
     (line,) = _refused(_write(tmp_path, bomb, "bomb.yml"))
     assert "bomb.yml:" in line and "expands to more than" in line
     big = tmp_path / "big.yml"
-    big.write_text("description: '" + "x" * (specmod.MAX_BYTES + 10) + "'\n")
+    big.write_text("description: '" + "x" * (MAX_BYTES + 10) + "'\n")
     (line,) = _refused(big)
     assert "larger than 1024 KiB" in line
     latin = tmp_path / "latin.yml"
@@ -138,7 +139,7 @@ def test_file_level_limits(tmp_path: Path) -> None:
 
 def test_null_settings_mean_the_default(tmp_path: Path) -> None:
     """An explicit null in perf or load falls back to the default (the spec's setting is dropped)."""
-    from serve_system import experiment as exp
+    from serve_system.experiment import plan as exp
 
     data = {**TRITON, "perf": {"batch_size": 1, "protocol": "grpc"},
             "variants": [{"name": "a", "perf": {"batch_size": None, "protocol": None}, "load": {"mode": None}}]}
@@ -158,7 +159,7 @@ def test_aliases_within_limits_are_fine() -> None:
 
 
 def test_json_schema_covers_both_kinds() -> None:
-    schema = specmod.json_schema()
+    schema = json_schema()
     json.dumps(schema)
     assert {"TritonSpec", "FastapiSpec", "Variant", "Perf", "Objective"} <= set(schema["$defs"])
     triton = schema["$defs"]["TritonSpec"]
@@ -173,7 +174,7 @@ def test_shipped_schema_is_current_and_accepts_every_shipped_spec() -> None:
     import jsonschema
 
     shipped = json.loads((SPECS / "spec.schema.json").read_text())
-    assert shipped == specmod.json_schema(), "regenerate: serve-system schema -o experiments/specs/spec.schema.json"
+    assert shipped == json_schema(), "regenerate: serve-system schema -o experiments/specs/spec.schema.json"
     validator = jsonschema.Draft202012Validator(shipped)
     for f in sorted(SPECS.glob("*.yml")):
         errors = list(validator.iter_errors(yaml.safe_load(f.read_text())))
@@ -185,13 +186,13 @@ def test_shipped_schema_is_current_and_accepts_every_shipped_spec() -> None:
 
 def test_report_reads_objectives_through_the_model(tmp_path: Path) -> None:
     manifest = tmp_path / "manifest.json"
-    assert [o.title for o in specmod.read_objectives(None, manifest)] == ["max_throughput"]
-    got = specmod.read_objectives([{"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8,
+    assert [o.title for o in read_objectives(None, manifest)] == ["max_throughput"]
+    got = read_objectives([{"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8,
                                     "constraints": {"throughput": {"min": 10}}}], manifest)
     assert got[0].as_record() == {"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8.0,
                                   "constraints": {"throughput": {"min": 10.0}}}
     with pytest.raises(SpecError) as exc:
-        specmod.read_objectives([{"metric": "throughput"}, {"metric": "speed"}], manifest)
+        read_objectives([{"metric": "throughput"}, {"metric": "speed"}], manifest)
     assert exc.value.lines == [(f"{manifest}: objectives[1].metric: is 'speed': use 'throughput', 'latency_avg_us', "
                                "'p50_us', 'p90_us', 'p95_us', 'p99_us', 'queue_us', 'compute_infer_us', "
                                "'avg_batch_size' or 'gpu_util'")]

@@ -9,7 +9,7 @@ import pytest
 
 from serve_system import standin
 from serve_system.errors import ServeSystemError
-from serve_system.modelrepo import parse_config
+from serve_system.experiment.tritonconfig import load_pbtxt as parse_config
 from serve_system.standin import CLASSES, STANDINS, is_standin, standin_bytes, write_onnx_standin
 
 REPO = Path(__file__).resolve().parents[2] / "model_repository"

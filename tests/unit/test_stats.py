@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import stats
 from serve_system.errors import ServeSystemError
+from serve_system.results import stats
 
 AFTER = json.loads((Path(__file__).parent / "fixtures" / "notebook_stats_after.json").read_text())
 
@@ -64,7 +64,7 @@ nv_cpu_utilization 0.5
 nv_inference_count{model="food_classifier",version="1"} 1436
 """
 
-CPU_ONLY = """nv_inference_count{model="engine_echo",version="1"} 0
+CPU_ONLY = """nv_inference_count{model="echo_local",version="1"} 0
 nv_cpu_utilization 1
 nv_cpu_memory_total_bytes 25276502016
 """
@@ -86,3 +86,9 @@ def test_metrics_with_and_without_gpu(tmp_path: Path) -> None:
     assert stats.max_gpu_mem(samples) == 1.2e9
     cpu = [{"t": 0.0, **stats.utilisation(CPU_ONLY)}]
     assert stats.mean_gpu_util(cpu) is None and stats.mean_cpu_util(cpu) == 1.0
+
+
+def test_metrics_torn_scrape_keeps_the_samples_before_the_tear() -> None:
+    torn = CPU_ONLY + 'nv_cpu_memory_used_bytes{le="0.5" 12'
+    assert stats.utilisation(torn)["cpu"] == {"nv_cpu_utilization": 1.0, "nv_cpu_memory_total_bytes": 25276502016.0}
+    assert stats.parse_metrics("not prometheus text at all {") == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import tritonconfig as tc
+from serve_system.experiment import tritonconfig as tc
 
 REPO = Path(__file__).parent / "fixtures" / "model_repository"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import tritonconfig as tc
 from serve_system.cli import main
+from serve_system.experiment import tritonconfig as tc
 
 ROOT = Path(__file__).resolve().parents[2]
 # the configs the repository ships (git's list: a run's results/ or .cache/ hold variant configs

@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,10 +162,10 @@ def test_settings_from_env() -> None:
 
 
 def test_the_page_ships_in_the_fastapi_image_context() -> None:
-    from serve_system import fastapi_image
+    from serve_system.images import fastapi as fastapi_image
 
     files = fastapi_image.context_files()
     assert {"serve_system/webapp/app.py", "serve_system/webapp/page.html", "serve_system/webapp/backends.py",
             "serve_system/webapp/__main__.py"} <= set(files)
-    assert Path(fastapi_image.__file__).parent.joinpath("webapp", "page.html").read_bytes() == \
+    assert fastapi_image.PACKAGE_DIR.joinpath("webapp", "page.html").read_bytes() == \
         files["serve_system/webapp/page.html"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import records
 from ..errors import ServeSystemError
+from ..experiment import records
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import compare as cmp
 from ..errors import UsageError
+from ..results import compare as cmp
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import fastapi_image as fi
+from ..images import fastapi as fi
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import perf
 from ..errors import ServeSystemError
+from ..experiment import perf
 
 
 def register(sub: argparse._SubParsersAction) -> None:

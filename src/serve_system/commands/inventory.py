@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..nodes import read_inventory
+from ..provision.nodes import read_inventory
 
 
 def register(sub: argparse._SubParsersAction) -> None:

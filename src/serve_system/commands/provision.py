@@ -27,9 +27,9 @@ from rich.console import Console
 
 from ..cli import OneLineParser, run
 from ..errors import ServeSystemError, UsageError
-from ..nodes import Node, read_inventory
 from ..provision import board, roster
 from ..provision.base import LaunchRequest, Progress, Provider, default_prefix, finish, server_names
+from ..provision.nodes import Node, read_inventory
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "hosts.yml"
@@ -327,8 +327,8 @@ def _lease_show(args: argparse.Namespace) -> int:
 
 
 def _lease_extend(args: argparse.Namespace) -> int:
-    from ..nodes import write_inventory
     from ..provision.chameleon.leases import extend_lease
+    from ..provision.nodes import write_inventory
 
     inventory = args.inventory or (DEFAULT_INVENTORY if DEFAULT_INVENTORY.is_file() else None)
     nodes = read_inventory(inventory) if inventory else []  # a broken inventory fails before Blazar is asked

@@ -11,7 +11,7 @@ import argparse
 import json
 import time
 
-from .. import images
+from ..images import stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,8 +30,8 @@ def _say(msg: str) -> None:
 
 def _images(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    images.ensure_all(_say)
-    rows = images.describe()
+    stack.ensure_all(_say)
+    rows = stack.describe()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

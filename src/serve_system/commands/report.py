@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import report
+from ..results import report
 
 
 def register(sub: argparse._SubParsersAction) -> None:

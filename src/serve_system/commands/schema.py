@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..spec import json_schema
+from ..experiment.spec.models import json_schema
 
 
 def register(sub: argparse._SubParsersAction) -> None:

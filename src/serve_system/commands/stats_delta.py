@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import stats
+from ..results import stats
 
 #: said of a model whose counters went backwards between the snapshots
 RESET_NOTE = (" [counters went backwards: the server restarted or the model was reloaded between the snapshots;"

@@ -11,10 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import experiment as exp
-from .. import tritonconfig as tc
 from ..errors import ServeSystemError, UsageError
-from ..spec import SpecError, TritonSpec, load_spec
+from ..experiment import plan as exp
+from ..experiment import tritonconfig as tc
+from ..experiment.spec.messages import SpecError
+from ..experiment.spec.models import TritonSpec
+from ..experiment.spec.reader import load_spec
 
 #: exit statuses of ``--with-triton``: no tritonserver can run here; Triton and we differ
 NO_TRITON_EXIT = 3
@@ -36,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "can run)")
     p.add_argument("--tritonserver", type=Path, default=None, metavar="BIN",
                    help="the tritonserver binary for --with-triton (default: $SERVE_SYSTEM_TRITONSERVER, PATH, "
-                        "the nvidia-pytriton package, or the project's engine Triton venv)")
+                        "the nvidia-pytriton package, or the project's local Triton venv)")
     p.set_defaults(func=_run)
 
 
@@ -114,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
     if bad == 0:
         print(f"{len(files)} file(s) valid")
     if args.with_triton:
-        from .. import tritonlocal
+        from ..experiment import tritonlocal
 
         configs = [p for p in files if p.suffix == ".pbtxt"]
         try:

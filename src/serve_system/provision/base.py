@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import UsageError
-from ..nodes import Node, record_host_keys, scan_host_keys, write_inventory
+from .nodes import Node, record_host_keys, scan_host_keys, write_inventory
 
 
 def default_prefix(user: str) -> str:

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import images
 from ..errors import ServeSystemError
-from ..nodes import Node, scan_host_keys
+from ..images import build as images
+from ..images.stack import ensure_stack_images
 from ..podman import podman, require_podman
 from .base import Fleet, LaunchRequest, Machine, Progress, quiet
+from .nodes import Node, scan_host_keys
 
 NODE_USER = "cc"
 LABEL = "serve-system.rehearsal.prefix"
@@ -206,7 +207,7 @@ class LocalProvider:
         progress.step("images", "rehearsal images (built once per recipe)", 0, 2)
         node_image = images.ensure_image(images.NODE, progress.note)
         progress.step("images", "rehearsal images (built once per recipe)", 1, 2)
-        stack = images.ensure_stack_images(progress.note)
+        stack = ensure_stack_images(progress.note)
         progress.step("images", "rehearsal images (built once per recipe)", 2, 2)
         return key, pubkey, node_image, stack, images.cache_dir() / "images"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..nodes import Node, atomic_write
+from .nodes import Node, atomic_write
 
 STUDENT_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",

@@ -15,8 +15,8 @@ from datetime import timedelta
 from rich.table import Table
 
 from ...errors import ServeSystemError
-from ...nodes import Node
 from ..base import Fleet, LaunchRequest, Machine, Progress
+from ..nodes import Node
 from .credentials import DEFAULT_SITE, SITES, api_errors
 from .leases import (
     DEFAULT_NODE_TYPE,

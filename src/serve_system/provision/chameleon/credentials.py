@@ -140,18 +140,20 @@ def resolve_credentials(env: Mapping[str, str]) -> Credentials:
 # --- errors from the OpenStack clients -------------------------------------------------------
 
 
-def _one_line(text: Any) -> str:
+def one_line(text: Any) -> str:
+    """``text`` on one line (an API's multi-line message inside our one-line errors)."""
     return " ".join(str(text).split())
 
 
-def _api_message(exc: BaseException) -> str:
+def api_message(exc: BaseException) -> str:
+    """The message an OpenStack/Blazar error carries for a user, unwrapped and on one line."""
     if exc.args and isinstance(exc.args[0], BaseException):
-        return _api_message(exc.args[0])  # python-chi's retry_create wraps errors in ResourceError(exc)
+        return api_message(exc.args[0])  # python-chi's retry_create wraps errors in ResourceError(exc)
     details = getattr(exc, "details", None)  # openstacksdk HttpException: the service's own words
     status = getattr(exc, "status_code", None)
     if isinstance(details, str) and details.strip():
-        return _one_line(details) + (f" (HTTP {status})" if status else "")
-    msg = _one_line(exc) or type(exc).__name__
+        return one_line(details) + (f" (HTTP {status})" if status else "")
+    msg = one_line(exc) or type(exc).__name__
     return re.sub(r"^ERROR:\s*", "", msg)
 
 
@@ -196,8 +198,8 @@ def api_errors(what: str) -> Iterator[None]:
                 "application credential (unscoped)"
             ) from exc
         if isinstance(exc, ConnectFailure):
-            raise ServeSystemError(f"{what}: cannot reach Chameleon ({_api_message(exc)})") from exc
-        raise ServeSystemError(f"{what}: {_api_message(exc)}") from exc
+            raise ServeSystemError(f"{what}: cannot reach Chameleon ({api_message(exc)})") from exc
+        raise ServeSystemError(f"{what}: {api_message(exc)}") from exc
 
 
 # --- session -----------------------------------------------------------------------------------
@@ -221,7 +223,7 @@ class Site:
                 sites = chi.context.list_sites()
             except Exception as exc:  # requests errors: python-chi's use_site would only print
                 raise ServeSystemError(
-                    f"cannot fetch the list of Chameleon sites ({_one_line(exc)}); check your network "
+                    f"cannot fetch the list of Chameleon sites ({one_line(exc)}); check your network "
                     "or CHI_RESOURCE_API_URL"
                 ) from exc
             if site not in sites:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...errors import ServeSystemError, UsageError
 from ..base import Progress
-from .credentials import _api_message, api_errors
+from .credentials import api_errors, api_message
 
 DEFAULT_NODE_TYPE = "gpu_p100"
 DEFAULT_DURATION = timedelta(hours=2, minutes=50)
@@ -263,7 +263,7 @@ def create_lease(req: LeaseRequest, site: str, progress: Progress, dry_run: bool
     except ServeSystemError as exc:
         cause = exc.__cause__
         if isinstance(cause, BlazarClientException):
-            raise ServeSystemError(f"Blazar refused lease {req.name} at {site}: {_api_message(cause)}") from cause
+            raise ServeSystemError(f"Blazar refused lease {req.name} at {site}: {api_message(cause)}") from cause
         raise
     info = _lease_info(created)
     progress.note(f"Created lease {info.name} ({info.id}), status {info.status}")
@@ -347,7 +347,7 @@ def extend_lease(name: str, site: str, by: timedelta, progress: Progress) -> Lea
     except ServeSystemError as exc:
         if isinstance(exc.__cause__, BlazarClientException):
             raise ServeSystemError(
-                f"Blazar refused to extend lease {name} at {site}: {_api_message(exc.__cause__)}"
+                f"Blazar refused to extend lease {name} at {site}: {api_message(exc.__cause__)}"
             ) from exc.__cause__
         raise
     new = refresh_lease(lease.id)

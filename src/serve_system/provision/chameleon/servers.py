@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import ServeSystemError
 from ..base import Progress, is_ours
-from .credentials import _one_line, api_errors
+from .credentials import api_errors, one_line
 
 
 @dataclass
@@ -38,7 +38,7 @@ def list_servers(prefix: str) -> list[ServerInfo]:
         for s in chi.nova().servers.list():
             if is_ours(s.name, prefix):
                 fault = getattr(s, "fault", None) or {}
-                found.append(ServerInfo(s.id, s.name, s.status, _one_line(fault.get("message", ""))))
+                found.append(ServerInfo(s.id, s.name, s.status, one_line(fault.get("message", ""))))
     if found:
         with api_errors("listing ports and floating IPs"):
             neutron = chi.neutron()
@@ -73,7 +73,7 @@ def _server_status(server_id: str) -> tuple[str, str]:
     with api_errors(f"reading server {server_id}"):
         s = chi.nova().servers.get(server_id)
     fault = getattr(s, "fault", None) or {}
-    return s.status, _one_line(fault.get("message", ""))
+    return s.status, one_line(fault.get("message", ""))
 
 
 def ensure_floating_ip(server: ServerInfo, progress: Progress) -> None:
@@ -144,7 +144,7 @@ def server_status(server_id: str) -> tuple[str, str]:
     with api_errors(f"reading server {server_id}"):
         s = chi.nova().servers.get(server_id)
     fault = getattr(s, "fault", None) or {}
-    return s.status, _one_line(fault.get("message", ""))
+    return s.status, one_line(fault.get("message", ""))
 
 
 def wait_active(servers: list[ServerInfo], timeout: float, poll: float, progress: Progress,

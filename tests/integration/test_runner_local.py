@@ -23,11 +23,13 @@ import pytest
 import requests
 import yaml
 
-from serve_system import experiment as exp
-from serve_system import perf as perfmod
-from serve_system import records, report, results
+from serve_system.experiment import perf as perfmod
+from serve_system.experiment import plan as exp
+from serve_system.experiment import records
+from serve_system.results import report
+from serve_system.results import tree as results
 
-from .engine_local import CONTAINERS_CONF, LocalTriton, perf_client_image, start_triton
+from .local_triton import CONTAINERS_CONF, LocalTriton, perf_client_image, start_triton
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.integration
 def triton(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     if shutil.which("podman") is None:
         pytest.fail("podman is missing: run scripts/bootstrap.sh")
-    server = start_triton(tmp_path_factory.mktemp("engine-triton"))
+    server = start_triton(tmp_path_factory.mktemp("local-triton"))
     yield server
     server.stop()
 
@@ -47,9 +49,9 @@ def image() -> str:
 
 
 SPEC = {
-    "name": "engine_local",
-    "model": "engine_echo",
-    "base_config": "model_repository/engine_echo/config.pbtxt",
+    "name": "local_triton",
+    "model": "echo_local",
+    "base_config": "model_repository/echo_local/config.pbtxt",
     "on_missing_gpus": "refuse",
     "load": {"mode": "concurrency", "levels": [1, 8]},
     "perf": {"batch_size": 1, "input_data": "input.json", "measurement_interval_ms": 1000,
@@ -60,18 +62,18 @@ SPEC = {
         {"name": "dynbatch", "config": {"dynamic_batching": {"preferred_batch_size": [4, 8],
                                                                "max_queue_delay_microseconds": 2000}}},
         # valid for our checks, refused by the model when Triton loads it
-        {"name": "bad_priority", "config": {"parameters": {"engine_echo_refuse": {"string_value": "yes"}}}},
+        {"name": "bad_priority", "config": {"parameters": {"echo_local_refuse": {"string_value": "yes"}}}},
     ],
     "objectives": [{"name": "most_throughput_at_8", "metric": "throughput", "goal": "max", "at_load": 8}],
 }
 
 
 def _stats(t: LocalTriton) -> dict:  # type: ignore[type-arg]
-    return requests.get(f"{t.url}/v2/models/engine_echo/versions/1/stats", timeout=10).json()
+    return requests.get(f"{t.url}/v2/models/echo_local/versions/1/stats", timeout=10).json()
 
 
 def _config(t: LocalTriton) -> dict:  # type: ignore[type-arg]
-    return requests.get(f"{t.url}/v2/models/engine_echo/config", timeout=10).json()
+    return requests.get(f"{t.url}/v2/models/echo_local/config", timeout=10).json()
 
 
 def _runner(image: str, node: Path, triton: LocalTriton, *args: str, stdin: str = "") -> subprocess.CompletedProcess:  # type: ignore[type-arg]
@@ -93,8 +95,8 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     spec_path = work / "spec.yml"
     spec_path.write_text(yaml.safe_dump(SPEC, sort_keys=False))
     work_dir = tmp_path / "node_work"  # the node's work folder; the run's folder is /work/<experiment>/<run>
-    node = work_dir / "engine_local" / "r1"
-    run_dir = tmp_path / "results" / "engine_local" / "r1"
+    node = work_dir / "local_triton" / "r1"
+    run_dir = tmp_path / "results" / "local_triton" / "r1"
     plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir", str(run_dir),
                            "--host", "local=0", "--url", f"127.0.0.1:{triton.http}", "--node-work-dir", str(node),
                            "--quiet"], check=False, capture_output=True, text=True)
@@ -114,9 +116,9 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     proc = _runner(image, node, triton, "--triton-log", "--variant", "bad_priority", stdin=triton.log.read_text())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     refused = records.read(node / "bad_priority" / "variant.json", records.VariantRecord)
-    assert refused.status == "refused" and "engine_echo_refuse=yes: refusing to load" in (refused.error or "")
+    assert refused.status == "refused" and "echo_local_refuse=yes: refusing to load" in (refused.error or "")
     # a refused load leaves the previous variant serving
-    assert requests.get(f"{triton.url}/v2/models/engine_echo/ready", timeout=10).status_code == 200
+    assert requests.get(f"{triton.url}/v2/models/echo_local/ready", timeout=10).status_code == 200
     progress = json.loads((node / "progress.json").read_text())
     assert progress["levels_done"] == progress["levels_total"] == 6 and progress["run_id"] == "r1"
     # a second runner for a measured variant measures nothing again; --restore writes the host record
@@ -153,7 +155,7 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     out = report.write_report(run_dir)
     with (run_dir / "summary.csv").open(newline="") as fh:  # cells may hold newlines (Triton's messages)
         assert len(list(csv.DictReader(fh))) == len(rows)
-    assert json.loads((run_dir / "summary.json").read_text())["rows"][0]["experiment"] == "engine_local"
+    assert json.loads((run_dir / "summary.json").read_text())["rows"][0]["experiment"] == "local_triton"
     assert all(Path(p).stat().st_size > 5000 for p in out["plots"]) and len(out["plots"]) >= 3
     md = (run_dir / "report.md").read_text()
     assert "most_throughput_at_8" in md and "bad_priority" in md and "refused" in md
@@ -163,8 +165,8 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
 
 
 def test_runner_sampler_against_real_triton(triton: LocalTriton, tmp_path: Path) -> None:
-    from serve_system import stats
-    from serve_system.runner import Sampler
+    from serve_system.experiment.runner import Sampler
+    from serve_system.results import stats
 
     sampler = Sampler(f"http://127.0.0.1:{triton.metrics}/metrics", tmp_path / "metrics.jsonl", 0.3)
     sampler.start()

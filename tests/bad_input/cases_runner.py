@@ -1,4 +1,4 @@
-"""Bad input of the experiment engine: malformed records under a run folder, the lease guard."""
+"""Bad input of the experiment stage: malformed records under a run folder, the lease guard."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _report(id: str, level: dict | None = None, variant: dict | str | None = Non
                                      f"{RUN}/n1/v/variant.json": (variant if isinstance(variant, str)
                                                                   else json.dumps(variant or VARIANT)),
                                      f"{RUN}/n1/v/c1_r1/level.json": json.dumps(level or LEVEL)}
-    return BadInput(id=f"engine-{id}", argv=("serve-system", "report", "{tmp}/" + RUN), files=files, expect=expect)
+    return BadInput(id=f"runner-{id}", argv=("serve-system", "report", "{tmp}/" + RUN), files=files, expect=expect)
 
 
 PLAN = json.dumps({"host": "n1", "gpus": 0, "experiment": "demo", "run_id": "r1", "variants": []})
@@ -38,7 +38,7 @@ def _archive(name: str) -> bytes:
 
 
 def _collect(id: str, files: dict[str, str | bytes], *expect: str) -> BadInput:
-    return BadInput(id=f"engine-collect-{id}", argv=("serve-system", "collect", "{tmp}/results.tar.gz", "--host-dir",
+    return BadInput(id=f"runner-collect-{id}", argv=("serve-system", "collect", "{tmp}/results.tar.gz", "--host-dir",
                                                      "{tmp}/" + RUN + "/n1"), files=files, expect=expect)
 
 
@@ -58,12 +58,12 @@ CASES: list[BadInput] = [
     _report("variant-not-json", None, "{not json", "{tmp}/" + RUN + "/n1/v/variant.json: not a JSON record"),
     _report("variant-no-status", None, {k: v for k, v in VARIANT.items() if k != "status"},
             "{tmp}/" + RUN + "/n1/v/variant.json: status: missing"),
-    BadInput(id="engine-lease-too-short",
+    BadInput(id="runner-lease-too-short",
              argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host", "n1=0",
                    "--lease-end", "2000-01-01T00:00:00Z"),
              files={"spec.yml": SPEC},
              expect=("{tmp}/spec.yml: lease:", "after the lease ends at 2000-01-01T00:00:00Z", "ignore_lease_end")),
-    BadInput(id="engine-lease-not-a-time",
+    BadInput(id="runner-lease-not-a-time",
              argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host", "n1=0",
                    "--lease-end", "tomorrow"),
              files={"spec.yml": SPEC},

@@ -1,4 +1,4 @@
-"""Session helpers for the engine's local integration tests: a real CPU Triton (nvidia-pytriton's
+"""Session helpers for the local integration tests: a real CPU Triton (nvidia-pytriton's
 tritonserver, Python backend) on free loopback ports, and the real perf_analyzer 2.60.0 in a
 Debian 13 podman image. Both are built by the project's scripts (cached by recipe hash)."""
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import requests
 
-from serve_system.tritonlocal import free_ports
+from serve_system.experiment.tritonlocal import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = Path(__file__).parent / "engine_models"
-CONTAINERS_CONF = ROOT / "scripts" / "engine_containers.conf"
+MODELS = Path(__file__).parent / "local_models"
+CONTAINERS_CONF = ROOT / "scripts" / "local_containers.conf"
 
 
 @dataclass
@@ -44,7 +44,7 @@ class LocalTriton:
 
 def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
     """Start tritonserver on a copy of ``models`` (a model repository) in ``workdir``."""
-    venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "engine_triton_venv.sh")], check=True,
+    venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "local_triton_venv.sh")], check=True,
                                capture_output=True, text=True).stdout.strip().splitlines()[-1])
     tri = next(venv.glob("lib/python3*/site-packages/pytriton/tritonserver"))
     repo = workdir / "model_repository"
@@ -54,7 +54,7 @@ def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(
         [str(tri / "bin" / "tritonserver"), f"--model-repository={repo}", f"--backend-directory={tri / 'backends'}",
-         "--model-control-mode=explicit", "--load-model=engine_echo",
+         "--model-control-mode=explicit", "--load-model=echo_local",
          "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
          "--metrics-address=127.0.0.1", f"--metrics-port={metrics}"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
@@ -64,7 +64,7 @@ def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
         if proc.poll() is not None:
             raise RuntimeError(f"tritonserver exited: {log.read_text()[-2000:]}")
         try:
-            if requests.get(f"{server.url}/v2/models/engine_echo/ready", timeout=2).status_code == 200:
+            if requests.get(f"{server.url}/v2/models/echo_local/ready", timeout=2).status_code == 200:
                 return server
         except requests.ConnectionError:
             pass
@@ -74,7 +74,7 @@ def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
 
 
 def perf_client_image() -> str:
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "engine_client_image.sh")], check=True,
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "local_client_image.sh")], check=True,
                          capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]
 

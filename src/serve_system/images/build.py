@@ -30,9 +30,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .podman import image_exists, podman, require_podman, require_root, require_tool, run_streamed
+from ..podman import image_exists, podman, require_podman, require_root, require_tool, run_streamed
 
-RECIPES = Path(__file__).resolve().parent / "images"
+#: the recipes: one folder per image (Containerfile and the files beside it)
+RECIPES = Path(__file__).resolve().parent
 MIRROR = "http://deb.debian.org/debian"
 CA_DIR = Path("/usr/local/share/ca-certificates")
 
@@ -153,7 +154,7 @@ def cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _lock(name: str) -> Iterator[None]:
+def lock(name: str) -> Iterator[None]:
     """A cross-process lock, so two sessions never build the same image at once."""
     path = cache_dir() / "locks" / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,14 +175,14 @@ def ensure_base(spec: BaseSpec, report: Report = _quiet) -> str:
     require_podman()
     if image_exists(spec.ref):
         return spec.ref
-    with _lock(f"{spec.name}-{spec.tag}"):
+    with lock(f"{spec.name}-{spec.tag}"):
         if image_exists(spec.ref):
             return spec.ref
         require_root("debootstrap")
         debootstrap = require_tool("debootstrap", "debootstrap")
         report(f"debootstrap {spec.suite} ({len(spec.include)} extra packages) -> {spec.ref}")
         logs = cache_dir() / "logs"
-        with tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=_scratch()) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=scratch_dir()) as tmp:
             rootfs = Path(tmp) / "rootfs"
             run_streamed(
                 [debootstrap, f"--variant={spec.variant}", f"--components={','.join(spec.components)}",
@@ -204,7 +205,8 @@ def ensure_base(spec: BaseSpec, report: Report = _quiet) -> str:
     return spec.ref
 
 
-def _scratch() -> Path:
+def scratch_dir() -> Path:
+    """A folder for build contexts, on the cache's file system."""
     path = cache_dir() / "tmp"
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -216,11 +218,11 @@ def ensure_image(spec: ImageSpec, report: Report = _quiet) -> str:
     if image_exists(spec.ref):
         return spec.ref
     ensure_base(spec.base, report)
-    with _lock(f"{spec.name}-{spec.tag}"):
+    with lock(f"{spec.name}-{spec.tag}"):
         if image_exists(spec.ref):
             return spec.ref
         report(f"podman build {spec.ref}")
-        with tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=_scratch()) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=scratch_dir()) as tmp:
             ctx = Path(tmp)
             for path in spec.recipe_dir.iterdir():
                 if path.is_file() and path.name != "Containerfile":
@@ -251,7 +253,7 @@ def ensure_archive(spec: ImageSpec, report: Report = _quiet) -> Path:
     if path.is_file():
         return path
     ref = ensure_image(spec, report)
-    with _lock(f"{spec.name}-{spec.tag}.archive"):
+    with lock(f"{spec.name}-{spec.tag}.archive"):
         if path.is_file():
             return path
         save_archive(ref, path, report)
@@ -278,53 +280,3 @@ class StackImage:
 
     def role_item(self) -> dict[str, str]:
         return {"image": self.ref, "archive": str(self.archive)}
-
-
-def ensure_stack_images(report: Report = _quiet) -> dict[str, StackImage]:
-    """Build (or reuse) the Triton and client images and their archives."""
-    out: dict[str, StackImage] = {}
-    for key, spec in STACK_IMAGES.items():
-        archive = ensure_archive(spec, report)
-        out[key] = StackImage(key, spec.ref, archive)
-    # the FastAPI endpoint's image: its recipe and context live with the app (serve_system.fastapi_image)
-    from .fastapi_image import ensure_rehearsal_image
-
-    out["fastapi"] = ensure_rehearsal_image(report)
-    return out
-
-
-def image_size(ref: str) -> int:
-    """Size in bytes podman reports for ``ref`` (0 when absent)."""
-    proc = podman("image", "inspect", "--format", "{{.Size}}", ref, check=False)
-    try:
-        return int(proc.stdout.strip())
-    except ValueError:
-        return 0
-
-
-def describe() -> list[dict[str, object]]:
-    """One row per image: key, ref, whether built, size, archive path (for `rehearsal images`)."""
-    rows: list[dict[str, object]] = []
-    for key, spec in ALL_IMAGES.items():
-        built = image_exists(spec.ref)
-        arch = archive_path(spec) if key in STACK_IMAGES else None
-        rows.append({
-            "image": key,
-            "ref": spec.ref,
-            "built": built,
-            "size_mb": round(image_size(spec.ref) / 1e6) if built else None,
-            "archive": str(arch) if arch else None,
-            "archive_mb": round(arch.stat().st_size / 1e6) if arch and arch.is_file() else None,
-        })
-    return rows
-
-
-def ensure_all(report: Report = _quiet) -> None:
-    ensure_image(NODE, report)
-    ensure_stack_images(report)
-
-
-if __name__ == "__main__":  # pragma: no cover - manual use: python -m serve_system.images
-    ensure_all(print)
-    for row in describe():
-        print(row)

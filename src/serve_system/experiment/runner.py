@@ -19,7 +19,7 @@ waits for Triton, loads the variant again and goes on. FastAPI variants wait for
 again and writes the host record (``host.json``). Every call ends by packing the host's complete
 records into one archive (``results.tar.gz``, fetched in one transfer) and printing an ``END`` line.
 One progress line per level (``L<n> ...``) and per variant (``DONE ...``) goes to ``--log`` (the
-role prints them; with ``--restore`` the call's last level line waits until the archive is ready) and ``/work/progress.json`` (CONTRACTS.md #2) is kept current. A second runner on
+role prints them; with ``--restore`` the call's last level line waits until the archive is ready) and ``/work/progress.json`` (a :class:`records.Progress`) is kept current. A second runner on
 the same run waits for the first (a lock), then skips what it measured: nothing is measured twice.
 """
 

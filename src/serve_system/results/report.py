@@ -25,12 +25,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from . import fastapi_results
+from ..errors import ServeSystemError
+from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
+from ..experiment.spec.reader import read_objectives
+from . import fastapi_tree as fastapi_results
 from . import findings as fnd
-from . import results as res
-from .errors import ServeSystemError
-from .spec import DEFAULT_OBJECTIVES as _DEFAULT
-from .spec import read_objectives
+from . import tree as res
 
 DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
 PERCENTILES = (("p50_us", "-", "p50"), ("p95_us", "--", "p95"), ("p99_us", ":", "p99"))
@@ -70,7 +70,7 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
         if str(h) not in hosts:
             out.append(f"{h}/ (a host of manifest.json without results)")
     for name, hdir in hosts.items():
-        plan = res._read_json(hdir / "plan.json")
+        plan = res.read_json(hdir / "plan.json")
         if isinstance(plan, dict):
             if not (hdir / "host.json").exists():
                 out.append(f"{name}/host.json (the host never finished)")
@@ -78,7 +78,7 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                 if not isinstance(v, dict):
                     continue
                 vdir = hdir / str(v.get("name"))
-                vmeta = res._read_json(vdir / "variant.json") or {}
+                vmeta = res.read_json(vdir / "variant.json") or {}
                 if vmeta.get("status") in ("refused", "unavailable"):
                     continue
                 for lv in v.get("levels") or []:
@@ -369,7 +369,7 @@ def _fastapi_latency(p: _Plots, run: Path) -> None:
     for bench in sorted(run.glob("*/*/*/bench.json")):
         ldir = bench.parent
         lat = fastapi_results.latencies_s(ldir)
-        meta = res._read_json(ldir / "level.json") or {}
+        meta = res.read_json(ldir / "level.json") or {}
         if lat:
             load = float(meta.get("load") or 0)
             found.setdefault(ldir.parent.parent.name, []).append((ldir.parent.name, load, lat))
@@ -459,7 +459,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     if manifest.get("start"):
         hosts = manifest.get("hosts") or sorted({r["host"] for r in rows})
         # each host writes host.json (with its end time) when its part of the run is over
-        ends = {h: (res._read_json(run / h / "host.json") or {}).get("end") for h in hosts}
+        ends = {h: (res.read_json(run / h / "host.json") or {}).get("end") for h in hosts}
         finished = [e for e in ends.values() if e]
         if manifest.get("end"):
             ended = str(manifest["end"])
@@ -503,10 +503,10 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                          f"{(r.get('error') or '').strip()}")
         for f in manifest.get("failures") or []:
             lines.append(f"- {f}")
-    notes = res._read_json(run / "notes.json") or {}
+    notes = res.read_json(run / "notes.json") or {}
     for host_dir in _host_dirs(run):
         for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            vm = res._read_json(vdir / "variant.json") or {}
+            vm = res.read_json(vdir / "variant.json") or {}
             for n in vm.get("notes") or []:
                 notes.setdefault("adapted", []).append(f"{host_dir.name}/{vdir.name}: {n}")
     if notes.get("adapted"):

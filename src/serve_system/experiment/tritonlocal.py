@@ -7,8 +7,8 @@ that only say this server lacks something the model needs (a backend library, th
 GPU it was not asked about) are reported as inconclusive, not as a difference.
 
 Where a tritonserver is found: ``--tritonserver``, ``$SERVE_SYSTEM_TRITONSERVER``, ``tritonserver``
-on PATH, the nvidia-pytriton package of this Python, or the project's engine Triton venv
-(``scripts/engine_triton_venv.sh``).
+on PATH, the nvidia-pytriton package of this Python, or the project's local Triton venv
+(``scripts/local_triton_venv.sh``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import TextIO
 
 import requests
 
+from ..errors import ServeSystemError
 from . import tritonconfig as tc
-from .errors import ServeSystemError
 
 #: what Triton says when it is this server, not the configuration, that cannot load the model
 INCONCLUSIVE = (
@@ -75,7 +75,7 @@ def find_tritonserver(explicit: Path | None = None) -> Path:
             return cand
     where = "; ".join(tried) if tried else "nothing to try"
     raise NoTriton(f"no tritonserver found (looked at: {where}): install nvidia-pytriton==0.7.0 (see "
-                   "scripts/engine_triton_venv.sh), put tritonserver on PATH or give --tritonserver BIN")
+                   "scripts/local_triton_venv.sh), put tritonserver on PATH or give --tritonserver BIN")
 
 
 def _candidates(explicit: Path | None) -> list[Path]:
@@ -90,8 +90,8 @@ def _candidates(explicit: Path | None) -> list[Path]:
     spec = importlib.util.find_spec("pytriton")
     if spec is not None and spec.origin:
         out.append(Path(spec.origin).parent / "tritonserver" / "bin" / "tritonserver")
-    for root in {Path.cwd(), Path(__file__).resolve().parents[2]}:
-        out += sorted((root / ".cache").glob("engine-triton-*/lib/python3*/site-packages/pytriton/tritonserver/bin/"
+    for root in {Path.cwd(), Path(__file__).resolve().parents[3]}:
+        out += sorted((root / ".cache").glob("local-triton-*/lib/python3*/site-packages/pytriton/tritonserver/bin/"
                                              "tritonserver"))
     out.append(Path("/opt/tritonserver/bin/tritonserver"))
     return out

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Build (once) a virtual environment with the real Triton server from the nvidia-pytriton wheel,
-# for the engine's integration tests (CPU only, Python backend). Keyed by the hash of this recipe.
+# for the local integration tests (CPU only, Python backend). Keyed by the hash of this recipe.
 # Prints the venv path; its Triton is <venv>/lib/python3.11/site-packages/pytriton/tritonserver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hash="$(cat "$0" | sha256sum | cut -c1-12)"
-venv="$PWD/.cache/engine-triton-$hash"
+venv="$PWD/.cache/local-triton-$hash"
 if [ -x "$venv/.ready" ] || [ -f "$venv/.ready" ]; then echo "$venv"; exit 0; fi
 py="$(command -v python3.11 || command -v python3)"
 rm -rf "$venv"; mkdir -p "$PWD/.cache"

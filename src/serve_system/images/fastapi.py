@@ -21,14 +21,12 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .modelrepo import sync_tree
+from ..modelrepo import sync_tree
+from . import build as images
 
-if TYPE_CHECKING:
-    from . import images
-
-PACKAGE_DIR = Path(__file__).resolve().parent
+#: the serve_system package (the image ships a few of its modules)
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 RECIPE_DIR = PACKAGE_DIR / "fastapi_app" / "image"
 IMAGE_NAME = "serve-system-fastapi"
 #: the package modules the app imports (everything under the APP_PACKAGES folders is added)
@@ -110,8 +108,7 @@ def ensure_rehearsal_image(report: Callable[[str], None] | None = None) -> image
     import tempfile
     import time
 
-    from . import images
-    from .podman import image_exists, run_streamed
+    from ..podman import image_exists, run_streamed
 
     say = report or (lambda _msg: None)
     base = images.ensure_base(images.TRIXIE_SLIM, say)
@@ -119,11 +116,11 @@ def ensure_rehearsal_image(report: Callable[[str], None] | None = None) -> image
     tag = recipe_tag(args)
     ref = f"localhost/{IMAGE_NAME}:{tag}"
     archive = images.cache_dir() / "images" / f"{IMAGE_NAME}-{tag}.tar"
-    with images._lock(f"{IMAGE_NAME}-{tag}"):
+    with images.lock(f"{IMAGE_NAME}-{tag}"):
         if not image_exists(ref):
             say(f"podman build {ref}")
             started = time.monotonic()
-            with tempfile.TemporaryDirectory(prefix=f"{IMAGE_NAME}-", dir=images._scratch()) as tmp:
+            with tempfile.TemporaryDirectory(prefix=f"{IMAGE_NAME}-", dir=images.scratch_dir()) as tmp:
                 ctx = Path(tmp)
                 write_context(ctx, host_cas=True)
                 run_streamed(["podman", "build", "--pull=never", "--squash-all", "--network=host", "--layers=false",

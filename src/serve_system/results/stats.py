@@ -10,12 +10,11 @@ snapshots (counters went down), the "after" snapshot alone is the delta.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ServeSystemError
+from ..errors import ServeSystemError
 
 DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
 
@@ -225,10 +224,6 @@ def delta_files(before: str | Path, after: str | Path) -> list[ModelDelta]:
 
 # --------------------------------------------------------------------------------- Prometheus
 
-METRIC_LINE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>[-+0-9.eEnaNIinf]+)")
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
 #: metrics kept from each sample (GPU ones are simply absent on a CPU-only Triton)
 GPU_METRICS = ("nv_gpu_utilization", "nv_gpu_memory_used_bytes", "nv_gpu_memory_total_bytes",
                "nv_gpu_power_usage")
@@ -236,20 +231,16 @@ CPU_METRICS = ("nv_cpu_utilization", "nv_cpu_memory_used_bytes", "nv_cpu_memory_
 
 
 def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Prometheus text exposition -> (name, labels, value) triples (comments skipped)."""
+    """Prometheus text exposition -> (name, labels, value) triples, with prometheus_client's parser. A
+    scrape torn mid-line keeps the samples before the tear: one bad sample never stops a report."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: list[tuple[str, dict[str, str], float]] = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = METRIC_LINE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group("value"))
-        except ValueError:
-            continue
-        labels = dict(LABEL.findall(m.group("labels") or ""))
-        out.append((m.group("name"), labels, value))
+    try:
+        for family in text_string_to_metric_families(text):
+            out.extend((s.name, dict(s.labels), float(s.value)) for s in family.samples)
+    except ValueError:
+        return out
     return out
 
 

@@ -1,4 +1,4 @@
-"""A tiny Python-backend model for the engine's integration tests: doubles its input.
+"""A tiny Python-backend model for the local integration tests: doubles its input.
 
 Each execution sleeps a fixed time (like a real model's compute), so that under concurrency the
 dynamic batcher has requests waiting and forms batches larger than 1.
@@ -19,8 +19,8 @@ class TritonPythonModel:
         # a configuration the model itself refuses (as real models refuse bad parameters): Triton then
         # refuses the load with this message
         params = json.loads(args["model_config"]).get("parameters", {})
-        if params.get("engine_echo_refuse", {}).get("string_value") == "yes":
-            raise pb_utils.TritonModelException("engine_echo: parameter engine_echo_refuse=yes: refusing to load")
+        if params.get("echo_local_refuse", {}).get("string_value") == "yes":
+            raise pb_utils.TritonModelException("echo_local: parameter echo_local_refuse=yes: refusing to load")
 
     def execute(self, requests):
         time.sleep(EXEC_SECONDS)

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ServeSystemError
+from ..errors import ServeSystemError
 
 #: The inventory group every provisioned node belongs to; playbooks target it.
 GROUP = "serve_nodes"

@@ -1,4 +1,4 @@
-"""The engine's CLI commands: validate, import, stats, plan, report (in-process, real files)."""
+"""The experiment's CLI commands: validate, import, stats, plan, report (in-process, real files)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from serve_system import records, report
 from serve_system.cli import main
+from serve_system.experiment import records
+from serve_system.results import report
 
 FIX = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]

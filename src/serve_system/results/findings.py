@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from . import tritonconfig as tc
+from ..experiment import tritonconfig as tc
 
 HELD, NOT_HELD, NOT_MEASURABLE = "held", "did not hold", "not measurable here"
 VERDICTS = (HELD, NOT_HELD, NOT_MEASURABLE)

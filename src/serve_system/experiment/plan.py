@@ -1,38 +1,44 @@
-"""The plan an experiment spec expands to for one host.
+"""The plan an experiment spec expands to for each host, and the run folder it is written to.
 
-The spec itself (its schema, limits and checks) is :mod:`serve_system.spec`. Here every variant is
-rendered against its base config.pbtxt, checked against Triton's schema and the host's GPU count,
-and turned into perf_analyzer command lines, before anything runs. Errors read
-``FILE: variant: field: message``.
+The spec itself (its schema, limits and checks) is :mod:`serve_system.experiment.spec`. Here every
+variant is rendered against its base config.pbtxt, checked against Triton's schema and the host's GPU
+count, and turned into perf_analyzer command lines, before anything runs. Errors read
+``FILE: variant: field: message``. :func:`write_run` then writes, under the run folder, ``spec.yml``,
+``manifest.json`` and per host ``plan.json`` (a :class:`~.records.HostPlan`), each variant's
+``config.pbtxt`` and ``load_body.json`` and ``.node.pyz`` (the node bundle: the runner, the plan and
+its inputs in one file the role copies). Nothing is written before every host's plan is checked.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import zipfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from . import perf as perfmod
+from . import records as rec
 from . import tritonconfig as tc
 from .records import LevelPlan, VariantPlan
-from .spec import (
-    DEFAULT_OBJECTIVES,
-    FastapiSpec,
-    Objective,
-    SpecError,
-    TritonSpec,
-    Variant,
-    expand_levels,
-    load_spec,
-    repo_root,
-    resolve,
-)
+from .runner import BUNDLE_MAIN
+from .spec.messages import SpecError
+from .spec.models import AnySpec, FastapiSpec, Objective, TritonSpec, Variant, check_name, expand_levels
+from .spec.reader import repo_root, resolve
 
-__all__ = ["DEFAULT_OBJECTIVES", "FastapiSpec", "LevelPlan", "Objective", "Spec", "SpecError", "TritonSpec",
-           "VariantPlan", "base_config", "baseline_body", "estimate_seconds", "expand_levels", "level_id",
-           "load_spec", "plan", "plan_fastapi", "repo_root", "resolve"]
-
-#: the Triton kind of spec (what :func:`plan` expands)
-Spec = TritonSpec
+#: Triton's endpoints and the run's folder as the node's client container sees them (the serve_stack
+#: role names the containers; the experiment role mounts the run folder at NODE_WORK_DIR)
+TRITON_HTTP = "triton_server:8000"
+TRITON_GRPC = "triton_server:8001"
+TRITON_METRICS = "triton_server:8002"
+FASTAPI_URL = "http://fastapi_server:8000"
+NODE_WORK_DIR = "/work"
 
 
 # ------------------------------------------------------------------------------------ planning
@@ -67,9 +73,9 @@ def plan(
     spec: TritonSpec,
     host_gpus: int,
     *,
-    url: str = "triton_server:8000",
-    grpc_url: str = "triton_server:8001",
-    node_work_dir: str = "/work",
+    url: str = TRITON_HTTP,
+    grpc_url: str = TRITON_GRPC,
+    node_work_dir: str = NODE_WORK_DIR,
     repository: Path | None = None,
     done: set[tuple[str, str]] | None = None,
 ) -> list[VariantPlan]:
@@ -190,7 +196,7 @@ def baseline_body(spec: TritonSpec, repository: Path | None = None) -> dict[str,
 
 # ------------------------------------------------------------------------------------ FastAPI kind
 
-def plan_fastapi(spec: FastapiSpec, *, url: str = "http://fastapi_server:8000", node_work_dir: str = "/work",
+def plan_fastapi(spec: FastapiSpec, *, url: str = FASTAPI_URL, node_work_dir: str = NODE_WORK_DIR,
                  image: str | None = None, done: set[tuple[str, str]] | None = None) -> list[VariantPlan]:
     """The lab's two measurements per runtime: one sender in sequence, then concurrent senders."""
     client = [f"{node_work_dir}/fastapi_bench.py", "--url", f"{url}/predict",
@@ -237,3 +243,172 @@ def estimate_seconds(variants: list[VariantPlan]) -> float:
                 interval = 2.0
             total += 2.0 + interval * 3 * (1 + len(lv.retry_argv) * 0.25)
     return round(total, 1)
+
+
+# ------------------------------------------------------------------------------------ the run folder
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the node's client reaches the services (as the client container sees them)."""
+
+    url: str = TRITON_HTTP
+    grpc_url: str = TRITON_GRPC
+    fastapi_url: str = FASTAPI_URL
+    node_work_dir: str = NODE_WORK_DIR
+    #: the image file sent in every FastAPI request (None: the client's synthetic JPEG)
+    fastapi_image: Path | None = None
+
+
+def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None,
+                  done: set[tuple[str, str]]) -> list[rec.VariantPlan]:
+    """One host's variants, rendered for its GPU count and its own base configs (``base``)."""
+    if isinstance(spec, FastapiSpec):
+        image = f"image{targets.fastapi_image.suffix}" if targets.fastapi_image else None
+        return plan_fastapi(spec, url=targets.fastapi_url, node_work_dir=targets.node_work_dir, image=image,
+                            done=done)
+    return plan(spec, gpus, url=targets.url, grpc_url=targets.grpc_url, node_work_dir=targets.node_work_dir,
+                repository=base, done=done)
+
+
+def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, int]], bases: dict[str, Path],
+              targets: Targets, *, fresh: bool = False, manifest: bool = True) -> dict[str, Any]:
+    """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
+    ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
+    node bundle. ``fresh`` removes the hosts' earlier results first. Returns each host's plan as JSON."""
+    kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
+    hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
+    run.mkdir(parents=True, exist_ok=True)
+    if manifest:
+        shutil.copyfile(spec_path, run / "spec.yml")
+        manifest_path = run / "manifest.json"
+        doc = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        doc.setdefault("start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        doc.update(
+            experiment=spec.name, run_id=run.name, kind=kind, description=spec.description,
+            spec_file=str(spec_path), spec=spec.data,
+            stand_in=spec.stand_in if isinstance(spec, TritonSpec) else None,
+            hosts=sorted(set(doc.get("hosts", [])) | {h for h, _ in hosts}),
+            objectives=[o.as_record() for o in objectives_of(spec)],
+        )
+        manifest_path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    out = {}
+    prov = provenance(spec_path)
+    for (host, gpus) in hosts:
+        hdir = hdirs[host]
+        if fresh and hdir.exists():
+            shutil.rmtree(hdir)
+        variants = host_variants(spec, targets, gpus, bases.get(host), rec.done_levels(hdir))
+        for v in variants:
+            vdir = hdir / v.name
+            vdir.mkdir(parents=True, exist_ok=True)
+            if v.config_pbtxt:
+                (vdir / "config.pbtxt").write_text(v.config_pbtxt)
+                (vdir / "load_body.json").write_text(json.dumps(v.load_body, indent=1) + "\n")
+        models = sorted({v.model for v in variants}) if kind == rec.TRITON else []
+        hplan = rec.HostPlan(
+            host=host, gpus=gpus, experiment=spec.name, run_id=run.name, variants=variants, kind=kind,
+            models=models, provenance=prov,
+            warmup_requests=spec.warmup.requests,
+            estimate_s=estimate_seconds(variants))
+        rec.write(hdir / "plan.json", hplan)
+        write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
+        out[host] = rec.to_json(hplan)
+    return out
+
+
+def check_run_dir(run: Path, experiment: str) -> Path:
+    """The run folder, resolved; refused (nothing written) when it could land somewhere else."""
+    shown = f"--run-dir {str(run)!r}"
+    if ".." in run.parts:
+        raise SpecError([f"{shown}: '..' in the path: give the run folder itself (results/<experiment>/<run id>)"])
+    try:
+        check_name(run.name, "run id")
+    except ValueError as exc:
+        raise SpecError([f"{shown}: {exc}"]) from None
+    if run.is_symlink() or (run.exists() and not run.is_dir()):
+        raise SpecError([f"{shown}: exists and is not a folder: give a run folder (results/<experiment>/<run id>)"])
+    resolved = run.resolve()
+    if resolved.parent.name != experiment:
+        raise SpecError([(f"{shown}: its folder is {resolved.parent.name!r}, not the experiment's name "
+                         f"{experiment!r}: give results/{experiment}/<run id>")])
+    manifest = resolved / "manifest.json"
+    if manifest.exists():
+        try:
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SpecError([(f"{manifest}: (file): not readable JSON ({exc.__class__.__name__}): move it away "
+                             "or use another run id")]) from None
+        if not isinstance(doc, dict):
+            raise SpecError([f"{manifest}: (file): not a JSON object: move it away or use another run id"])
+        if doc.get("experiment") not in (None, experiment):
+            raise SpecError([(f"{shown}: holds a run of experiment {doc.get('experiment')!r}, not {experiment!r}: "
+                             "give this experiment's run folder")])
+    return resolved
+
+
+def check_host_dir(run: Path, host: str) -> Path:
+    hdir = run / host
+    if hdir.is_symlink() or (hdir.exists() and not hdir.is_dir()) or hdir.resolve().parent != run:
+        raise SpecError([f"--host {host!r}: {hdir} is not a folder of the run: move it away"])
+    return hdir
+
+
+def objectives_of(spec: TritonSpec | FastapiSpec) -> list[Objective]:
+    """What picks a run's best variant: the spec's objectives; a FastAPI run compares its runtimes at its
+    highest load."""
+    if isinstance(spec, TritonSpec):
+        return spec.goals()
+    top = max(lv.senders for lv in spec.levels)  # the lab compares the runtimes at its highest load
+    return [Objective(name="max_throughput", metric="throughput", goal="max", at_load=top),
+            Objective(name="min_p95", metric="p95_us", goal="min", at_load=top)]
+
+
+def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan], image: Path | None) -> None:
+    """What the role puts on the node in one task: the node bundle, a Python zip application of the
+    runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
+    pkg = Path(__file__).parent
+    files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "records.py", "fastapi_bench.py")}
+    for data in sorted({v.input_data for v in variants if v.input_data}):
+        files[Path(data).name] = Path(data)
+    if image is not None and hplan.kind == rec.FASTAPI:
+        files[f"image{image.suffix}"] = image
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        z.writestr("__main__.py", BUNDLE_MAIN)
+        for name, src in sorted(files.items()):
+            z.write(src, name)
+        z.writestr("plan.json", json.dumps(rec.to_json(hplan), indent=1) + "\n")
+    os.replace(tmp, dest)
+
+
+def provenance(spec_path: Path) -> dict[str, object]:
+    """What every level record carries about the controller side: commit and the spec as loaded."""
+    root = repo_root(Path(spec_path).resolve().parent) or Path.cwd()
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip() or "unknown"
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], check=False, capture_output=True,
+                                    text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "unknown", False
+    return {"git_commit": commit, "git_dirty": dirty,
+            "spec_sha256": hashlib.sha256(Path(spec_path).read_bytes()).hexdigest(),
+            "spec_file": str(spec_path)}
+
+
+def lease_problem(lease_end: str, estimate_s: float, now: float) -> str | None:
+    """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease)."""
+    try:
+        end = datetime.fromisoformat(lease_end)
+    except ValueError:
+        return f"serve_lease_end {lease_end!r} is not an ISO 8601 time (e.g. 2026-11-22T18:50:00Z)"
+    if end.tzinfo is None:
+        end = end.replace(tzinfo=UTC)
+    finish = now + estimate_s
+    if finish <= end.timestamp():
+        return None
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return (f"the plan needs about {estimate_s / 60:.0f} min and would end at "
+            f"{time.strftime(fmt, time.gmtime(finish))}, after the lease ends at "
+            f"{end.astimezone(UTC).strftime(fmt)}: extend the lease, measure fewer variants "
+            "(-e variants=...), or pass -e ignore_lease_end=true")

@@ -22,10 +22,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import fastapi_results, records
-from . import perf as perfmod
+from ..errors import ServeSystemError
+from ..experiment import perf as perfmod
+from ..experiment import records
+from . import fastapi_tree as fastapi_results
 from . import stats as statsmod
-from .errors import ServeSystemError
 
 #: summary columns, in order
 COLUMNS: tuple[str, ...] = (
@@ -38,7 +39,8 @@ COLUMNS: tuple[str, ...] = (
 )
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """A JSON file's data; None when it is missing or not JSON (a level not measured yet reads as absent)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -116,7 +118,7 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
                 row[k] = getattr(match, k)
     before, after = level_dir / "stats_before.json", level_dir / "stats_after.json"
     if after.exists():
-        deltas = statsmod.delta(_read_json(before) if before.exists() else None, _read_json(after) or {})
+        deltas = statsmod.delta(read_json(before) if before.exists() else None, read_json(after) or {})
         d = next((x for x in deltas if x.name == row.get("model")), deltas[0] if len(deltas) == 1 else None)
         if d is not None:
             row["inference_count"] = d.inference_count
@@ -152,7 +154,7 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder (expected results/<experiment>/<run-id>)")
-    manifest = _read_json(run / "manifest.json") or {}
+    manifest = read_json(run / "manifest.json") or {}
     experiment = manifest.get("experiment") or run.parent.name
     run_id = manifest.get("run_id") or run.name
     stand_in = manifest.get("stand_in")
@@ -211,9 +213,9 @@ def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]
     run = Path(run_dir)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots"))):
-        facts = _read_json(host_dir / "facts.json") or {}
+        facts = read_json(host_dir / "facts.json") or {}
         for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            vmeta = _read_json(vdir / "variant.json") or {}
+            vmeta = read_json(vdir / "variant.json") or {}
             cfg = vdir / "config.pbtxt"
             setup: dict[str, Any] = {
                 "config_pbtxt": _read_text(cfg) if cfg.is_file() else None,
@@ -222,7 +224,7 @@ def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]
                 "host_gpus": facts.get("gpus"), "host_cpus": facts.get("cpus"),
             }
             for lj in sorted(vdir.glob("*/level.json")):
-                meta = _read_json(lj) or {}
+                meta = read_json(lj) or {}
                 setup["batch_size"] = meta.get("batch_size") or 1
                 for attempt in meta.get("attempts") or []:
                     argv = [str(a) for a in (attempt or {}).get("argv") or []]

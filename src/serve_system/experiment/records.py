@@ -1,4 +1,4 @@
-"""The experiment engine's records, defined once: plan, variant, level, host and progress.
+"""The experiment's records, defined once: plan, variant, level, host and progress.
 
 Only Python writes and reads them (the controller's ``serve-system plan``, the node-side runner,
 :mod:`serve_system.results`); Ansible only carries them from one side to the other. This module
@@ -31,12 +31,21 @@ from typing import Any, TypeVar
 MEASURED, REFUSED, UNAVAILABLE = "measured", "refused", "unavailable"
 #: LevelRecord.status values
 OK, FAILED = "ok", "failed"
-#: experiment kinds (CONTRACTS.md #1)
+#: experiment kinds: the spec's ``kind`` (a Triton model measured with perf_analyzer, or the FastAPI endpoint)
 TRITON, FASTAPI = "triton", "fastapi"
 
 
-class RecordError(ValueError):
-    """A record file that cannot be used; the message is one line naming the file and the field."""
+try:  # in the package; the node's flat layout (records.py beside the runner) has no package around it
+    from ..errors import ServeSystemError
+except ImportError:  # pragma: no cover - the node's layout
+    class ServeSystemError(Exception):  # type: ignore[no-redef]  # the node's flat layout
+        """The package's user-facing error, as the node-side runner sees it."""
+
+
+class RecordError(ServeSystemError, ValueError):
+    """A record file that cannot be used; the message is one line naming the file and the field.
+
+    A :class:`ValueError` too: callers that validate records treat it as bad data."""
 
 
 @dataclass
@@ -157,7 +166,8 @@ class HostRecord:
 
 @dataclass
 class Progress:
-    """CONTRACTS.md #2: /work/progress.json on the node."""
+    """The runner's progress, kept current in ``/work/progress.json`` on the node while it measures (the
+    status board reads it): which variant and level run now, how many levels are done of how many."""
 
     experiment: str
     run_id: str

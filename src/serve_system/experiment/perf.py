@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import ServeSystemError
+from ..errors import ServeSystemError
 
 #: Level.mode values
 CONCURRENCY = "concurrency"

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .errors import ServeSystemError
+from ..errors import ServeSystemError
 
 COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",
            "p50_us", "p95_us", "p99_us", "errors", "ratio", "note")

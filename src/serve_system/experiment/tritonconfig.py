@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from .errors import ServeSystemError
+from ..errors import ServeSystemError
 
 if TYPE_CHECKING:
     #: tritonclient ships no type information: its generated message classes are untyped for mypy
@@ -31,6 +31,11 @@ else:
 
 KIND_GPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_GPU")
 KIND_CPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_CPU")
+
+
+def kind_name(kind: int) -> str:
+    """An instance group kind as config.pbtxt spells it without its prefix: GPU, CPU, MODEL, AUTO."""
+    return str(model_config_pb2.ModelInstanceGroup.Kind.Name(kind)).removeprefix("KIND_")
 
 
 class ConfigError(ServeSystemError):

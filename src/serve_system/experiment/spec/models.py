@@ -1,0 +1,381 @@
+"""Experiment specs, the typed model: declared once.
+
+A spec file is YAML data describing one experiment. Two kinds exist:
+
+* ``kind: triton`` (the default when ``kind`` is absent): a Triton model, its base config, variants
+  (config overrides, or a sweep grid that generates them), the load, perf_analyzer settings,
+  repetitions and the objectives that pick the best variant (:class:`TritonSpec`);
+* ``kind: fastapi``: the lab's FastAPI endpoint, one variant per runtime, load levels of concurrent
+  senders and request counts (:class:`FastapiSpec`).
+
+The pydantic models below are the schema: ``serve-system validate`` and ``plan`` check specs with
+them, ``serve-system schema`` prints their JSON Schema, and the report reads objectives through
+:class:`Objective`. Reading a file is :mod:`.reader`'s work; messages are :mod:`.messages`'.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    WithJsonSchema,
+)
+
+#: the largest spec file read, in bytes
+MAX_BYTES = 1 << 20
+#: the most YAML nodes a spec may expand to (aliases counted as often as they are used)
+MAX_NODES = 100_000
+#: the deepest nesting of mappings and lists
+MAX_DEPTH = 64
+#: the most variants a spec (its variants plus its sweep) may expand to
+MAX_VARIANTS = 1000
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_NAME_RE = re.compile(NAME_PATTERN)
+JINJA_RE = re.compile(r"\{\{|\{%|\{#")
+
+
+# ------------------------------------------------------------------------------------ field types
+
+def check_name(value: str, what: str = "name") -> str:
+    """A plain name (it names folders, containers' models, Ansible hosts): letters, digits, _ . -."""
+    if JINJA_RE.search(value):
+        raise ValueError(f"{value!r} is a Jinja expression, not a {what} (Ansible would evaluate it): "
+                         "use letters, digits, _ . -")
+    if not _NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a plain {what}: use letters, digits, _ . - (starting with a "
+                         "letter or digit, at most 64 characters)")
+    return value
+
+
+def _name(value: str) -> str:
+    return check_name(value)
+
+
+def _version(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str) and not re.fullmatch(r"[1-9][0-9]{0,8}", value):
+        raise ValueError(f"{value!r} is not a model version: use a whole number >= 1, e.g. \"1\"")
+    return value
+
+
+def _rel_path(value: str) -> str:
+    if not value.strip():
+        raise ValueError("an empty path: give a file path relative to the spec's folder")
+    if "\0" in value:
+        raise ValueError("a path with a NUL byte: give a plain file path")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_name), WithJsonSchema({"type": "string", "pattern": NAME_PATTERN})]
+Version = Annotated[str, BeforeValidator(_version),
+                    WithJsonSchema({"type": ["string", "integer"], "pattern": r"^[1-9][0-9]*$"})]
+#: a file path in a spec: relative to the spec's folder (or the repository root above it); it must
+#: stay inside one of them (checked by :func:`load_spec`)
+RelPath = Annotated[str, AfterValidator(_rel_path)]
+PosInt = Annotated[int, Field(ge=1, strict=True)]
+NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+Repetitions = Annotated[int, Field(ge=1, le=100, strict=True)]
+#: the most perf_analyzer runs one spec may plan per host (variants x levels x repetitions)
+MAX_RUNS = 10_000
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def expand_levels(levels: Any) -> list[float]:
+    """``[1, 8]``, ``"1:8:1"`` (perf_analyzer's start:end:step) or ``{start, end, step}`` -> list."""
+    if levels is None:
+        raise ValueError("missing: a list ([1, 8, 16]), a range '1:8:1' or {start, end, step}")
+    if isinstance(levels, (int, float)) and not isinstance(levels, bool):
+        levels = [levels]
+    if isinstance(levels, str):
+        parts = levels.split(":")
+        if not 1 <= len(parts) <= 3:
+            raise ValueError(f"range {levels!r} is not start:end[:step]")
+        try:
+            nums = [float(x) for x in parts]
+        except ValueError:
+            raise ValueError(f"range {levels!r} is not numeric: use start:end[:step], e.g. '1:8:1'") from None
+        levels = {"start": nums[0], "end": nums[1] if len(nums) > 1 else nums[0],
+                  "step": nums[2] if len(nums) > 2 else 1}
+    if isinstance(levels, dict):
+        if set(levels) - {"start", "end", "step"}:
+            raise ValueError(f"a range has only start, end, step (got {', '.join(map(str, levels))})")
+        rng: dict[str, Any] = levels
+        try:
+            start, end, step = (float(rng["start"]), float(rng.get("end", rng["start"])), float(rng.get("step", 1)))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("a range needs numeric start (and end, step)") from None
+        if step <= 0 or end < start or start <= 0:
+            raise ValueError("a range needs start > 0, step > 0 and end >= start")
+        if (end - start) / step > 10_000:
+            raise ValueError("a range of more than 10000 levels: use a larger step")
+        out, x = [], start
+        while x <= end + 1e-9:
+            out.append(round(x, 6))
+            x += step
+        return out
+    if isinstance(levels, list) and levels:
+        out = []
+        for x in levels:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0 or x == float("inf"):
+                raise ValueError(f"level {x!r} is not a positive number")
+            out.append(float(x))
+        if len(set(out)) != len(out):
+            raise ValueError("a level is listed twice: list each load level once")
+        return out
+    raise ValueError("must be a non-empty list, a range 'start:end:step' or {start, end, step}")
+
+
+def _levels(value: Any) -> Any:
+    expand_levels(value)
+    return value
+
+
+Levels = Annotated[Any, AfterValidator(_levels), WithJsonSchema({
+    "description": "load levels: a list ([1, 8, 16]), a range 'start:end[:step]' or {start, end, step}",
+    "oneOf": [
+        {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1},
+        {"type": "string", "pattern": r"^[0-9.]+(:[0-9.]+){0,2}$"},
+        {"type": "object", "additionalProperties": False, "required": ["start"],
+         "properties": {"start": {"type": "number"}, "end": {"type": "number"}, "step": {"type": "number"}}},
+    ]})]
+
+
+# ------------------------------------------------------------------------------------ Triton kind
+
+class Load(_Model):
+    """How the load is applied: concurrent clients or a request rate, at these levels."""
+
+    mode: Literal["concurrency", "request_rate"] = "concurrency"
+    levels: Levels = None
+    distribution: Literal["constant", "poisson"] | None = None
+
+
+class Perf(_Model):
+    """perf_analyzer settings (each maps to its option of the same name)."""
+
+    protocol: Literal["http", "grpc"] | None = None
+    batch_size: PosInt | None = None
+    input_data: RelPath | None = Field(default=None, description="'random', 'zero' or a JSON file (spec-relative)")
+    shapes: dict[str, list[PosInt]] | None = None
+    warmup_request_count: NonNegInt | None = None
+    request_count: NonNegInt | None = None
+    measurement_mode: Literal["time_windows", "count_windows"] | None = None
+    measurement_interval_ms: PosInt | None = None
+    measurement_request_count: PosInt | None = None
+    percentile: Annotated[int, Field(ge=1, le=99, strict=True)] | None = None
+    latency_threshold_ms: PosInt | None = None
+    stability_percentage: PosInt | None = None
+    max_trials: PosInt | None = None
+    max_threads: PosInt | None = None
+    async_: bool | None = Field(default=None, alias="async")
+    verbose_csv: bool | None = None
+    retries: Annotated[int, Field(ge=0, le=10, strict=True)] | None = None
+
+
+class Warmup(_Model):
+    requests: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = Field(
+        default=20, description="requests sent after each load, before measuring")
+
+
+class Bound(_Model):
+    max: float | None = None
+    min: float | None = None
+
+
+Metric = Literal["throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "queue_us",
+                 "compute_infer_us", "avg_batch_size", "gpu_util"]
+#: the metrics an objective can rank or constrain (columns of the run's summary)
+OBJECTIVE_METRICS: tuple[str, ...] = get_args(Metric)
+
+
+class Objective(_Model):
+    """What picks the best variant: a metric to maximise or minimise, optionally at one load level."""
+
+    name: Name | None = None
+    metric: Metric = "throughput"
+    goal: Literal["max", "min"] = "max"
+    at_load: Annotated[float, Field(gt=0)] | None = None
+    constraints: dict[Metric, Bound] = Field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return self.name or f"{self.goal}_{self.metric}"
+
+    def as_record(self) -> dict[str, Any]:
+        """The objective as the manifest stores it (read back by the report)."""
+        return {"name": self.title, "metric": self.metric, "goal": self.goal, "at_load": self.at_load,
+                "constraints": {m: b.model_dump(exclude_none=True) for m, b in self.constraints.items()}}
+
+
+DEFAULT_OBJECTIVES = [Objective(name="max_throughput", metric="throughput", goal="max")]
+
+
+class LoadOverride(_Model):
+    mode: Literal["concurrency", "request_rate"] | None = None
+    levels: Levels = None
+    distribution: Literal["constant", "poisson"] | None = None
+
+
+class Variant(_Model):
+    """One configuration measured: overrides of the base config, and per-variant settings."""
+
+    name: Name
+    description: str | None = None
+    config: dict[str, Any] | None = Field(default=None, description="top-level ModelConfig keys replaced (null removes one)")
+    model: Name | None = None
+    version: Version | None = None
+    base_config: RelPath | None = None
+    base_config_text: str | None = None
+    load: LoadOverride | None = None
+    perf: Perf | None = None
+
+
+class Sweep(_Model):
+    """Variants generated from a grid: every combination of the grid's values."""
+
+    name: str = Field(description="name pattern using the grid's parameters, e.g. 'i{instances}_d{delay}'")
+    grid: dict[Name, Annotated[list[Any], Field(min_length=1)]] = Field(min_length=1)
+    config: dict[str, Any] | None = None
+    load: dict[str, Any] | None = None
+    perf: dict[str, Any] | None = None
+
+
+class TritonSpec(_Model):
+    """An experiment on Triton (``kind: triton``, the default)."""
+
+    kind: Literal["triton"] = "triton"
+    name: Name = Field(description="the experiment's name: results/<name>/<run id>/")
+    description: str | None = None
+    model: Name = Field(description="the model's name in Triton")
+    version: Version = "1"
+    base_config: RelPath | None = Field(default=None, description="config.pbtxt the variants override (spec-relative)")
+    base_config_text: str | None = None
+    on_missing_gpus: Literal["refuse", "adapt"] = "refuse"
+    stand_in: str | None = None
+    load: Load
+    perf: Perf = Perf()
+    repetitions: Repetitions = 1
+    warmup: Warmup = Warmup()
+    objectives: list[Objective] | None = None
+    objective: Objective | None = Field(default=None, description="one objective (older form of objectives)")
+    variants: Annotated[list[Variant], BeforeValidator(lambda v: [] if v is None else v)] = Field(
+        default_factory=list)
+    sweep: Sweep | None = None
+
+    _path: Path = PrivateAttr(default=Path("spec.yml"))
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _expanded: list[Variant] = PrivateAttr(default_factory=list)
+
+    # the spec as the planner reads it ---------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The spec as written (for the run's manifest)."""
+        return self._raw
+
+    @property
+    def all_variants(self) -> list[Variant]:
+        """The variants listed, then those the sweep generates."""
+        return self._expanded
+
+    def goals(self) -> list[Objective]:
+        if self.objectives:
+            return list(self.objectives)
+        if self.objective is not None:
+            return [self.objective]
+        return list(DEFAULT_OBJECTIVES)
+
+    def merged_load(self, v: Variant) -> dict[str, Any]:
+        """The variant's load: the spec's, with the variant's own keys over it (null: the default)."""
+        over = v.load.model_dump(exclude_unset=True) if v.load else {}
+        merged = {**self.load.model_dump(exclude_unset=True), **over}
+        return {k: x for k, x in merged.items() if x is not None}
+
+    def merged_perf(self, v: Variant) -> dict[str, Any]:
+        """The variant's perf_analyzer settings: the spec's, with the variant's over them (null: the
+        default, e.g. ``input_data: null`` drops the spec's input file)."""
+        over = v.perf.model_dump(exclude_unset=True, by_alias=True) if v.perf else {}
+        merged = {**self.perf.model_dump(exclude_unset=True, by_alias=True), **over}
+        return {k: x for k, x in merged.items() if x is not None}
+
+    def levels_of(self, v: Variant) -> list[float]:
+        return expand_levels(self.merged_load(v).get("levels"))
+
+
+# ------------------------------------------------------------------------------------ FastAPI kind
+
+class FastapiVariant(_Model):
+    name: Name
+    runtime: Literal["onnx", "pytorch"]
+
+
+class FastapiLevel(_Model):
+    senders: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(
+        description="concurrent closed-loop senders (1: the lab's sequential loop)")
+    requests: Annotated[int, Field(ge=1, le=10_000_000, strict=True)] = Field(
+        description="requests sent in all at this level")
+
+
+class FastapiWarmup(_Model):
+    requests: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = Field(
+        default=0, description="requests sent after each start of the endpoint, not measured")
+
+
+class FastapiSpec(_Model):
+    """The lab's FastAPI endpoint benchmark (``kind: fastapi``)."""
+
+    kind: Literal["fastapi"]
+    name: Name
+    description: str | None = None
+    variants: Annotated[list[FastapiVariant], Field(min_length=1)]
+    levels: Annotated[list[FastapiLevel], Field(min_length=1)]
+    repetitions: Repetitions = 1
+    warmup: FastapiWarmup = FastapiWarmup()
+    request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
+
+    _path: Path = PrivateAttr(default=Path("spec.yml"))
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self._raw
+
+
+#: a spec of either kind, as :func:`load_spec` returns it
+AnySpec = TritonSpec | FastapiSpec
+KINDS: dict[str, type[AnySpec]] = {"triton": TritonSpec, "fastapi": FastapiSpec}
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (either kind), for editors and ``serve-system schema``."""
+    triton = TritonSpec.model_json_schema(by_alias=True)
+    fastapi = FastapiSpec.model_json_schema(by_alias=True)
+    defs = {**triton.pop("$defs", {}), **fastapi.pop("$defs", {}), "TritonSpec": triton, "FastapiSpec": fastapi}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "serve-system experiment spec",
+        "description": "kind: triton (default) or kind: fastapi; see experiments/specs/",
+        "oneOf": [{"$ref": "#/$defs/TritonSpec"}, {"$ref": "#/$defs/FastapiSpec"}],
+        "$defs": defs,
+    }
+

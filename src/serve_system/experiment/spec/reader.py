@@ -1,0 +1,318 @@
+"""The one way to read a spec file: :func:`load_spec`.
+
+It reads a file with limits (size, aliases, nesting), refuses what Ansible or the file system could
+misread (Jinja expressions, names that are not plain names, paths that leave the spec's folder), checks
+the data against :mod:`.models` and raises :class:`~.messages.SpecError`, whose lines each read
+``FILE: field.path: message (fix)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..perf import CONCURRENCY, REQUEST_RATE
+from .messages import SpecError, format_errors, format_loc
+from .models import (
+    DEFAULT_OBJECTIVES,
+    JINJA_RE,
+    KINDS,
+    MAX_BYTES,
+    MAX_DEPTH,
+    MAX_NODES,
+    MAX_RUNS,
+    MAX_VARIANTS,
+    AnySpec,
+    FastapiSpec,
+    Load,
+    Objective,
+    TritonSpec,
+    expand_levels,
+)
+from .sweeps import expand_sweep
+
+
+def repo_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding ``ansible.cfg``."""
+    for d in [start, *start.parents]:
+        if (d / "ansible.cfg").exists():
+            return d
+    return None
+
+
+def allowed_roots(spec_path: Path) -> list[Path]:
+    """Folders a spec's paths may point into: its own folder and the repository root above it."""
+    folder = spec_path.resolve().parent
+    root = repo_root(folder)
+    return [folder] + ([root] if root is not None else [])
+
+
+def resolve(spec_path: Path, rel: str) -> Path:
+    """A spec's path: against the spec's folder, else the repository root; :class:`ValueError` if it
+    points outside both."""
+    roots = allowed_roots(spec_path)
+    p = Path(rel)
+    candidates = [p.resolve()] if p.is_absolute() else [(r / p).resolve() for r in roots]
+    inside = [c for c in candidates if any(c == r or c.is_relative_to(r) for r in roots)]
+    if not inside:
+        raise ValueError(f"{rel!r} points outside the spec's folder and its repository "
+                         f"({', '.join(map(str, roots))}): keep the file inside them")
+    return next((c for c in inside if c.exists()), inside[0])
+
+
+def load_spec(path: str | Path) -> AnySpec:
+    """Read and check a spec file; raise :class:`SpecError` (nothing is written either way)."""
+    p = Path(path)
+    raw = read_yaml(p)
+    return spec_from_data(raw, p)
+
+
+def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
+    """Safe YAML of a file with size, alias, nesting and duplicate-key limits; :class:`SpecError`."""
+    where = str(p)
+    try:
+        if p.is_dir():
+            raise SpecError([f"{where}: (file): is a folder: give a spec file (.yml)"])
+        if p.exists() and not p.is_file():
+            raise SpecError([f"{where}: (file): not a regular file: give a spec file (.yml)"])
+        with p.open("rb") as fh:
+            blob = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise SpecError([f"{where}: (file): cannot read: {exc.strerror} (check the path)"]) from None
+    if len(blob) > max_bytes:
+        raise SpecError([(f"{where}: (file): larger than {max_bytes // 1024} KiB: a spec is a small "
+                         "YAML file (put data in files it names)")])
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = blob[:exc.start].count(b"\n") + 1
+        raise SpecError([(f"{where}:{line}: (file): not UTF-8 text (byte 0x{blob[exc.start]:02x} at offset "
+                         f"{exc.start}): save the file as UTF-8")]) from None
+    loader = yaml.SafeLoader(text)
+    try:
+        _check_depth(text, where)
+        node = loader.get_single_node()
+        if node is None:
+            raise SpecError([f"{where}: (file): empty: a spec is a mapping (name, model, load, variants, ...)"])
+        _check_nodes(node, where)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = str(getattr(exc, "problem", None) or exc).replace("\n", " ")
+        raise SpecError([f"{where}{loc}: (file): not valid YAML: {problem} (fix the syntax there)"]) from None
+    finally:
+        loader.dispose()
+
+
+def _check_depth(text: str, where: str) -> None:
+    """Refuse deep nesting from the event stream (the parser does not recurse; composing does)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                m = event.start_mark
+                at = f":{m.line + 1}:{m.column + 1}" if m is not None else ""
+                raise SpecError([f"{where}{at}: (file): nested deeper than {MAX_DEPTH} levels: flatten the spec"])
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+
+
+def _check_nodes(root: yaml.Node, where: str) -> None:
+    """Refuse alias bombs (counted before anything is expanded), deep nesting, recursion and
+    duplicate keys."""
+    sizes: dict[int, int] = {}
+
+    def at(node: yaml.Node) -> str:
+        m = node.start_mark
+        return f"{where}:{m.line + 1}:{m.column + 1}"
+
+    def size(node: yaml.Node, depth: int, stack: set[int]) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in stack:
+            raise SpecError([f"{at(node)}: (file): an alias refers to itself: remove the recursive alias"])
+        if depth > MAX_DEPTH:
+            raise SpecError([f"{at(node)}: (file): nested deeper than {MAX_DEPTH} levels: flatten the spec"])
+        total = 1
+        if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+            stack.add(key)
+            if isinstance(node, yaml.MappingNode):
+                seen: set[str] = set()
+                for k, _v in node.value:
+                    if isinstance(k, yaml.ScalarNode) and k.value != "<<":
+                        if k.value in seen:
+                            raise SpecError([f"{at(k)}: {k.value}: key given twice: keep one"])
+                        seen.add(k.value)
+                children = [c for pair in node.value for c in pair]
+            else:
+                children = list(node.value)
+            for c in children:
+                total += size(c, depth + 1, stack)
+                if total > MAX_NODES:
+                    raise SpecError([(f"{at(node)}: (file): expands to more than {MAX_NODES} values (aliases "
+                                     "included): a spec is a small file; remove the repeated aliases")])
+            stack.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root, 0, set())
+
+
+def _walk_strings(obj: Any, loc: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(k, str):
+                yield loc + (k,), k
+            yield from _walk_strings(v, loc + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk_strings(v, loc + (i,))
+    elif isinstance(obj, str):
+        yield loc, obj
+
+def spec_from_data(raw: Any, p: Path) -> AnySpec:
+    """Check parsed spec data (see :func:`load_spec`)."""
+    where = str(p)
+    if not isinstance(raw, dict):
+        raise SpecError([(f"{where}: (spec): is {type(raw).__name__}: a spec is a mapping (name, model, load, "
+                         "variants, ...)")])
+    jinja = [f"{where}: {format_loc(loc)}: {s!r} holds a Jinja expression ({{{{ or {{%), which Ansible would "
+             "evaluate: remove it" for loc, s in _walk_strings(raw) if JINJA_RE.search(s)]
+    if jinja:
+        raise SpecError(jinja)
+    kind = raw.get("kind", "triton")
+    if not isinstance(kind, str) or kind not in KINDS:
+        close = difflib.get_close_matches(str(kind), list(KINDS), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise SpecError([f"{where}: kind: {kind!r} is not a kind of spec ({hint}use triton or fastapi)"])
+    cls = KINDS[kind]
+    try:
+        spec = cls.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(format_errors(exc, cls, where)) from None
+    spec._path = p
+    spec._raw = raw
+    errs: list[str] = []
+    if isinstance(spec, TritonSpec):
+        _check_triton(spec, raw, where, errs)
+    else:
+        _check_fastapi(spec, where, errs)
+    if errs:
+        raise SpecError(errs)
+    return spec
+
+
+def _check_fastapi(spec: FastapiSpec, where: str, errs: list[str]) -> None:
+    _duplicates([v.name for v in spec.variants], "variants", where, errs)
+    for i, lv in enumerate(spec.levels):
+        if lv.requests < lv.senders:
+            errs.append(f"{where}: levels[{i}].requests: {lv.requests} requests for {lv.senders} senders: "
+                        "send at least one request per sender")
+    pairs = [(lv.senders, lv.requests) for lv in spec.levels]
+    for i, pair in enumerate(pairs):
+        if pair in pairs[:i]:
+            errs.append(f"{where}: levels[{i}]: the same level as an earlier one: list each level once")
+
+
+def _duplicates(names: list[str], field: str, where: str, errs: list[str]) -> None:
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        if n in seen:
+            errs.append(f"{where}: {field}[{i}].name: {n!r} is a duplicate variant name: give each variant "
+                        "its own name (it names a results folder)")
+        seen.add(n)
+
+
+def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[str]) -> None:
+    if spec.base_config is None and spec.base_config_text is None:
+        errs.append(f"{where}: base_config: missing: give base_config (a config.pbtxt path) or "
+                    "base_config_text")
+    if spec.objectives is not None and spec.objective is not None:
+        errs.append(f"{where}: objective: given with objectives: move it into objectives")
+    variants = list(spec.variants)
+    if spec.sweep is not None:
+        variants += expand_sweep(spec.sweep, where, errs)
+    if not variants and not errs:
+        errs.append(f"{where}: variants: no variants: give 'variants' (a list) or 'sweep'")
+    if len(variants) > MAX_VARIANTS:
+        errs.append(f"{where}: sweep.grid: {len(variants)} variants: keep a spec under {MAX_VARIANTS}")
+        variants = []
+    names = [v.name for v in spec.variants]
+    _duplicates(names, "variants", where, errs)
+    swept = [v.name for v in variants[len(spec.variants):]]
+    for n in swept:
+        if n in names:
+            errs.append(f"{where}: sweep.name: generates {n!r}, already a variant's name: make the names differ")
+        names.append(n)
+    # paths stay inside the spec's folder and its repository
+    paths = [("base_config", spec.base_config), ("perf.input_data", spec.perf.input_data)]
+    for i, v in enumerate(spec.variants):
+        paths += [(f"variants[{i}].base_config", v.base_config),
+                  (f"variants[{i}].perf.input_data", v.perf.input_data if v.perf else None)]
+    for fld, rel in paths:
+        if rel is None or (fld.endswith("input_data") and rel in ("random", "zero")):
+            continue
+        try:
+            resolve(spec.path, rel)
+        except ValueError as exc:
+            errs.append(f"{where}: {fld}: {exc}")
+    # every variant's own load, merged with the spec's
+    levels: set[float] = set()
+    runs = 0
+    for i, v in enumerate(variants):
+        fld = f"variants[{i}].load" if i < len(spec.variants) else "sweep.load"
+        load = spec.merged_load(v)
+        try:
+            merged = Load.model_validate(load)
+            lv = expand_levels(merged.levels)
+        except (ValidationError, ValueError) as exc:
+            msg = exc.errors()[0]["msg"].removeprefix("Value error, ") if isinstance(exc, ValidationError) \
+                else str(exc)
+            errs.append(f"{where}: {fld}.levels: {msg}")
+            continue
+        if merged.distribution is not None and merged.mode != REQUEST_RATE:
+            errs.append(f"{where}: {fld if v.load and v.load.distribution else 'load'}.distribution: only for "
+                        "mode request_rate: remove it or set mode: request_rate")
+        if merged.mode == CONCURRENCY and any(not x.is_integer() for x in lv):
+            errs.append(f"{where}: {fld if v.load and v.load.levels is not None else 'load'}.levels: "
+                        "concurrency levels are whole numbers >= 1")
+        levels.update(lv)
+        runs += len(lv) * spec.repetitions
+    if runs > MAX_RUNS:
+        errs.append(f"{where}: variants: {runs} perf_analyzer runs (variants x levels x repetitions): keep a "
+                    f"spec under {MAX_RUNS}, split it into several")
+    for i, o in enumerate(spec.goals() if (spec.objectives or spec.objective) else []):
+        fld = f"objectives[{i}]" if spec.objectives else "objective"
+        if o.at_load is not None and levels and o.at_load not in levels:
+            shown = ", ".join(f"{x:g}" for x in sorted(levels))
+            errs.append(f"{where}: {fld}.at_load: {o.at_load:g} is not a load level of any variant: use one of "
+                        f"{shown}")
+    # dedupe (a shared error repeated per variant reads once)
+    uniq = list(dict.fromkeys(errs))
+    errs[:] = uniq
+    spec._expanded = variants
+
+
+
+def read_objectives(records: Any, where: Path | str) -> list[Objective]:
+    """Objectives as a run's manifest keeps them (:meth:`Objective.as_record`); none: the default."""
+    if not records:
+        return list(DEFAULT_OBJECTIVES)
+    if not isinstance(records, list):
+        raise SpecError([f"{where}: objectives: is not a list: re-plan the run (serve-system plan)"])
+    out = []
+    for i, rec in enumerate(records):
+        try:
+            out.append(Objective.model_validate(rec))
+        except ValidationError as exc:
+            lines = format_errors(exc, Objective, str(where))
+            raise SpecError([ln.replace(f"{where}: ", f"{where}: objectives[{i}].", 1) for ln in lines]) from None
+    return out

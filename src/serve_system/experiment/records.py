@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 #: VariantRecord.status values
 MEASURED, REFUSED, UNAVAILABLE = "measured", "refused", "unavailable"
+#: the statuses of a variant that measured nothing (Triton refused its config, or its runtime is missing)
+NOT_MEASURED = (REFUSED, UNAVAILABLE)
 #: LevelRecord.status values
 OK, FAILED = "ok", "failed"
 #: experiment kinds: the spec's ``kind`` (a Triton model measured with perf_analyzer, or the FastAPI endpoint)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
+from .cells import cell, ms_cells
 
 COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",
            "p50_us", "p95_us", "p99_us", "errors", "ratio", "note")
@@ -101,29 +102,16 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     return out
 
 
-def _fmt(v: Any, digits: int = 1) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return str(v)
-
-
-def _ms_of(r: dict[str, Any]) -> Any:
-    """A formatter of the row's microsecond columns as milliseconds."""
-    return lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"
-
-
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [("| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | errors | "
               "x first |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ms = _ms_of(r)
+        ms = ms_cells(r)
         load = "-" if r["load"] is None else f"{r['mode'] or ''} {r['load']:g}".strip()
         status = r["status"] + (f": {r['note']}" if r["note"] else "")
         lines.append(f"| {r['experiment']} ({r['run_id']}) | {r['host']} | {r['variant']} | {load} | {status} | "
-                     f"{_fmt(r['throughput'])} | {ms('p50_us')} | {ms('p95_us')} | {ms('p99_us')} | "
-                     f"{_fmt(r['errors'], 0)} | {_fmt(r['ratio'], 2)} |")
+                     f"{cell(r['throughput'])} | {ms('p50_us')} | {ms('p95_us')} | {ms('p99_us')} | "
+                     f"{cell(r['errors'], 0)} | {cell(r['ratio'], 2)} |")
     return "\n".join(lines) + "\n"
 
 

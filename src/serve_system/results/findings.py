@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from ..experiment import records
 from ..experiment import tritonconfig as tc
 
 HELD, NOT_HELD, NOT_MEASURABLE = "held", "did not hold", "not measurable here"
@@ -152,7 +153,7 @@ def _unmeasured(setups: dict[tuple[str, str], Setup], raw: dict[tuple[str, str],
     why = []
     for (h, v), r in raw.items():
         s = setups.get((h, v))
-        if r.get("status") in ("refused", "unavailable") and (s is None or pred(s)):
+        if r.get("status") in records.NOT_MEASURED and (s is None or pred(s)):
             why.append(f"`{v}` {r['status']}: {str(r.get('error') or '').strip()[:160]}")
     return (" Not measured: " + "; ".join(why) + ".") if why else ""
 

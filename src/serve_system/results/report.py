@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
+from ..experiment import records
 from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
 from ..experiment.spec.reader import read_objectives
 from . import fastapi_tree as fastapi_results
 from . import findings as fnd
 from . import tree as res
+from .cells import cell, ms_cells
 
 DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
 PERCENTILES = (("p50_us", "-", "p50"), ("p95_us", "--", "p95"), ("p99_us", ":", "p99"))
@@ -79,14 +80,14 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                     continue
                 vdir = hdir / str(v.get("name"))
                 vmeta = res.read_json(vdir / "variant.json") or {}
-                if vmeta.get("status") in ("refused", "unavailable"):
+                if vmeta.get("status") in records.NOT_MEASURED:
                     continue
                 for lv in v.get("levels") or []:
-                    if isinstance(lv, dict) and not (vdir / str(lv.get("id")) / "level.json").exists():
+                    if isinstance(lv, dict) and not records.level_done(vdir / str(lv.get("id"))):
                         out.append(f"{name}/{v.get('name')}/{lv.get('id')}")
         for ldir in sorted(hdir.glob("*/*/")):
             if ldir.is_dir() and not ldir.name.startswith(".") and not ldir.parent.name.startswith(".") \
-                    and not (ldir / "level.json").exists() \
+                    and not records.level_done(ldir) \
                     and any(ldir.iterdir()) and f"{name}/{ldir.parent.name}/{ldir.name}" not in out:
                 out.append(f"{name}/{ldir.parent.name}/{ldir.name} (started, no level.json)")
     return out
@@ -103,7 +104,7 @@ def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[st
                                "results/<experiment>/<run-id> as an experiment playbook wrote it")
     rows = res.collect(run)
     gaps = missing(run, manifest)
-    if not any(r.get("load") is not None for r in rows) and not any(r["status"] in ("refused", "unavailable")
+    if not any(r.get("load") is not None for r in rows) and not any(r["status"] in records.NOT_MEASURED
                                                                    for r in rows):
         what = f"; missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}" if gaps else ""
         raise ServeSystemError(f"{run}: nothing measured yet (no <host>/<variant>/<level>/level.json){what}; "
@@ -263,7 +264,7 @@ def _batch_sizes(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
         h = {int(k): int(v) for k, v in r["batch_size_histogram"].items()}
         served = sum(k * v for k, v in h.items()) or 1
         ax.bar([k - 0.4 + (i + 0.5) * width for k in sizes], [100 * k * h.get(k, 0) / served for k in sizes],
-               width=width, label=f"{r['variant']} @ {r['load']:g} (avg {_fmt(r.get('avg_batch_size'), 2)}"
+               width=width, label=f"{r['variant']} @ {r['load']:g} (avg {cell(r.get('avg_batch_size'), 2)}"
                                    f"{'' if r.get('status') == 'ok' else ', ' + str(r.get('status'))})")
     ax.set_xticks(sizes, [str(k) for k in sizes])
     ax.set_xlabel("batch size executed by Triton")
@@ -419,19 +420,6 @@ def make_plots(run: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], list[
 # -- report.md ----------------------------------------------------------------------------------
 
 
-def _fmt(v: Any, digits: int = 1) -> str:
-    if v is None or v == "" or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return str(v)
-
-
-def _ms_of(r: dict[str, Any]) -> Any:
-    """A formatter of the row's microsecond columns as milliseconds."""
-    return lambda k: _fmt(r[k] / 1000, 2) if r.get(k) is not None else "-"
-
-
 def _rule(o: dict[str, Any]) -> str:
     rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"
     if o.get("at_load") is not None:
@@ -476,7 +464,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
             lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies")
         else:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at {w['mode']} "
-                         f"{w['load']:g} -> {w['metric']} = {_fmt(w['value'])} (mean of {w['repetitions']})")
+                         f"{w['load']:g} -> {w['metric']} = {cell(w['value'])} (mean of {w['repetitions']})")
     lines += ["", *fnd.markdown(found, stand_in)]
     lines += ["## Measurements", "",
               ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
@@ -488,18 +476,18 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
             util_s = f"GPU {util * 100:.0f}%" + (f" (busiest {busiest * 100:.0f}%)" if busiest is not None else "")
         else:
             util_s = f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-"
-        ms = _ms_of(r)
-        load = f"{r['mode'][:4] if r.get('mode') else ''} {_fmt(r.get('load'))}".strip()
-        lines.append(f"| {r['host']} | {r['variant']} | {load} | {_fmt(r.get('repetition'))} | {r['status']}"
-                     f"{' (retried)' if r.get('retried') else ''} | {_fmt(r.get('throughput'))} | {ms('latency_avg_us')} | "
+        ms = ms_cells(r)
+        load = f"{r['mode'][:4] if r.get('mode') else ''} {cell(r.get('load'))}".strip()
+        lines.append(f"| {r['host']} | {r['variant']} | {load} | {cell(r.get('repetition'))} | {r['status']}"
+                     f"{' (retried)' if r.get('retried') else ''} | {cell(r.get('throughput'))} | {ms('latency_avg_us')} | "
                      f"{ms('p95_us')} | {ms('p99_us')} | {ms('queue_us')} | {ms('compute_infer_us')} | "
-                     f"{_fmt(r.get('avg_batch_size'), 2)} | {util_s} |")
+                     f"{cell(r.get('avg_batch_size'), 2)} | {util_s} |")
     problems = [r for r in rows if r["status"] != "ok"]
     if problems or manifest.get("failures"):
         lines += ["", "## Not measured", ""]
         for r in problems:
             lines.append(f"- {r['host']} / {r['variant']}"
-                         f"{' @ ' + _fmt(r.get('load')) if r.get('load') is not None else ''}: {r['status']}: "
+                         f"{' @ ' + cell(r.get('load')) if r.get('load') is not None else ''}: {r['status']}: "
                          f"{(r.get('error') or '').strip()}")
         for f in manifest.get("failures") or []:
             lines.append(f"- {f}")

@@ -164,8 +164,10 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
             vmeta = _variant(vdir)
             base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
                     "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
+            # every level with a record, even one that level_done would re-measure: reading it says what
+            # is wrong with it in one line instead of leaving it out of the report silently
             levels = sorted(p for p in vdir.iterdir() if p.is_dir() and (p / "level.json").exists())
-            if vmeta.get("status") in ("refused", "unavailable") and not levels:
+            if vmeta.get("status") in records.NOT_MEASURED and not levels:
                 row: dict[str, Any] = {c: None for c in COLUMNS}
                 row.update(base, status=vmeta["status"], error=vmeta.get("error"))
                 rows.append(row)

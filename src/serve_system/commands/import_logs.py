@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ServeSystemError
 from ..experiment import perf
+from ..textfile import decode_utf8, read_bytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,12 +36,7 @@ def _batch_size(text: str) -> int:
 
 def read_log(path: Path) -> str:
     """A log or CSV's text: UTF-8 (with or without BOM) or UTF-16 with BOM (PowerShell's ``>``)."""
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise ServeSystemError(f"{path}: is a folder: give perf_analyzer's output or -f CSV file") from None
-    except OSError as exc:
-        raise ServeSystemError(f"{path}: cannot read: {exc.strerror}") from None
+    raw = read_bytes(path, "give perf_analyzer's output or -f CSV file")
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             return raw.decode("utf-16")
@@ -48,12 +44,7 @@ def read_log(path: Path) -> str:
             raise ServeSystemError(f"{path}: starts as UTF-16 but is not: save it as UTF-8") from None
     if b"\0" in raw:
         raise ServeSystemError(f"{path}: a binary file, not perf_analyzer's text output or -f CSV export")
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ServeSystemError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
-                               "save it as UTF-8") from None
+    return decode_utf8(raw, path, "save it as UTF-8")
 
 
 def _run(args: argparse.Namespace) -> int:

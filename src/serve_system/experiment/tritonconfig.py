@@ -22,6 +22,7 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from ..errors import ServeSystemError
+from ..textfile import decode_utf8, read_bytes
 
 if TYPE_CHECKING:
     #: tritonclient ships no type information: its generated message classes are untyped for mypy
@@ -71,25 +72,14 @@ def parse_pbtxt(text: str, path: str = "config.pbtxt") -> ModelConfig:
 def read_text(path: str | Path) -> str:
     """A configuration file's text; unreadable, binary or non-UTF-8 files are one-line errors."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except IsADirectoryError:
-        raise ConfigError(f"{p}: is a folder: give the config.pbtxt inside it") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}:1:1: cannot read: {exc.strerror}") from None
+    raw = read_bytes(p, "give the config.pbtxt inside it", ConfigError, at=":1:1")
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise ConfigError(f"{p}: UTF-16 text (as Windows editors and PowerShell's '>' write it): Triton reads "
                           "config.pbtxt as UTF-8: save it as UTF-8") from None
     if b"\0" in raw:
         raise ConfigError(f"{p}: a binary file, not a config.pbtxt (protobuf text format): give the text "
                           "configuration") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{p}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
-                          "save config.pbtxt as UTF-8") from None
-    return text.removeprefix("\ufeff")
+    return decode_utf8(raw, p, "save config.pbtxt as UTF-8", ConfigError)
 
 
 def load_pbtxt(path: str | Path) -> ModelConfig:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
+from ..textfile import decode_utf8, read_bytes
 
 DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
 
@@ -74,17 +75,9 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     """Read a stats JSON file (as Triton returns it) and check its shape: every counter a
     non-negative whole number, every model named. Errors name the file and the field."""
     p = Path(path)
+    text = decode_utf8(read_bytes(p, "give the stats JSON file"), p, "give the JSON Triton returned")
     try:
-        raw = p.read_bytes()
-    except IsADirectoryError:
-        raise ServeSystemError(f"{p}: is a folder: give the stats JSON file") from None
-    except OSError as exc:
-        raise ServeSystemError(f"{p}: cannot read: {exc.strerror}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ServeSystemError(f"{p}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): give "
-                               "the JSON Triton returned") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ServeSystemError(f"{p}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg} (save the body of "
                                "GET /v2/models/NAME/stats)") from None

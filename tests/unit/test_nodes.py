@@ -47,6 +47,33 @@ def test_inventory_round_trip(tmp_path: Path) -> None:
     assert sorted(read_inventory(inv), key=lambda n: n.name) == sorted(nodes, key=lambda n: n.name)
 
 
+def test_written_inventory_passes_ansible_lint_yaml_rules(tmp_path: Path) -> None:
+    """What launch writes to inventory/hosts.yml passes the yamllint rules ansible-lint applies: a list
+    (the rehearsal nodes' image archives, a roster's keys) is indented under its key."""
+    from ansiblelint.yaml_utils import load_yamllint_config  # the rules of ansible-lint's yaml[...] checks
+    from yamllint import linter
+
+    def archives() -> list[dict[str, object]]:
+        return [{"image": f"localhost/serve-system-{k}:1", "archive": f"/root/.cache/{k}.tar", "remote_src": True}
+                for k in ("triton", "client")]
+
+    nodes = [
+        _node("rehearsal-1", address="127.0.0.1", port=2201, gpus=0, provider="local",
+              provider_ids={"container": "rehearsal-1", "image": "localhost/serve-system-node:1"},
+              vars={"docker_source": "distro", "serve_stack_image_archives": archives()}),
+        _node("rehearsal-2", address="127.0.0.1", port=2202, gpus=0, provider="local",
+              vars={"serve_stack_image_archives": archives(), "class_access_keys": [],
+                    "serve_stack_flask_build_context": ""}),
+    ]
+    inv = tmp_path / "inventory" / "hosts.yml"
+    write_inventory(nodes, inv, known_hosts=tmp_path / "inventory" / "known_hosts")
+    text = inv.read_text()
+    assert "serve_stack_image_archives:\n            - image: localhost/serve-system-triton:1\n" in text
+    problems = [f"{p.line}:{p.column} {p.desc} ({p.rule})" for p in linter.run(text, load_yamllint_config(), str(inv))]
+    assert problems == [], text
+    assert sorted(read_inventory(inv), key=lambda n: n.name) == nodes
+
+
 def test_inventory_holds_key_path_not_key(tmp_path: Path) -> None:
     key = tmp_path / "id"
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")

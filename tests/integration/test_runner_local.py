@@ -106,12 +106,17 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     # one call for two variants (as the role runs a Triton plan), then the refused one on its own
     proc = _runner(image, node, triton, "--variant", "baseline", "--variant", "dynbatch")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "L4 local dynbatch c8_r1 4/4: " in proc.stdout and proc.stdout.splitlines()[-1].startswith(
-        "END local: 4 level(s) measured in 2 variant(s)")
+    events, other = records.read_events(proc.stdout)  # the runner speaks JSON lines only
+    levels = [e for e in events if e.kind == "level"]
+    assert other == [] and [e.seq for e in levels] == [1, 2, 3, 4]
+    assert levels[-1].text.startswith("local dynbatch c8_r1 4/4: ")
+    assert events[-1].kind == "end" and events[-1].text == "local: 4 level(s) measured in 2 variant(s)"
+    assert events[-1].measured == 4 and not events[-1].host_record
     live = _config(triton)
     assert live["dynamic_batching"]["preferred_batch_size"] == [4, 8]
     proc = _runner(image, node, triton, "--variant", "bad_priority")
-    assert proc.returncode == 0 and "DONE local bad_priority: refused: " in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert records.summarize_events(proc.stdout)["refused"], proc.stdout
     # as the role does for a refused variant: Triton's log on stdin
     proc = _runner(image, node, triton, "--triton-log", "--variant", "bad_priority", stdin=triton.log.read_text())
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -123,8 +128,9 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     assert progress["levels_done"] == progress["levels_total"] == 6 and progress["run_id"] == "r1"
     # a second runner for a measured variant measures nothing again; --restore writes the host record
     again = _runner(image, node, triton, "--variant", "baseline", "--restore")
-    assert "DONE local baseline: 0 level(s) measured (2 already done)" in again.stdout
-    assert "host record written (baseline restored)" in again.stdout.splitlines()[-1]
+    said = records.summarize_events(again.stdout)
+    assert said["variants"] == ["local baseline: 0 level(s) measured (2 already done)"], again.stdout
+    assert said["host_record"] and said["end"].endswith("host record written (baseline restored)")
     with tarfile.open(node / "results.tar.gz") as tar:  # what the role fetches and unpacks
         tar.extractall(run_dir / "local", filter="data")
     host = records.read(run_dir / "local" / "host.json", records.HostRecord)

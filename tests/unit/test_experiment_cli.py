@@ -235,6 +235,46 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     assert [_todo(v) for v in plan["variants"]] == [3, 3] and not lvl.exists()
 
 
+def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "experiments", repo / "experiments")
+    shutil.copytree(FIX / "model_repository", repo / "model_repository")
+    (repo / "ansible.cfg").write_text("[defaults]\n")
+    spec = repo / "experiments" / "specs" / "dynbatch.yml"
+    results = tmp_path / "results"
+    args = ["plan", str(spec), "--results-dir", str(results), "--run-id", "r2", "--host", "node-1=0",
+            "--node-work-root", "/work", "--role", "--perf-timeout", "10", "--ready-timeout", "5"]
+    assert main(args) == 0
+    view = json.loads(capsys.readouterr().out)
+    run = results / "dynbatch" / "r2"
+    assert {k: view[k] for k in ("experiment", "kind", "run_dir", "run_subdir", "level_wait_s")} == {
+        "experiment": "dynbatch", "kind": "triton", "run_dir": str(run.resolve()), "run_subdir": "dynbatch/r2",
+        "level_wait_s": 40}
+    host = view["hosts"]["node-1"]
+    assert host["models"] == ["food_classifier"]
+    # a Triton plan is one runner call: every variant, then the baseline restored
+    assert host["batches"] == [{
+        "variants": ["baseline", "dynbatch"], "args": ["--variant=baseline", "--variant=dynbatch", "--restore"],
+        "explain_args": ["--triton-log", "--variant=baseline", "--variant=dynbatch"], "runtime": None,
+        "todo": 6, "async_s": 40 * (6 + 2 + 1)}]
+    plan = records.read(run / "node-1" / "plan.json", records.HostPlan)
+    assert plan.endpoints == {"triton": "http://triton_server:8000", "metrics": "http://triton_server:8002/metrics",
+                              "fastapi": "http://fastapi_server:8000"}
+    assert "/work/dynbatch/r2/food_input.json" in plan.variants[0].levels[0].argv
+    # -e variants=dynbatch (a comma list or repeated): the calls measure only those
+    assert main([*args, "--only", "dynbatch"]) == 0
+    only = json.loads(capsys.readouterr().out)["hosts"]["node-1"]["batches"]
+    assert [b["args"] for b in only] == [["--variant=dynbatch", "--restore"]]
+    # an unknown name: one line before anything is written
+    shutil.rmtree(results)
+    assert main([*args, "--only", "dynbatch,nope"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"{spec}: variants: no variant named 'nope' (-e variants): give one of baseline, dynbatch\n")
+    assert not results.exists()
+    assert main(["plan", str(spec), "--results-dir", str(results), "--role"]) == 1
+    assert capsys.readouterr().err == "--results-dir: give the run id too (--run-id NAME)\n"
+
+
 def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     refusing = _refusing_blip(tmp_path)

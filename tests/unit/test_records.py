@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from serve_system.experiment import records, runner
-from serve_system.experiment.plan import estimate_seconds, lease_problem
+from serve_system.experiment.plan import Targets, estimate_seconds, lease_problem
 
 
 def _level(**kw: object) -> records.LevelRecord:
@@ -123,7 +123,8 @@ def _refused_run(tmp_path: Path) -> Path:
     lp = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
     variants = [records.VariantPlan(name=n, model="food", version="1", config_pbtxt="", load_body={}, notes=[],
                                     levels=[lp], input_data=None, perf={}) for n in ("first", "second", "fine")]
-    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=variants, models=["food"])
+    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=variants, models=["food"],
+                            endpoints=Targets().endpoints())
     records.write(tmp_path / "plan.json", plan)
     for name, t0 in (("first", 1795338000.0), ("second", 1795338100.0)):
         records.write(tmp_path / name / "variant.json", records.VariantRecord(
@@ -154,7 +155,11 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
     second = records.read(tmp_path / "second" / "variant.json", records.VariantRecord)
     assert (first.error or "").endswith("failed to load 'food': first reason")
     assert (second.error or "").endswith("failed to load 'food': second reason")
-    assert proc.stdout.splitlines() == [f"DONE n1 first: refused: {first.error}", f"DONE n1 second: refused: {second.error}"]
+    events, other = records.read_events(proc.stdout)
+    assert other == []
+    assert [(e.kind, e.variant, e.status, e.error) for e in events] == [
+        ("variant", "first", "refused", first.error), ("variant", "second", "refused", second.error)]
+    assert events[0].text == f"n1 first: refused: {first.error}"
     # the records come home as one archive: complete levels only
     import tarfile
 
@@ -217,3 +222,72 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
     (tmp_path / "torn.tar.gz").write_bytes(archive.read_bytes()[:40])
     with pytest.raises(records.RecordError, match="not a readable archive of records"):
         records.unpack(tmp_path / "torn.tar.gz", tmp_path / "refused", ["fine"])
+
+
+# ------------------------------------------------------------------------------- the runner's events
+
+def _event(**kw: object) -> str:
+    base: dict[str, object] = {"kind": "level", "host": "n1", "text": "t"}
+    return records.event_line(records.Event(**{**base, **kw}))  # type: ignore[arg-type]
+
+
+def test_events_round_trip_and_summary_for_the_role() -> None:
+    out = "\n".join([
+        _event(kind="waiting", text="waiting for an earlier runner"),
+        _event(variant="a", level="c1_r1", seq=1, total=2, status="ok", text="n1 a c1_r1 1/2: ok; ETA x"),
+        _event(kind="variant", variant="bad", status="refused", error="HTTP 400", text="n1 bad: refused: HTTP 400"),
+        "a stray line (kept, not guessed at)",
+        _event(variant="a", level="c8_r1", seq=2, total=2, status="failed", error="killed", text="n1 a c8_r1 2/2"),
+        _event(kind="variant", variant="a", status="measured", measured=2, text="n1 a: 2 level(s) measured"),
+        _event(kind="end", status="ok", measured=2, host_record=True, restored=True, text="n1: 2 level(s)"),
+    ])
+    explained = _event(kind="variant", variant="bad", status="refused", error="HTTP 400 | triton log: why",
+                       text="n1 bad: refused: HTTP 400 | triton log: why")
+    got = records.summarize_events(out, explained)
+    assert got == {
+        "levels": ["n1 a c1_r1 1/2: ok; ETA x", "n1 a c8_r1 2/2"],
+        "variants": ["n1 bad: refused: HTTP 400 | triton log: why", "n1 a: 2 level(s) measured"],
+        "refused": True, "host_record": True, "end": "n1: 2 level(s)",
+        "other": ["a stray line (kept, not guessed at)"],
+    }
+    # a call that ended without a host record (no --restore, or the runner failed): the role restores
+    assert records.summarize_events(_event(kind="end", status="failed", text="x"))["host_record"] is False
+    assert records.summarize_events("")["end"] == ""
+
+
+def test_events_refuse_a_line_that_is_not_an_event() -> None:
+    with pytest.raises(records.RecordError, match=r"line 2: kind: missing"):
+        records.read_events(_event() + '\n{"host": "n1", "text": "no kind"}\n')
+    with pytest.raises(records.RecordError, match=r"line 1: not a JSON event"):
+        records.read_events("{not json")
+
+
+def test_follow_waits_for_the_level_or_the_end(tmp_path: Path) -> None:
+    from serve_system.experiment import runner
+
+    log = tmp_path / "call.log"
+    log.write_text(_event(seq=1, total=3, text="first") + "\n" + _event(seq=2, total=3, text="second") + "\n")
+    cmd = [sys.executable, "-m", "serve_system.experiment.runner", "--follow", str(log), "--timeout", "5"]
+    got = subprocess.run([*cmd, "--seq", "2"], capture_output=True, text=True, check=False, timeout=60)
+    assert got.returncode == 0 and records.read_events(got.stdout)[0][0].text == "second"
+    # level 3 never comes, the call ends: the end event is the answer
+    with log.open("a") as f:
+        f.write(_event(kind="end", status="failed", text="the runner failed") + "\n")
+    got = subprocess.run([*cmd, "--seq", "3"], capture_output=True, text=True, check=False, timeout=60)
+    assert got.returncode == 0 and records.read_events(got.stdout)[0][0].kind == "end"
+    # neither comes in time: one line, exit 1 (a half-written last line is not read)
+    log.write_text(_event(seq=1, text="first") + "\n" + '{"kind": "le')
+    assert runner.follow(log, 2, 0.3) == 1
+
+
+def test_a_plan_without_endpoints_is_refused_in_one_line(tmp_path: Path) -> None:
+    plan = _refused_run(tmp_path)
+    doc = json.loads(plan.read_text())
+    del doc["endpoints"]
+    plan.write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan),
+                           "--variant", "fine", "--progress", str(tmp_path / "progress.json")],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"{plan}: endpoints.triton: missing: plan the run again with serve-system plan, "
+                           "or give --triton\n")

@@ -33,7 +33,11 @@ from ..experiment.spec.reader import load_spec
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="validate + render an experiment spec for hosts (used by the playbooks)")
     p.add_argument("spec", type=Path, metavar="SPEC")
-    p.add_argument("--run-dir", type=Path, required=True, help="results/<experiment>/<run-id>")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir", type=Path, help="results/<experiment>/<run-id>")
+    where.add_argument("--results-dir", type=Path,
+                       help="the results folder: the run folder is RESULTS_DIR/<experiment>/<--run-id>")
+    p.add_argument("--run-id", default="", help="with --results-dir: the run id")
     p.add_argument("--host", action="append", default=[], metavar="NAME=GPUS",
                    help="a host and its GPU count (repeat per host)")
     p.add_argument("--url", default=exp.TRITON_HTTP, help="Triton's HTTP endpoint as the client container sees it")
@@ -41,12 +45,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Triton's gRPC endpoint as the client container sees it (specs with perf.protocol: grpc)")
     p.add_argument("--node-work-dir", default=exp.NODE_WORK_DIR,
                    help="this run's folder as the client container sees it (inputs, CSV exports)")
+    p.add_argument("--node-work-root", default="",
+                   help="instead of --node-work-dir: the client container's work folder; the run's folder is "
+                        "NODE_WORK_ROOT/<experiment>/<run id>")
     p.add_argument("--base-dir", action="append", default=[], metavar="NAME=DIR",
                    help="a host's own base configs (DIR/<model>/config.pbtxt, as its Triton serves them); "
                         "default: the spec's base_config")
     p.add_argument("--no-manifest", action="store_true", help="leave RUN_DIR/manifest.json and spec.yml alone")
     p.add_argument("--fresh", action="store_true", help="forget earlier results of these hosts in RUN_DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the plan")
+    p.add_argument("--role", action="store_true",
+                   help="print what the experiment role needs (names, models, runner calls) instead of the plan")
+    p.add_argument("--only", action="append", default=[], metavar="VARIANT",
+                   help="with --role: the runner calls measure only these variants (repeat, or a comma list)")
+    p.add_argument("--perf-timeout", type=float, default=900.0,
+                   help="with --role: the runner's time cap of one perf_analyzer run (s), for the time bounds")
+    p.add_argument("--ready-timeout", type=float, default=180.0,
+                   help="with --role: the runner's wait for READY (s), for the time bounds")
     p.add_argument("--fastapi-url", default=exp.FASTAPI_URL,
                    help="the FastAPI endpoint as the client container sees it (kind: fastapi)")
     p.add_argument("--fastapi-image", type=Path, default=None,
@@ -90,14 +105,19 @@ def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
-                          node_work_dir=args.node_work_dir, fastapi_image=args.fastapi_image)
     try:
         spec = load_spec(args.spec)
+        if args.results_dir is not None and not args.run_id:
+            raise SpecError(["--results-dir: give the run id too (--run-id NAME)"])
+        run_dir = args.run_dir if args.run_dir is not None else args.results_dir / spec.name / args.run_id
+        work = (f"{args.node_work_root.rstrip('/')}/{spec.name}/{run_dir.name}" if args.node_work_root
+                else args.node_work_dir)
+        targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
+                              node_work_dir=work, fastapi_image=args.fastapi_image)
         hosts = _hosts(args.host) or [("localhost", 0)]
         bases = _bases(args.base_dir, hosts)
         plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set()) for h, g in hosts}
-        run = exp.check_run_dir(args.run_dir, spec.name)
+        run = exp.check_run_dir(run_dir, spec.name)
         for h, _ in hosts:
             exp.check_host_dir(run, h)
     except SpecError as exc:
@@ -110,8 +130,17 @@ def _run(args: argparse.Namespace) -> int:
         if problem:
             print(f"{args.spec}: lease: {problem}", file=sys.stderr)
             return 1
+    if args.role:
+        try:  # the variants picked are checked before anything is written
+            exp.role_view(spec, run, {}, args.only, args.perf_timeout, args.ready_timeout)
+        except SpecError as exc:
+            for line in exc.lines:
+                print(line, file=sys.stderr)
+            return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest)
-    if not args.quiet:
+    if args.role:
+        print(json.dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
+    elif not args.quiet:
         print(json.dumps(out))
     return 0

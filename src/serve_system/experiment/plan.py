@@ -257,6 +257,11 @@ class Targets:
     node_work_dir: str = NODE_WORK_DIR
     #: the image file sent in every FastAPI request (None: the client's synthetic JPEG)
     fastapi_image: Path | None = None
+    metrics_url: str = f"http://{TRITON_METRICS}/metrics"
+
+    def endpoints(self) -> dict[str, str]:
+        """The runner's services (a :class:`~.records.HostPlan`'s ``endpoints``)."""
+        return {"triton": f"http://{self.url}", "metrics": self.metrics_url, "fastapi": self.fastapi_url}
 
 
 def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None,
@@ -309,11 +314,50 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             host=host, gpus=gpus, experiment=spec.name, run_id=run.name, variants=variants, kind=kind,
             models=models, provenance=prov,
             warmup_requests=spec.warmup.requests,
-            estimate_s=estimate_seconds(variants))
+            estimate_s=estimate_seconds(variants), endpoints=targets.endpoints())
         rec.write(hdir / "plan.json", hplan)
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
         out[host] = rec.to_json(hplan)
     return out
+
+
+def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str],
+              perf_timeout: float, ready_timeout: float) -> dict[str, Any]:
+    """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
+    computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch
+    and the runner calls to make (``batches``: a Triton plan is one call, a FastAPI plan one per
+    variant, its endpoint brought up with the variant's runtime first), each with its count of levels
+    still to measure and a time bound. ``only`` picks variants (``-e variants=...``); an unknown name
+    is refused (:class:`SpecError`). ``plans`` is :func:`write_run`'s answer."""
+    names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
+    only = [n.strip() for item in only for n in item.split(",") if n.strip()]
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise SpecError([(f"{spec.path}: variants: no variant named {unknown[0]!r} (-e variants): "
+                          f"give one of {', '.join(names)}")])
+    kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
+    #: the most one level may take: perf_analyzer and its retries, a reload after a fault
+    level_wait = perf_timeout * 3 + ready_timeout * 2
+    hosts: dict[str, Any] = {}
+    for host, hplan in plans.items():
+        chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
+        groups = [chosen] if kind == rec.TRITON else [[v] for v in chosen]
+        batches = []
+        for i, group in enumerate(groups):
+            levels = [lv for v in group for lv in v["levels"]]
+            picked = [f"--variant={v['name']}" for v in group]
+            batches.append({
+                "variants": [v["name"] for v in group],
+                "args": picked + (["--restore"] if i == len(groups) - 1 else []),
+                "explain_args": ["--triton-log", *picked],
+                "runtime": group[0]["runtime"] if group else None,
+                "todo": sum(not lv["done"] for lv in levels),
+                "async_s": int(level_wait * (len(levels) + len(group) + 1)),
+            })
+        hosts[host] = {"models": hplan["models"], "batches": batches}
+    return {"experiment": spec.name, "kind": kind, "run_dir": str(run), "run_subdir": f"{spec.name}/{run.name}",
+            "level_wait_s": int(level_wait), "token": time.strftime("%Y%m%dT%H%M%S", time.gmtime()),
+            "hosts": hosts}
 
 
 def check_run_dir(run: Path, experiment: str) -> Path:

@@ -17,10 +17,14 @@ during which Triton stops answering or restarts, is recorded as failed with the 
 waits for Triton, loads the variant again and goes on. FastAPI variants wait for the endpoint's
 /health and run the benchmark client per level. ``--restore`` loads every model's committed config
 again and writes the host record (``host.json``). Every call ends by packing the host's complete
-records into one archive (``results.tar.gz``, fetched in one transfer) and printing an ``END`` line.
-One progress line per level (``L<n> ...``) and per variant (``DONE ...``) goes to ``--log`` (the
-role prints them; with ``--restore`` the call's last level line waits until the archive is ready) and ``/work/progress.json`` (a :class:`records.Progress`) is kept current. A second runner on
-the same run waits for the first (a lock), then skips what it measured: nothing is measured twice.
+records into one archive (``results.tar.gz``, fetched in one transfer) and reporting its end.
+
+The runner speaks in JSON lines, one :class:`records.Event` each (a level ended, a variant ended, the
+call ended), on stdout and in ``--log``; the role waits for each level's event with ``--follow`` and
+reads the call's output through its filter (``records.summarize_events``). With ``--restore`` the
+call's last level event waits until the archive is ready, so the role fetches right after it.
+``/work/progress.json`` (a :class:`records.Progress`) is kept current. A second runner on the same
+run waits for the first (a lock), then skips what it measured: nothing is measured twice.
 """
 
 from __future__ import annotations
@@ -169,18 +173,29 @@ class Runner:
         self.plan_path = Path(args.plan)
         self.plan: rec.HostPlan = rec.read(self.plan_path, rec.HostPlan)
         self.home = self.plan_path.parent
-        self.triton = Http(args.triton)
-        self.fastapi = Http(args.fastapi)
+        ends = {**self.plan.endpoints, **{k: getattr(args, k) for k in ("triton", "metrics", "fastapi")
+                                          if getattr(args, k)}}
+        for key in () if args.triton_log else ("triton", "metrics", "fastapi"):  # --triton-log reaches none
+            if not ends.get(key):
+                raise rec.RecordError(f"{self.plan_path}: endpoints.{key}: missing: plan the run again with "
+                                      f"serve-system plan, or give --{key}")
+        self.triton, self.fastapi = Http(ends.get("triton", "")), Http(ends.get("fastapi", ""))
+        self.metrics_url = ends.get("metrics", "")
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
         self.facts: dict[str, Any] = {**host_facts(), **(json.loads(args.facts) if args.facts else {})}
         self.session_levels: list[float] = []
         self.pending: dict[str, list[rec.LevelPlan]] = {}
         self.total = self.n = 0
         self.restored = self.hold_last = False
-        self.held = ""
+        self.held: rec.Event | None = None
 
     # ---------------------------------------------------------------------------------- progress
-    def say(self, line: str) -> None:
+    def say(self, kind: str, text: str, **fields: Any) -> None:
+        """Report one event (a JSON line) on stdout and in the ``--log`` file."""
+        self.emit(rec.Event(kind=kind, host=self.plan.host, text=text, **fields))
+
+    def emit(self, event: rec.Event) -> None:
+        line = rec.event_line(event)
         print(line, flush=True)
         if self.log:
             self.log.write(line + "\n")
@@ -286,10 +301,12 @@ class Runner:
         finally:
             self.pack()
             if self.held:
-                self.say(self.held)
-        self.say(f"END {self.plan.host}: {measured} level(s) measured in {len(chosen)} variant(s)"
+                self.emit(self.held)
+        self.say(rec.END, f"{self.plan.host}: {measured} level(s) measured in {len(chosen)} variant(s)"
                  + (f"; host record written (baseline {'restored' if self.restored else 'NOT restored'})"
-                    if restore else ""))
+                    if restore else ""),
+                 status=rec.OK, measured=measured, host_record=restore,
+                 restored=self.restored if restore else None)
         return 0
 
     def variant(self, v: rec.VariantPlan) -> int:
@@ -298,7 +315,8 @@ class Runner:
         vdir.mkdir(parents=True, exist_ok=True)
         pending = self.pending[v.name]
         if not pending:
-            self.say(f"DONE {self.plan.host} {v.name}: 0 level(s) measured ({len(v.levels)} already done)")
+            self.say(rec.VARIANT, f"{self.plan.host} {v.name}: 0 level(s) measured ({len(v.levels)} already done)",
+                     variant=v.name, status=rec.MEASURED, measured=0)
             return 0
         self.progress(v.name, pending[0].id, "running")
         vrec = rec.VariantRecord(name=v.name, model=v.model, version=v.version, status=rec.MEASURED,
@@ -319,7 +337,8 @@ class Runner:
             rec.write(vdir / "variant.json", vrec)
             self.total -= len(pending)
             self.progress(v.name, "", "running")
-            self.say(f"DONE {self.plan.host} {v.name}: {vrec.status}: {vrec.error}")
+            self.say(rec.VARIANT, f"{self.plan.host} {v.name}: {vrec.status}: {vrec.error}",
+                     variant=v.name, status=vrec.status, error=vrec.error, measured=0)
             return 0
         if v.warmup_argv:
             t0 = time.time()
@@ -335,14 +354,18 @@ class Runner:
             self.session_levels.append(lrec.end - lrec.start + 1.0)
             self.progress(v.name, lv.id, "running")
             why = f" ({lrec.error})" if lrec.error else ""
-            line = f"L{self.n} {self.plan.host} {v.name} {lv.id} {self.n}/{self.total}: {lrec.status}{why}; {self.eta()}"
+            event = rec.Event(kind=rec.LEVEL, host=self.plan.host, variant=v.name, level=lv.id, seq=self.n,
+                              total=self.total, status=lrec.status, error=lrec.error,
+                              text=(f"{self.plan.host} {v.name} {lv.id} {self.n}/{self.total}: "
+                                    f"{lrec.status}{why}; {self.eta()}"))
             if self.n == self.total and self.hold_last:
-                self.held = line  # said once the call's records are packed: the role fetches right after it
+                self.held = event  # said once the call's records are packed: the role fetches right after it
             else:
-                self.say(line)
-        self.say(f"DONE {self.plan.host} {v.name}: {len(pending)} level(s) measured"
+                self.emit(event)
+        self.say(rec.VARIANT, f"{self.plan.host} {v.name}: {len(pending)} level(s) measured"
                  + (f", {failed} failed" if failed else "")
-                 + (f" ({len(v.levels) - len(pending)} already done)" if len(v.levels) > len(pending) else ""))
+                 + (f" ({len(v.levels) - len(pending)} already done)" if len(v.levels) > len(pending) else ""),
+                 variant=v.name, status=rec.MEASURED, measured=len(pending))
         return len(pending)
 
     def fastapi_up(self, v: rec.VariantPlan) -> tuple[bool, str | None, dict[str, Any] | None]:
@@ -372,7 +395,7 @@ class Runner:
             if code != 200:
                 problems.append(f"Triton did not answer before the level ({before.get('error', code)})")
             (ldir / "stats_before.json").write_text(json.dumps(before, indent=1) + "\n")
-            sampler = Sampler(self.args.metrics, ldir / "metrics.jsonl", self.args.metrics_interval)
+            sampler = Sampler(self.metrics_url, ldir / "metrics.jsonl", self.args.metrics_interval)
             sampler.start()
         attempts: list[rec.Attempt] = []
         commands = [lv.argv, *lv.retry_argv] if triton else [lv.argv]
@@ -461,7 +484,8 @@ class Runner:
             if reason and reason not in (vrec.error or ""):
                 vrec.error = f"{vrec.error} | triton log: {reason}"
                 rec.write(path, vrec)
-            self.say(f"DONE {self.plan.host} {v.name}: {vrec.status}: {vrec.error}")
+            self.say(rec.VARIANT, f"{self.plan.host} {v.name}: {vrec.status}: {vrec.error}",
+                     variant=v.name, status=vrec.status, error=vrec.error, measured=0)
         self.pack()
         return 0
 
@@ -523,21 +547,46 @@ def unpack_bundle(bundle: Path) -> None:
             os.replace(tmp, dest)
 
 
+def follow(log: Path, seq: int, timeout: float) -> int:
+    """Wait until the ``--log`` file holds the event of level ``seq`` or the call's end; print that event.
+
+    The role calls this once per level while the runner goes on (``--follow``), so each level is shown
+    as it ends. Exit 1 with one line when neither comes within ``timeout`` seconds.
+    """
+    deadline = time.time() + timeout
+    while True:
+        try:
+            text = log.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = ""
+        try:
+            events, _ = rec.read_events(text[:text.rfind("\n") + 1], str(log))  # whole lines only
+        except rec.RecordError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        found = next((e for e in events if (e.kind == rec.LEVEL and e.seq == seq) or e.kind == rec.END), None)
+        if found is not None:
+            print(rec.event_line(found), flush=True)
+            return 0
+        if time.time() >= deadline:
+            print(f"{log}: no event of level {seq} nor the end within {timeout:.0f} s: see the runner's log",
+                  file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    here = Path(__file__).parent
-    if zipfile.is_zipfile(here):  # run as the node bundle (python3 .node.pyz ...)
-        unpack_bundle(here)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--plan", required=True, help="the host's plan.json (in the run's node folder)")
+    ap.add_argument("--plan", help="the host's plan.json (in the run's node folder)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME",
                     help="measure this variant (repeat: measured in plan order)")
     ap.add_argument("--restore", action="store_true",
                     help="then restore the models' committed configs and write host.json")
-    ap.add_argument("--log", default="", help="progress lines also go to this file (next to the plan)")
+    ap.add_argument("--log", default="", help="the events also go to this file (next to the plan)")
     ap.add_argument("--progress", default="/work/progress.json")
-    ap.add_argument("--triton", default="http://triton_server:8000")
-    ap.add_argument("--metrics", default="http://triton_server:8002/metrics")
-    ap.add_argument("--fastapi", default="http://fastapi_server:8000")
+    ap.add_argument("--triton", default="", help="Triton's HTTP API (default: the plan's endpoints)")
+    ap.add_argument("--metrics", default="", help="Triton's metrics URL (default: the plan's endpoints)")
+    ap.add_argument("--fastapi", default="", help="the FastAPI endpoint (default: the plan's endpoints)")
     ap.add_argument("--metrics-interval", type=float, default=1.0)
     ap.add_argument("--ready-timeout", type=float, default=180.0)
     ap.add_argument("--perf-timeout", type=float, default=900.0, help="time cap of one perf_analyzer run (s)")
@@ -546,9 +595,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triton-log", action="store_true",
                     help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
                          "refused loads (of --variant, or of every variant)")
+    ap.add_argument("--follow", type=Path, metavar="LOG",
+                    help="wait for level --seq's event (or the end) in a running call's --log file; print it")
+    ap.add_argument("--seq", type=int, default=1, help="with --follow: the level's number in the call")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="with --follow: how long to wait (s)")
     args = ap.parse_args(argv)
+    if args.follow:
+        return follow(args.follow, args.seq, args.timeout)
+    if not args.plan:
+        ap.error("give --plan PLAN (or --follow LOG)")
     if not (args.variant or args.restore or args.triton_log):
         ap.error("give --variant NAME (repeatable), --restore or --triton-log")
+    here = Path(__file__).parent
+    if zipfile.is_zipfile(here):  # run as the node bundle (python3 .node.pyz ...)
+        unpack_bundle(here)
     try:
         runner = Runner(args)
     except rec.RecordError as exc:
@@ -558,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            runner.say(f"waiting for an earlier runner of {runner.plan.run_id} to finish")
+            runner.say(rec.WAITING, f"waiting for an earlier runner of {runner.plan.run_id} to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if args.triton_log:
@@ -566,7 +626,8 @@ def main(argv: list[str] | None = None) -> int:
             return runner.measure(args.variant, args.restore)
         except BaseException as exc:
             runner.progress("", "", "failed")
-            runner.say(f"END {runner.plan.host}: the runner failed: {exc!r}")
+            runner.say(rec.END, f"{runner.plan.host}: the runner failed: {exc!r}", status=rec.FAILED,
+                       error=repr(exc))
             raise
 
 

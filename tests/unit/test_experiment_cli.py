@@ -10,9 +10,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from serve_system.cli import main
-from serve_system.experiment import records
+from serve_system.experiment import plan, records
+from serve_system.experiment.spec.reader import load_spec
 from serve_system.results import report
 
 FIX = Path(__file__).parent / "fixtures"
@@ -242,7 +244,8 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     (repo / "ansible.cfg").write_text("[defaults]\n")
     spec = repo / "experiments" / "specs" / "dynbatch.yml"
     results = tmp_path / "results"
-    args = ["plan", str(spec), "--results-dir", str(results), "--run-id", "r2", "--host", "node-1=0",
+    (tmp_path / "playbooks").mkdir()  # the role gives <playbook_dir>/../results
+    args = ["plan", str(spec), "--results-dir", str(tmp_path / "playbooks" / ".." / "results"), "--run-id", "r2", "--host", "node-1=0",
             "--node-work-root", "/work", "--role", "--perf-timeout", "10", "--ready-timeout", "5"]
     assert main(args) == 0
     view = json.loads(capsys.readouterr().out)
@@ -256,7 +259,7 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     assert host["batches"] == [{
         "variants": ["baseline", "dynbatch"], "args": ["--variant=baseline", "--variant=dynbatch", "--restore"],
         "explain_args": ["--triton-log", "--variant=baseline", "--variant=dynbatch"], "runtime": None,
-        "todo": 6, "async_s": 40 * (6 + 2 + 1)}]
+        "todo": 6}]
     plan = records.read(run / "node-1" / "plan.json", records.HostPlan)
     assert plan.endpoints == {"triton": "http://triton_server:8000", "metrics": "http://triton_server:8002/metrics",
                               "fastapi": "http://fastapi_server:8000"}
@@ -273,6 +276,36 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     assert not results.exists()
     assert main(["plan", str(spec), "--results-dir", str(results), "--role"]) == 1
     assert capsys.readouterr().err == "--results-dir: give the run id too (--run-id NAME)\n"
+
+
+def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "experiments", repo / "experiments")
+    shutil.copytree(FIX / "model_repository", repo / "model_repository")
+    (repo / "ansible.cfg").write_text("[defaults]\n")
+    spec = repo / "experiments" / "specs" / "dynbatch.yml"
+    doc = yaml.safe_load(spec.read_text())
+    doc["repetitions"] = 4
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    results = tmp_path / "results"
+
+    def rounds(run_id: str, host: str = "node-1") -> tuple[list[list[str]], int | None]:
+        assert main(["plan", str(spec), "--results-dir", str(results), "--run-id", run_id, "--host", f"{host}=0",
+                     "--quiet"]) == 0
+        hp = records.read(results / "dynbatch" / run_id / host / "plan.json", records.HostPlan)
+        return hp.rounds, hp.seed
+
+    first, seed = rounds("a")
+    # every round holds every variant once: repetition r of each, then r + 1
+    assert len(first) == 4 and all(sorted(r) == ["baseline", "dynbatch"] for r in first)
+    assert seed == plan.run_seed("dynbatch", "a", "node-1")
+    # the order is the run's: the same run id plans the same order (resume), another run id its own
+    assert rounds("a") == (first, seed)
+    orders = {tuple(map(tuple, rounds(f"r{i}")[0])) for i in range(8)}
+    assert len(orders) > 1 and any(r[0] == "dynbatch" for o in orders for r in o)
+    # one repetition: the plan's own order (the baseline first)
+    hp = [v for v in plan.plan(load_spec(ROOT / "experiments" / "specs" / "dynbatch.yml"), 0)]
+    assert plan.interleave(hp, 123) == [["baseline", "dynbatch"]]
 
 
 def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

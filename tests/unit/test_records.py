@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -222,6 +223,15 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
     (tmp_path / "torn.tar.gz").write_bytes(archive.read_bytes()[:40])
     with pytest.raises(records.RecordError, match="not a readable archive of records"):
         records.unpack(tmp_path / "torn.tar.gz", tmp_path / "refused", ["fine"])
+    # the role fetches each host's archive to <host>/.fetch/; collect_run puts every one in, then drops it
+    run = tmp_path / "run"
+    for host in ("n1", "n2"):
+        (run / host / ".fetch").mkdir(parents=True)
+        shutil.copyfile(node / "plan.json", run / host / "plan.json")
+        shutil.copyfile(archive, run / host / records.FETCHED)
+    assert records.collect_run(run) == [("n1", 6), ("n2", 6)]
+    assert records.done_levels(run / "n2") == {("fine", "c1_r1")} and not (run / "n1" / records.FETCHED).exists()
+    assert records.collect_run(run) == []  # nothing fetched since: nothing to do
 
 
 # ------------------------------------------------------------------------------- the runner's events
@@ -263,21 +273,46 @@ def test_events_refuse_a_line_that_is_not_an_event() -> None:
 
 
 def test_follow_waits_for_the_level_or_the_end(tmp_path: Path) -> None:
-    from serve_system.experiment import runner
-
     log = tmp_path / "call.log"
     log.write_text(_event(seq=1, total=3, text="first") + "\n" + _event(seq=2, total=3, text="second") + "\n")
     cmd = [sys.executable, "-m", "serve_system.experiment.runner", "--follow", str(log), "--timeout", "5"]
     got = subprocess.run([*cmd, "--seq", "2"], capture_output=True, text=True, check=False, timeout=60)
-    assert got.returncode == 0 and records.read_events(got.stdout)[0][0].text == "second"
+    # the call's events up to level 2: the role prints the last level and reads the whole call
+    assert got.returncode == 0 and [e.text for e in records.read_events(got.stdout)[0]] == ["first", "second"]
     # level 3 never comes, the call ends: the end event is the answer
     with log.open("a") as f:
         f.write(_event(kind="end", status="failed", text="the runner failed") + "\n")
     got = subprocess.run([*cmd, "--seq", "3"], capture_output=True, text=True, check=False, timeout=60)
-    assert got.returncode == 0 and records.read_events(got.stdout)[0][0].kind == "end"
-    # neither comes in time: one line, exit 1 (a half-written last line is not read)
-    log.write_text(_event(seq=1, text="first") + "\n" + '{"kind": "le')
-    assert runner.follow(log, 2, 0.3) == 1
+    assert got.returncode == 0 and records.summarize_events(got.stdout)["end"] == "the runner failed"
+    # the call's last level: its answer waits for the end, which follows at once
+    log.write_text(_event(seq=1, total=1, text="only") + "\n")
+    late = subprocess.Popen([*cmd, "--seq", "1"], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    assert late.poll() is None
+    with log.open("a") as f:
+        f.write(_event(kind="end", status="ok", host_record=True, text="done") + "\n")
+    out, _ = late.communicate(timeout=30)
+    assert late.returncode == 0 and records.summarize_events(out)["host_record"] is True
+
+
+def test_follow_says_when_the_runner_is_gone(tmp_path: Path) -> None:
+    import fcntl
+
+    log = tmp_path / "call.log"
+    log.write_text(_event(seq=1, total=3, text="first") + "\n" + '{"kind": "le')  # a half-written line
+    (tmp_path / "call.err").write_text("Traceback (most recent call last):\nOSError: [Errno 28] No space left\n")
+    with open(tmp_path / ".runner.lock", "w") as lock:  # a runner holds the lock: it is alive
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert runner.runner_alive(tmp_path / ".runner.lock")
+        assert runner.follow(log, 2, 0.5) == 1  # nothing within the time: one line, exit 1
+    # no runner holds it, no end event: gone (after 5 s of silence), with what it said on stderr
+    started = time.time()
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--follow", str(log), "--seq", "2",
+                           "--stderr", str(tmp_path / "call.err"), "--timeout", "60"],
+                          capture_output=True, text=True, check=False, timeout=90)
+    assert proc.returncode == 1 and time.time() - started < 30
+    assert proc.stderr == (f"{log}: the runner is gone without its end event; it said: OSError: [Errno 28] No "
+                           f"space left: see its log and {tmp_path / 'call.err'}\n")
 
 
 def test_a_plan_without_endpoints_is_refused_in_one_line(tmp_path: Path) -> None:

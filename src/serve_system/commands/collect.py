@@ -1,8 +1,10 @@
-"""``serve-system collect ARCHIVE --host-dir DIR``: a host's records, fetched from the node, into the results.
+"""``serve-system collect``: hosts' records, fetched from the nodes, into the results.
 
-Run by the ``experiment`` role on the controller after it fetched the archive the node-side runner
-packed (:func:`serve_system.records.pack`). Every member is checked against the host's plan
-(``DIR/plan.json``) before anything is written; each level's record is written last.
+``serve-system collect --run-dir RUN`` puts every host's archive the ``experiment`` role fetched
+(``RUN/<host>/.fetch/results.tar.gz``, packed by the node-side runner: :func:`records.pack`) into the
+run's results; ``serve-system collect ARCHIVE --host-dir DIR`` one archive. Every member is checked
+against the host's plan (``plan.json``) before anything is written; each level's record is written
+last. ``serve-system report --collect`` does the same first, in the same process.
 """
 
 from __future__ import annotations
@@ -15,14 +17,22 @@ from ..experiment import records
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("collect", help="put a host's fetched records archive into its results folder (used by the playbooks)")
-    p.add_argument("archive", type=Path, metavar="ARCHIVE", help=f"the archive the runner packed ({records.ARCHIVE})")
-    p.add_argument("--host-dir", type=Path, required=True, help="results/<experiment>/<run-id>/<host> (holds plan.json)")
+    p = sub.add_parser("collect", help="put hosts' fetched records archives into the results (used by the playbooks)")
+    p.add_argument("archive", type=Path, metavar="ARCHIVE", nargs="?",
+                   help=f"one archive the runner packed ({records.ARCHIVE}), with --host-dir")
+    p.add_argument("--host-dir", type=Path, help="results/<experiment>/<run-id>/<host> (holds plan.json)")
+    p.add_argument("--run-dir", type=Path, help="results/<experiment>/<run-id>: every host's fetched archive")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if (args.run_dir is None) == (args.archive is None) or (args.archive is None) != (args.host_dir is None):
+        raise ServeSystemError("collect: give ARCHIVE --host-dir DIR, or --run-dir RUN")
     try:
+        if args.run_dir is not None:
+            for host, n in records.collect_run(args.run_dir):
+                print(f"{n} file(s) -> {args.run_dir / host}")
+            return 0
         plan = records.read(args.host_dir / "plan.json", records.HostPlan)
         n = records.unpack(args.archive, args.host_dir, [v.name for v in plan.variants])
     except records.RecordError as exc:

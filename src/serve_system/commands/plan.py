@@ -109,7 +109,8 @@ def _run(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         if args.results_dir is not None and not args.run_id:
             raise SpecError(["--results-dir: give the run id too (--run-id NAME)"])
-        run_dir = args.run_dir if args.run_dir is not None else args.results_dir / spec.name / args.run_id
+        run_dir = (args.run_dir if args.run_dir is not None
+                   else args.results_dir.resolve() / spec.name / args.run_id)
         work = (f"{args.node_work_root.rstrip('/')}/{spec.name}/{run_dir.name}" if args.node_work_root
                 else args.node_work_dir)
         targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,

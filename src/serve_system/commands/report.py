@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import ServeSystemError
+from ..experiment import records
 from ..results import report
 
 
@@ -13,10 +15,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--partial", action="store_true",
                    help="report an interrupted run anyway (report.md lists what is missing)")
+    p.add_argument("--collect", action="store_true",
+                   help="first put the hosts' fetched records into the run (as serve-system collect --run-dir)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.collect:
+        try:
+            for host, n in records.collect_run(args.run_dir):
+                print(f"{n} file(s) -> {args.run_dir / host}")
+        except records.RecordError as exc:
+            raise ServeSystemError(str(exc)) from None
     out = report.write_report(args.run_dir, partial=args.partial)
     print(f"{out['rows']} row(s) -> {out['report']} ({len(out['plots'])} plot(s))")
     for b in out["best"]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import time
@@ -233,7 +234,7 @@ def estimate_seconds(variants: list[VariantPlan]) -> float:
         todo = [lv for lv in v.levels if not lv.done]
         if not todo:
             continue
-        total += 5.0  # load, READY, warm-up
+        total += 5.0 * len({lv.repetition for lv in todo})  # each repetition: load, READY, warm-up
         for lv in todo:
             if v.runtime is not None:  # FastAPI: assume ~20 requests/s per sender
                 total += 2.0 + (lv.requests or 100) / (20.0 * max(lv.load, 1))
@@ -243,6 +244,31 @@ def estimate_seconds(variants: list[VariantPlan]) -> float:
                 interval = 2.0
             total += 2.0 + interval * 3 * (1 + len(lv.retry_argv) * 0.25)
     return round(total, 1)
+
+
+# ------------------------------------------------------------------------------------ the order
+
+def run_seed(experiment: str, run_id: str, host: str) -> int:
+    """The seed of a host's load order: fixed by the run (a re-run of the same run id resumes in the
+    same order), different between hosts (so their orders do not line up)."""
+    return int(hashlib.sha256(f"{experiment}/{run_id}/{host}".encode()).hexdigest()[:8], 16)
+
+
+def interleave(variants: list[VariantPlan], seed: int) -> list[list[str]]:
+    """The rounds of a plan: repetition 1 of every variant, then repetition 2, ..., each round in its
+    own order, shuffled from ``seed`` (so drift and order effects fall on every variant alike). With
+    one repetition the plan's order stays (the lab's: the baseline first)."""
+    names = [v.name for v in variants]
+    reps = max((lv.repetition for v in variants for lv in v.levels), default=1)
+    if reps <= 1:
+        return [names]
+    rng = random.Random(seed)
+    rounds = []
+    for _ in range(reps):
+        order = list(names)
+        rng.shuffle(order)
+        rounds.append(order)
+    return rounds
 
 
 # ------------------------------------------------------------------------------------ the run folder
@@ -315,6 +341,8 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             models=models, provenance=prov,
             warmup_requests=spec.warmup.requests,
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints())
+        hplan.seed = run_seed(spec.name, run.name, host)
+        hplan.rounds = interleave(variants, hplan.seed)
         rec.write(hdir / "plan.json", hplan)
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
         out[host] = rec.to_json(hplan)
@@ -327,7 +355,8 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch
     and the runner calls to make (``batches``: a Triton plan is one call, a FastAPI plan one per
     variant, its endpoint brought up with the variant's runtime first), each with its count of levels
-    still to measure and a time bound. ``only`` picks variants (``-e variants=...``); an unknown name
+    still to measure; ``level_wait_s`` bounds the wait for one level. ``only`` picks variants
+    (``-e variants=...``); an unknown name
     is refused (:class:`SpecError`). ``plans`` is :func:`write_run`'s answer."""
     names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
     only = [n.strip() for item in only for n in item.split(",") if n.strip()]
@@ -341,18 +370,23 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     hosts: dict[str, Any] = {}
     for host, hplan in plans.items():
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
-        groups = [chosen] if kind == rec.TRITON else [[v] for v in chosen]
+        if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
+            groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
+        else:  # one call per load: the endpoint is brought up with the variant's runtime first
+            by_name = {v["name"]: v for v in chosen}
+            rounds = hplan["rounds"] or [list(by_name)]
+            groups = [([by_name[n]], r if len(rounds) > 1 else None)
+                      for r, names in enumerate(rounds, 1) for n in names if n in by_name]
         batches = []
-        for i, group in enumerate(groups):
-            levels = [lv for v in group for lv in v["levels"]]
-            picked = [f"--variant={v['name']}" for v in group]
+        for i, (group, rep) in enumerate(groups):
+            levels = [lv for v in group for lv in v["levels"] if rep is None or lv["repetition"] == rep]
+            picked = [f"--variant={v['name']}" for v in group] + ([f"--repetition={rep}"] if rep else [])
             batches.append({
                 "variants": [v["name"] for v in group],
                 "args": picked + (["--restore"] if i == len(groups) - 1 else []),
-                "explain_args": ["--triton-log", *picked],
+                "explain_args": ["--triton-log", *(a for a in picked if a.startswith("--variant="))],
                 "runtime": group[0]["runtime"] if group else None,
                 "todo": sum(not lv["done"] for lv in levels),
-                "async_s": int(level_wait * (len(levels) + len(group) + 1)),
             })
         hosts[host] = {"models": hplan["models"], "batches": batches}
     return {"experiment": spec.name, "kind": kind, "run_dir": str(run), "run_subdir": f"{spec.name}/{run.name}",

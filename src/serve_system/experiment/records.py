@@ -105,6 +105,10 @@ class HostPlan:
     provenance: dict[str, Any] = field(default_factory=dict)
     #: rough seconds the pending levels take (for the lease guard and the ETA before the first level)
     estimate_s: float = 0.0
+    #: the order of the loads: one list of variant names per repetition (repetition r of every variant,
+    #: in that order, then r + 1), shuffled per repetition from ``seed``; empty: each variant once in order
+    rounds: list[list[str]] = field(default_factory=list)
+    seed: int | None = None
     #: where the runner reaches the services, as the client container sees them: ``triton`` (HTTP API),
     #: ``metrics`` (Prometheus text), ``fastapi`` (the endpoint)
     endpoints: dict[str, str] = field(default_factory=dict)
@@ -429,6 +433,24 @@ def unpack(archive: str | Path, host_dir: str | Path, variants: list[str]) -> in
     except OSError as exc:
         raise RecordError(f"{where}: cannot unpack into {host_dir}: {exc}") from None
     return sum(m.isfile() for m in members)
+
+
+#: where the role fetches a host's archive to, under the host's results folder
+FETCHED = ".fetch/" + ARCHIVE
+
+
+def collect_run(run_dir: str | Path) -> list[tuple[str, int]]:
+    """Put every host's fetched archive (``<host>/.fetch/results.tar.gz``) into the run's results
+    (:func:`unpack`, checked against the host's plan), then remove it; (host, files) per archive.
+
+    The first bad archive is refused (:class:`RecordError`) and stays where it is, for a look."""
+    out = []
+    for archive in sorted(Path(run_dir).glob(f"*/{FETCHED}")):
+        host_dir = archive.parent.parent
+        plan = read(host_dir / "plan.json", HostPlan)
+        out.append((host_dir.name, unpack(archive, host_dir, [v.name for v in plan.variants])))
+        archive.unlink()
+    return out
 
 
 def done_levels(host_dir: str | Path) -> set[tuple[str, str]]:

@@ -279,45 +279,74 @@ class Runner:
     def stats(self, v: rec.VariantPlan) -> tuple[int, Any]:
         return self.triton.call("GET", f"/v2/models/{v.model}/versions/{v.version}/stats")
 
-    def measure(self, names: list[str], restore: bool) -> int:
-        """Measure the named variants in plan order, restore the baseline if asked, pack, say END."""
+    def measure(self, names: list[str], restore: bool, repetition: int | None = None) -> int:
+        """Measure the named variants in the plan's order (its rounds: repetition 1 of every variant,
+        then repetition 2, ...; ``repetition`` picks one), restore the baseline if asked, pack, say END.
+        Each variant's levels of one repetition follow a fresh load of its config and a warm-up."""
         unknown = [n for n in names if n not in {v.name for v in self.plan.variants}]
         if unknown:
             print(f"{self.plan_path}: variants: no variant named {unknown[0]!r}: give one of "
                   f"{', '.join(v.name for v in self.plan.variants)}", file=sys.stderr)
             return 2
-        chosen = [v for v in self.plan.variants if v.name in names]
-        self.pending = {v.name: [lv for lv in v.levels if not lv.done and not rec.level_done(self.home / v.name / lv.id)]
-                        for v in chosen}
+        chosen = {v.name: v for v in self.plan.variants if v.name in names}
+        self.pending = {n: [lv for lv in v.levels if not lv.done and not rec.level_done(self.home / n / lv.id)
+                            and (repetition is None or lv.repetition == repetition)]
+                        for n, v in chosen.items()}
         self.total = sum(len(p) for p in self.pending.values())
         self.n = 0
         self.hold_last = restore
-        measured = 0
+        measured = {n: 0 for n in chosen}
+        failed = {n: 0 for n in chosen}
+        refused: set[str] = set()
         try:
-            for v in chosen:
-                measured += self.variant(v)
+            for rep, name in self.steps():
+                if name in chosen and name not in refused and (repetition is None or rep in (None, repetition)):
+                    m, f = self.step(chosen[name], rep)
+                    if m is None:
+                        refused.add(name)
+                    else:
+                        measured[name] += m
+                        failed[name] += f
+            for name, v in chosen.items():
+                if name in refused:
+                    continue
+                earlier = sum(lv.done or rec.level_done(self.home / name / lv.id) for lv in v.levels) - measured[name]
+                self.say(rec.VARIANT, f"{self.plan.host} {name}: {measured[name]} level(s) measured"
+                         + (f", {failed[name]} failed" if failed[name] else "")
+                         + (f" ({earlier} already done)" if earlier else ""),
+                         variant=name, status=rec.MEASURED, measured=measured[name])
             if restore:
                 self.restore()
         finally:
             self.pack()
             if self.held:
                 self.emit(self.held)
-        self.say(rec.END, f"{self.plan.host}: {measured} level(s) measured in {len(chosen)} variant(s)"
+        total = sum(measured.values())
+        self.say(rec.END, f"{self.plan.host}: {total} level(s) measured in {len(chosen)} variant(s)"
                  + (f"; host record written (baseline {'restored' if self.restored else 'NOT restored'})"
                     if restore else ""),
-                 status=rec.OK, measured=measured, host_record=restore,
+                 status=rec.OK, measured=total, host_record=restore,
                  restored=self.restored if restore else None)
         return 0
 
-    def variant(self, v: rec.VariantPlan) -> int:
-        """Measure one variant's pending levels; the number measured."""
+    def steps(self) -> list[tuple[int | None, str]]:
+        """The order of the loads: the plan's rounds (repetition r of every variant, in the round's
+        order, then r + 1), or, for a plan without rounds, each variant once in plan order."""
+        if self.plan.rounds:
+            return [(r, name) for r, names in enumerate(self.plan.rounds, 1) for name in names]
+        return [(None, v.name) for v in self.plan.variants]
+
+    def step(self, v: rec.VariantPlan, rep: int | None) -> tuple[int | None, int]:
+        """Load a variant afresh and measure its pending levels of repetition ``rep`` (None: all).
+
+        Returns (levels measured, of which failed); (None, 0) when the load was refused (or the FastAPI
+        endpoint is unavailable): its remaining levels are dropped from this call.
+        """
         vdir = self.home / v.name
         vdir.mkdir(parents=True, exist_ok=True)
-        pending = self.pending[v.name]
+        pending = [lv for lv in self.pending[v.name] if rep is None or lv.repetition == rep]
         if not pending:
-            self.say(rec.VARIANT, f"{self.plan.host} {v.name}: 0 level(s) measured ({len(v.levels)} already done)",
-                     variant=v.name, status=rec.MEASURED, measured=0)
-            return 0
+            return 0, 0
         self.progress(v.name, pending[0].id, "running")
         vrec = rec.VariantRecord(name=v.name, model=v.model, version=v.version, status=rec.MEASURED,
                                  notes=list(v.notes), stand_in=v.stand_in, runtime=v.runtime)
@@ -335,11 +364,12 @@ class Runner:
         if not ok:
             vrec.status = rec.UNAVAILABLE if self.plan.kind == rec.FASTAPI else rec.REFUSED
             rec.write(vdir / "variant.json", vrec)
-            self.total -= len(pending)
+            self.total -= len(self.pending[v.name])
+            self.pending[v.name] = []
             self.progress(v.name, "", "running")
             self.say(rec.VARIANT, f"{self.plan.host} {v.name}: {vrec.status}: {vrec.error}",
                      variant=v.name, status=vrec.status, error=vrec.error, measured=0)
-            return 0
+            return None, 0
         if v.warmup_argv:
             t0 = time.time()
             run_capped(v.warmup_argv, vdir, self.args.perf_memory_mb, self.args.perf_timeout)
@@ -362,11 +392,7 @@ class Runner:
                 self.held = event  # said once the call's records are packed: the role fetches right after it
             else:
                 self.emit(event)
-        self.say(rec.VARIANT, f"{self.plan.host} {v.name}: {len(pending)} level(s) measured"
-                 + (f", {failed} failed" if failed else "")
-                 + (f" ({len(v.levels) - len(pending)} already done)" if len(v.levels) > len(pending) else ""),
-                 variant=v.name, status=rec.MEASURED, measured=len(pending))
-        return len(pending)
+        return len(pending), failed
 
     def fastapi_up(self, v: rec.VariantPlan) -> tuple[bool, str | None, dict[str, Any] | None]:
         deadline = time.time() + self.args.ready_timeout
@@ -547,13 +573,30 @@ def unpack_bundle(bundle: Path) -> None:
             os.replace(tmp, dest)
 
 
-def follow(log: Path, seq: int, timeout: float) -> int:
-    """Wait until the ``--log`` file holds the event of level ``seq`` or the call's end; print that event.
+def runner_alive(lock: Path) -> bool:
+    """Whether a runner holds a run's lock (each holds it from its start to its end)."""
+    try:
+        with open(lock, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+    except OSError:
+        return False
 
-    The role calls this once per level while the runner goes on (``--follow``), so each level is shown
-    as it ends. Exit 1 with one line when neither comes within ``timeout`` seconds.
+
+def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> int:
+    """Wait for level ``seq``'s event (or the call's end) in a running call's ``--log``; print the
+    call's events up to it. When it is the call's last level, wait for the end too (it comes at once).
+
+    The role calls this once per level while the runner goes on, so each level is shown as it ends,
+    and reads the last answer for the whole call. Exit 1 with one line when the runner is gone without
+    its end event (what it wrote to ``stderr`` is quoted) or nothing comes within ``timeout`` seconds.
     """
     deadline = time.time() + timeout
+    seen, quiet_since, checked = -1, time.time(), 0.0
     while True:
         try:
             text = log.read_text(encoding="utf-8")
@@ -564,11 +607,25 @@ def follow(log: Path, seq: int, timeout: float) -> int:
         except rec.RecordError as exc:
             print(exc, file=sys.stderr)
             return 2
-        found = next((e for e in events if (e.kind == rec.LEVEL and e.seq == seq) or e.kind == rec.END), None)
-        if found is not None:
-            print(rec.event_line(found), flush=True)
+        ends = [i for i, e in enumerate(events) if e.kind == rec.END]
+        hit = next((i for i, e in enumerate(events) if e.kind == rec.LEVEL and e.seq == seq), None)
+        if ends or (hit is not None and events[hit].seq != events[hit].total):
+            upto = ends[0] + 1 if ends else (hit or 0) + 1
+            for e in events[:upto]:
+                print(rec.event_line(e), flush=True)
             return 0
-        if time.time() >= deadline:
+        now = time.time()
+        if len(text) != seen:
+            seen, quiet_since = len(text), now
+        elif now - quiet_since >= 5 and now - checked >= 5:
+            checked = now
+            if not runner_alive(log.parent / ".runner.lock") and log.read_text(encoding="utf-8") == text:
+                said = stderr.read_text(errors="replace").strip().splitlines() if stderr and stderr.is_file() else []
+                print(f"{log}: the runner is gone without its end event"
+                      + (f"; it said: {said[-1]}" if said else "") + ": see its log and "
+                      + (str(stderr) if stderr else "the node"), file=sys.stderr)
+                return 1
+        if now >= deadline:
             print(f"{log}: no event of level {seq} nor the end within {timeout:.0f} s: see the runner's log",
                   file=sys.stderr)
             return 1
@@ -595,15 +652,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triton-log", action="store_true",
                     help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
                          "refused loads (of --variant, or of every variant)")
+    ap.add_argument("--repetition", type=int, default=None, metavar="N",
+                    help="measure only the levels of repetition N (a FastAPI plan's calls; default: all)")
     ap.add_argument("--follow", type=Path, metavar="LOG",
                     help="wait for level --seq's event (or the end) in a running call's --log file; print it")
     ap.add_argument("--seq", type=int, default=1, help="with --follow: the level's number in the call")
+    ap.add_argument("--stderr", type=Path, default=None,
+                    help="the runner's own errors go to this file (next to the plan); with --follow: quoted when "
+                         "the runner is gone")
     ap.add_argument("--timeout", type=float, default=3600.0, help="with --follow: how long to wait (s)")
     args = ap.parse_args(argv)
     if args.follow:
-        return follow(args.follow, args.seq, args.timeout)
+        return follow(args.follow, args.seq, args.timeout, args.stderr)
     if not args.plan:
         ap.error("give --plan PLAN (or --follow LOG)")
+    if args.stderr:  # a detached runner (docker exec -d): what it would print on stderr is kept there
+        fd = os.open(Path(args.plan).parent / args.stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
     if not (args.variant or args.restore or args.triton_log):
         ap.error("give --variant NAME (repeatable), --restore or --triton-log")
     here = Path(__file__).parent
@@ -623,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.triton_log:
                 return runner.explain(args.variant, sys.stdin.read())
-            return runner.measure(args.variant, args.restore)
+            return runner.measure(args.variant, args.restore, args.repetition)
         except BaseException as exc:
             runner.progress("", "", "failed")
             runner.say(rec.END, f"{runner.plan.host}: the runner failed: {exc!r}", status=rec.FAILED,

@@ -115,7 +115,8 @@ def test_with_triton_where_no_tritonserver_can_run(tmp_path: Path, capsys: pytes
     cfg = ROOT / "model_repository" / "food_classifier" / "config.pbtxt"
     assert main(["validate", "--with-triton", "--tritonserver", str(tmp_path / "tritonserver"), str(cfg)]) == 3
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("serve-system validate: --with-triton skipped: no tritonserver found")
+    assert len(err) == 1 and err[0].startswith("serve-system validate: --with-triton skipped: no "
+                                               "tritonserver found")
     fake = tmp_path / "bin" / "tritonserver"  # there, but not a server: exits at once
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'error while loading shared libraries: libdcgm.so.4' >&2\nexit 127\n")

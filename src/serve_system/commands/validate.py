@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check config.pbtxt files and experiment specs (exit 0: all valid; else one line per problem)",
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
-                   help="config.pbtxt (any *.pbtxt), a model repository folder, or an experiment spec (*.yml)")
+                   help="config.pbtxt (any *.pbtxt), a model repository folder, or an experiment spec "
+                        "(*.yml)")
     p.add_argument("--gpus", type=_gpus, default=None,
                    help="also check against a host with this many GPUs (default: only Triton's rules)")
     p.add_argument("--with-triton", action="store_true",

@@ -435,10 +435,11 @@ def _io_rules(field: str, kind: str, io: Any, mbs: int, platform: str, filler: s
     if not io.name:
         p.append(Problem(f"{field}.name", f"model {kind} must specify 'name'"))
     dims = list(io.dims)
+    dims_fix = (" (without the batch dimension; -1 for a variable-size dimension; [ 1 ] for a scalar per "
+                "batch item)")
     missing = [(attr, fix) for attr, fix, lacks in (
         ("data_type", " (e.g. TYPE_FP32)", io.data_type == _TYPE_INVALID),
-        ("dims", " (without the batch dimension; -1 for a variable-size dimension; [ 1 ] for a scalar per "
-                 "batch item)", not dims)) if lacks]
+        ("dims", dims_fix, not dims)) if lacks]
     for attr, fix in missing:
         if filler is None:
             p.append(Problem(f"{field}.{attr}", f"{label} must specify '{attr}'{fix}"))
@@ -472,7 +473,8 @@ def _io_rules(field: str, kind: str, io: Any, mbs: int, platform: str, filler: s
             p.append(Problem(f"{field}.format", f"model input NHWC/NCHW require 3 dims ({fmt_name}, dims "
                                                 f"{dims})"))
     if io.is_shape_tensor and platform != "tensorrt_plan":
-        p.append(Problem(f"{field}.is_shape_tensor", "shape tensors are only supported for TensorRT platform"))
+        p.append(Problem(f"{field}.is_shape_tensor",
+                         "shape tensors are only supported for TensorRT platform"))
     if io.is_non_linear_format_io:
         if platform != "tensorrt_plan":
             p.append(Problem(f"{field}.is_non_linear_format_io",
@@ -507,7 +509,8 @@ def _reshape_mismatch(dims: list[int], shape: list[int]) -> str | None:
     if len(a) != len(b):
         return "has different number of variable-size dimensions for dims and reshape"
     if a != b:
-        return "has different size for dims and reshape (element counts between the variable-size dimensions differ)"
+        return ("has different size for dims and reshape (element counts between the variable-size "
+                "dimensions differ)")
     return None
 
 
@@ -627,7 +630,8 @@ def _sequence_batching(cfg: ModelConfig, p: list[Problem], n: list[Problem]) -> 
                 p.append(Problem(f"{cfield}.kind", f"sequence batching specifies multiple {kind} tensors "
                                  f"({seen_kinds[c.kind]!r} and {ci.name!r}): one of each kind"))
             seen_kinds.setdefault(c.kind, ci.name)
-            given = [n for n in ("int32_false_true", "fp32_false_true", "bool_false_true") if len(getattr(c, n))]
+            given = [n for n in ("int32_false_true", "fp32_false_true", "bool_false_true") if len(getattr(c,
+                                                                                                          n))]
             if kind in _BOOL_CONTROLS:
                 if not given:
                     p.append(Problem(cfield, f"sequence batching must specify either 'int32_false_true', "
@@ -835,7 +839,8 @@ def _ensemble(cfg: ModelConfig, name: str, p: list[Problem]) -> None:
                              "each other (a cycle in the steps' input and output maps)"))
     for i, inp in enumerate(cfg.input):
         if inp.name in unused_inputs and inp.name not in suggested:
-            p.append(Problem(f"input[{i}]", f"ensemble input {inp.name!r} is not used by any step's input_map"))
+            p.append(Problem(f"input[{i}]",
+                             f"ensemble input {inp.name!r} is not used by any step's input_map"))
     for tensor in unused:
         if tensor not in suggested and tensor not in unused_inputs:
             p.append(Problem(f"ensemble_scheduling.step[{writer[tensor]}].output_map",
@@ -858,9 +863,9 @@ def _model_metrics(cfg: ModelConfig, p: list[Problem], n: list[Problem]) -> None
                                                                    "'buckets'"))
         elif list(mc.histogram_options.buckets) != sorted(set(mc.histogram_options.buckets)):
             # Triton's ValidateModelMetrics does not look at the order; prometheus-cpp wants them sorted
-            n.append(Problem(f"{field}.histogram_options.buckets", "histogram buckets should be in "
-                                                                   "increasing "
-                             "order (Triton's check accepts others; the metrics library expects them sorted)"))
+            n.append(Problem(f"{field}.histogram_options.buckets",
+                             "histogram buckets should be in increasing order (Triton's check accepts "
+                             "others; the metrics library expects them sorted)"))
 
 
 def _rate_limiter(cfg: ModelConfig, n: list[Problem]) -> None:

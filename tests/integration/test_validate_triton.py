@@ -1,6 +1,7 @@
 """``serve-system validate --with-triton`` against the real tritonserver of nvidia-pytriton (the
 local tests' venv, scripts/local_triton_venv.sh): Triton's verdict and ours agree on a config
-Triton accepts and on configs it refuses, and a disagreement is reported as one (exit 4)."""
+Triton accepts, on configs it refuses, on an auto-completed one and on a custom backend this
+server lacks."""
 
 from __future__ import annotations
 
@@ -46,11 +47,26 @@ def test_triton_and_we_agree_and_disagreements_are_reported(tmp_path: Path) -> N
     assert "DIFFERS" not in proc.stdout
 
     # an empty config.pbtxt beside a model.py: Triton fills everything in (auto-complete) and loads it;
-    # we refuse an empty configuration on purpose, and --with-triton says that we differ
+    # so do we (with a note)
     empty = repo / "auto" / "config.pbtxt"
     (empty.parent / "1").mkdir(parents=True)
     (empty.parent / "1" / "model.py").write_text("# the stand-in model.py is what Triton loads\n")
     empty.write_text("")
-    proc = _validate("--with-triton", "--tritonserver", str(binary), str(empty))
-    assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert f"{empty}: DIFFERS: Triton accepts it, we refuse it: " in proc.stdout
+    # a custom backend (as Triton's own qa models use): we accept it with a note; this server has no
+    # such backend, and --with-triton says so, then compares the rest of the configuration
+    custom = repo / "stateful" / "config.pbtxt"
+    custom.parent.mkdir()
+    custom.write_text('name: "stateful"\nbackend: "implicit_state"\nmax_batch_size: 4\n' + IO
+                      + "sequence_batching { }\n")
+    proc = _validate("--with-triton", "--tritonserver", str(binary), str(empty), str(custom))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{empty}: Triton agrees: accepted" in proc.stdout
+    assert (f"note: {custom}: backend: backend 'implicit_state' is not one Triton's release images ship"
+            in proc.stdout)
+    (lacks,
+     ) = [ln for ln in proc.stdout.splitlines() if ln.startswith(f"{custom}: Triton: this server has no")]
+    assert "'implicit_state'" in lacks  # Triton's own refusal, as this server gives it
+    (replaced,) = [ln for ln in proc.stdout.splitlines()
+                   if ln.startswith(f"{custom}: Triton (backend replaced")]
+    assert "agrees: accepted" in replaced
+    assert "DIFFERS" not in proc.stdout

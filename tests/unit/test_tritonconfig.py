@@ -32,7 +32,8 @@ def test_unknown_field_names_line_and_column(tmp_path: Path) -> None:
 
 def test_override_replaces_removes_and_rejects_unknown_keys() -> None:
     base = tc.load_pbtxt(REPO / "food_classifier" / "config.pbtxt")
-    v = tc.apply_overrides(base, {"dynamic_batching": {"preferred_batch_size": [4, 6], "max_queue_delay_microseconds": 100},
+    v = tc.apply_overrides(base, {"dynamic_batching": {"preferred_batch_size": [4, 6],
+                                                       "max_queue_delay_microseconds": 100},
                                   "instance_group": [{"count": 2, "kind": "KIND_CPU"}]}, "s: v: config")
     assert list(v.dynamic_batching.preferred_batch_size) == [4, 6]
     assert v.dynamic_batching.max_queue_delay_microseconds == 100
@@ -70,22 +71,27 @@ def test_checks_what_triton_refuses() -> None:
 
 
 def test_checks_against_the_host_gpus() -> None:
-    two = _cfg("instance_group [ { count: 2 kind: KIND_GPU gpus: [0] }, { count: 2 kind: KIND_GPU gpus: [1] } ]")
+    two = _cfg("instance_group [ { count: 2 kind: KIND_GPU gpus: [0] }, { count: 2 kind: KIND_GPU gpus: [1] "
+               "} ]")
     assert tc.gpus_needed(two) == 2
     assert tc.check(two, 2) == []
     one = tc.check(two, 1)
-    assert [str(p) for p in one] == ["instance_group[1].gpus: GPU id 1 does not exist on a host with 1 GPU(s)"]
+    assert [str(p) for p in one] == [
+        "instance_group[1].gpus: GPU id 1 does not exist on a host with 1 GPU(s)"]
     none = tc.check(two, 0)
     assert [p.field for p in none] == ["instance_group[0].kind", "instance_group[1].kind"]
-    trt = _cfg('optimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" } ] } }')
+    trt = _cfg('optimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" } ] } '
+               '}')
     assert tc.gpus_needed(trt) == 1
     assert "tensorrt" in tc.check(trt, 0)[0].message
 
 
 def test_adapt_to_fewer_gpus() -> None:
-    two = _cfg("instance_group [ { count: 4 kind: KIND_GPU gpus: [0] }, { count: 4 kind: KIND_GPU gpus: [1] } ]")
+    two = _cfg("instance_group [ { count: 4 kind: KIND_GPU gpus: [0] }, { count: 4 kind: KIND_GPU gpus: [1] "
+               "} ]")
     cpu, notes = tc.adapt_to_host(two, 0)
-    assert [(g.kind, g.count, list(g.gpus)) for g in cpu.instance_group] == [(tc.KIND_CPU, 4, []), (tc.KIND_CPU, 4, [])]
+    assert [(g.kind, g.count, list(g.gpus)) for g in cpu.instance_group] == [(tc.KIND_CPU, 4, []),
+                                                                             (tc.KIND_CPU, 4, [])]
     assert tc.check(cpu, 0) == [] and len(notes) == 2
     spread = _cfg("instance_group [ { count: 2 kind: KIND_GPU gpus: [0, 1] } ]")
     cpu2, _ = tc.adapt_to_host(spread, 0)
@@ -103,4 +109,5 @@ def test_shapes_against_inputs() -> None:
     (p,) = tc.check_shapes(onnx, {"input": [224, 224]})
     assert "2 dims" in p.message
     blip = tc.load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
-    assert tc.check_shapes(blip, {"pixel_values": [3, 384, 384], "input_ids": [16], "attention_mask": [16]}) == []
+    assert tc.check_shapes(blip, {"pixel_values": [3, 384, 384], "input_ids": [16],
+                                  "attention_mask": [16]}) == []

@@ -29,16 +29,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check config.pbtxt files and experiment specs (exit 0: all valid; else one line per problem)",
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
-                   help="config.pbtxt (any *.pbtxt), a model repository folder, or an experiment spec (*.yml)")
+                   help="config.pbtxt (any *.pbtxt), a model repository folder, or an experiment spec "
+                        "(*.yml)")
     p.add_argument("--gpus", type=_gpus, default=None,
                    help="also check against a host with this many GPUs (default: only Triton's rules)")
     p.add_argument("--with-triton", action="store_true",
-                   help="also load each config.pbtxt into a local tritonserver (scratch repository) and print "
-                        "where Triton's verdict differs from ours (exit 4 if any differs, 3 where no tritonserver "
-                        "can run)")
+                   help="also load each config.pbtxt into a local tritonserver (scratch repository) and "
+                        "print where Triton's verdict differs from ours (exit 4 if any differs, 3 where no "
+                        "tritonserver can run)")
     p.add_argument("--tritonserver", type=Path, default=None, metavar="BIN",
-                   help="the tritonserver binary for --with-triton (default: $SERVE_SYSTEM_TRITONSERVER, PATH, "
-                        "the nvidia-pytriton package, or the project's local Triton venv)")
+                   help="the tritonserver binary for --with-triton (default: $SERVE_SYSTEM_TRITONSERVER, "
+                        "PATH, the nvidia-pytriton package, or the project's local Triton venv)")
     p.set_defaults(func=_run)
 
 
@@ -46,8 +47,8 @@ def _gpus(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--gpus: {text!r} is not a whole number: give the host's GPU count, "
-                                         "e.g. --gpus 1") from None
+        raise argparse.ArgumentTypeError(f"--gpus: {text!r} is not a whole number: give the host's GPU "
+                                         "count, e.g. --gpus 1") from None
     if n < 0:
         raise argparse.ArgumentTypeError(f"--gpus: {n} is negative: give the host's GPU count (0 or more)")
     return n
@@ -62,15 +63,15 @@ def expand(paths: list[Path]) -> list[Path]:
         elif path.is_dir():
             found = sorted(path.glob("config.pbtxt")) + sorted(path.glob("*/config.pbtxt"))
             if not found:
-                raise UsageError(f"{path}: no config.pbtxt in this folder nor in its model folders: give a model "
-                                 "repository, a model folder or a file")
+                raise UsageError(f"{path}: no config.pbtxt in this folder nor in its model folders: give a "
+                                 "model repository, a model folder or a file")
             out += found
         elif not path.exists():
-            raise UsageError(f"{path}: no such file or folder: give a config.pbtxt, a model repository folder or a "
-                             "spec (*.yml)")
+            raise UsageError(f"{path}: no such file or folder: give a config.pbtxt, a model repository "
+                             "folder or a spec (*.yml)")
         else:
-            raise UsageError(f"{path}: unknown kind of file ({path.suffix or 'no suffix'}): give a config.pbtxt "
-                             "(*.pbtxt) or an experiment spec (*.yml / *.yaml)")
+            raise UsageError(f"{path}: unknown kind of file ({path.suffix or 'no suffix'}): give a "
+                             "config.pbtxt (*.pbtxt) or an experiment spec (*.yml / *.yaml)")
     return out
 
 

@@ -78,7 +78,8 @@ def test_a_url_for_a_model_without_a_known_weights_file_is_refused() -> None:
 
 
 def test_the_role_uses_them_under_their_registered_names() -> None:
-    assert plugin.FilterModule().filters() == {"serve_stack_repository_plan": plan, "serve_stack_weights": weights}
+    assert plugin.FilterModule().filters() == {"serve_stack_repository_plan": plan,
+                                               "serve_stack_weights": weights}
     tasks = (REPO / "roles/serve_stack/tasks/model_repository.yml").read_text()
     role_vars = (REPO / "roles/serve_stack/vars/main.yml").read_text()
     assert "serve_stack_repository_plan(" in tasks and "serve_stack_weights(" in role_vars

@@ -91,8 +91,8 @@ def _candidates(explicit: Path | None) -> list[Path]:
     if spec is not None and spec.origin:
         out.append(Path(spec.origin).parent / "tritonserver" / "bin" / "tritonserver")
     for root in {Path.cwd(), Path(__file__).resolve().parents[3]}:
-        out += sorted((root / ".cache").glob("local-triton-*/lib/python3*/site-packages/pytriton/tritonserver/bin/"
-                                             "tritonserver"))
+        out += sorted((root / ".cache").glob("local-triton-*/lib/python3*/site-packages/pytriton/"
+                                             "tritonserver/bin/tritonserver"))
     out.append(Path("/opt/tritonserver/bin/tritonserver"))
     return out
 
@@ -159,7 +159,8 @@ def _load(binary: Path, repo: Path, name: str, work: Path, timeout: float) -> Ve
         env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
     backends = binary.parent.parent / "backends"
     argv = [str(binary), f"--model-repository={repo}", "--model-control-mode=explicit",
-            "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
+            "--http-address=127.0.0.1", f"--http-port={http}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
             "--metrics-address=127.0.0.1", f"--metrics-port={metrics}", "--allow-metrics=false"]
     if backends.is_dir():
         argv.append(f"--backend-directory={backends}")

@@ -62,11 +62,11 @@ def main() -> int:
             second = timed_site(one)
             parallel = None if args.only_rerun else timed_site(cluster(3, prefixes[1], work))
         print(f"site.yml, 1 fresh node        : {first:7.1f} s")
-        print(f"site.yml, same node again     : {second:7.1f} s   (second/first = {100 * second / first:.0f} %,"
-              f" target <= 25 %)")
+        print(f"site.yml, same node again     : {second:7.1f} s   "
+              f"(second/first = {100 * second / first:.0f} %, target <= 25 %)")
         if parallel is not None:
-            print(f"site.yml, 3 fresh nodes at once: {parallel:7.1f} s   (3 nodes / 1 node = {parallel / first:.2f}x,"
-                  f" per node {parallel / 3:.1f} s)")
+            print(f"site.yml, 3 fresh nodes at once: {parallel:7.1f} s   "
+                  f"(3 nodes / 1 node = {parallel / first:.2f}x, per node {parallel / 3:.1f} s)")
     finally:
         if not args.keep:
             for p in prefixes:

@@ -29,10 +29,12 @@ sys.path.insert(0, str(REPO / "tests"))
 os.environ["CHI_RESOURCE_API_URL"] = "http://resources.chi.fake"  # before python-chi is imported
 for _name in [n for n in os.environ if n.startswith("OS_")]:
     del os.environ[_name]
-os.environ.update(OS_APPLICATION_CREDENTIAL_ID="bench", OS_APPLICATION_CREDENTIAL_SECRET="bench", USER="bench")
+os.environ.update(OS_APPLICATION_CREDENTIAL_ID="bench", OS_APPLICATION_CREDENTIAL_SECRET="bench",
+                  USER="bench")
 
 import requests_mock
 from fakes.chameleon import FakeChameleon
+from fakes.loopback import listen_all
 
 from serve_system.commands.provision import script_main
 from serve_system.provision.nodes import Node, write_inventory
@@ -46,16 +48,7 @@ class SlowSshd:
 
     def __init__(self, addresses: list[str], delay: float) -> None:
         self.delay = delay
-        self.port = 0
-        self.socks = []
-        for a in addresses:
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((a, self.port))
-            self.port = s.getsockname()[1]
-            s.listen(64)
-            s.settimeout(0.2)
-            self.socks.append(s)
+        self.socks, self.port = listen_all(addresses, backlog=64)
         self.stop = threading.Event()
         self.held: queue.Queue[tuple[float, socket.socket]] = queue.Queue()
         threading.Thread(target=self._close_when_due, daemon=True).start()
@@ -97,12 +90,15 @@ def one_status(n: int, delay: float, work: Path) -> tuple[float, int, dict[str, 
                                  "image": {"id": "img-0", "links": []}, "flavor": {}, "metadata": {},
                                  "created": "2026-01-01T00:00:00Z", "updated": None, "tenant_id": "p",
                                  "user_id": "u", "hostId": "h", "OS-EXT-STS:vm_state": "active",
-                                 "OS-EXT-STS:task_state": None, "locked": False, "tags": [], "description": None}
-            fake.ports[pid] = {"id": pid, "device_id": sid, "network_id": net, "mac_address": "fa:16:3e:00:00:01",
+                                 "OS-EXT-STS:task_state": None, "locked": False, "tags": [],
+                                 "description": None}
+            fake.ports[pid] = {"id": pid, "device_id": sid, "network_id": net,
+                               "mac_address": "fa:16:3e:00:00:01",
                                "fixed_ips": [{"subnet_id": "sub-shared", "ip_address": f"10.52.0.{i + 10}"}],
                                "status": "ACTIVE", "device_owner": "compute:nova"}
-            fake.floatingips[fid] = {"id": fid, "floating_ip_address": addr, "port_id": pid, "status": "ACTIVE",
-                                     "fixed_ip_address": f"10.52.0.{i + 10}", "floating_network_id": "net-public"}
+            fake.floatingips[fid] = {"id": fid, "floating_ip_address": addr, "port_id": pid,
+                                     "status": "ACTIVE", "fixed_ip_address": f"10.52.0.{i + 10}",
+                                     "floating_network_id": "net-public"}
             nodes.append(Node(name, addr, "cc", str(work / "nokey"), port=sshd.port))
         inv = work / f"hosts-{n}.yml"
         (work / "known_hosts").touch()
@@ -116,7 +112,8 @@ def one_status(n: int, delay: float, work: Path) -> tuple[float, int, dict[str, 
         calls = [p for meth, p in fake.log[before:] if meth == "GET"]
     sshd.stop.set()
     assert rc == 1  # every probe fails against the stand-in sshd: the board says so
-    counts = {k: sum(1 for p in calls if p.endswith(k)) for k in ("/servers/detail", "/ports", "/floatingips")}
+    counts = {k: sum(1 for p in calls if p.endswith(k))
+              for k in ("/servers/detail", "/ports", "/floatingips")}
     return seconds, len(calls), counts
 
 
@@ -135,10 +132,12 @@ def main() -> int:
             manys.append(one_status(args.nodes, args.probe_delay, work))
     t1 = statistics.median(r[0] for r in ones)
     tn = statistics.median(r[0] for r in manys)
-    print(f"status, 1 node          : {t1:6.2f} s  (median of {args.repeat}; GET calls {ones[0][1]}: {ones[0][2]})")
-    print(f"status, {args.nodes} nodes        : {tn:6.2f} s  (median of {args.repeat}; GET calls {manys[0][1]}: "
-          f"{manys[0][2]})")
-    print(f"ratio {args.nodes} nodes / 1 node: {tn / t1:.2f}x   (target <= 2x; each probe held {args.probe_delay:g} s)")
+    print(f"status, 1 node          : {t1:6.2f} s  "
+          f"(median of {args.repeat}; GET calls {ones[0][1]}: {ones[0][2]})")
+    print(f"status, {args.nodes} nodes        : {tn:6.2f} s  "
+          f"(median of {args.repeat}; GET calls {manys[0][1]}: {manys[0][2]})")
+    print(f"ratio {args.nodes} nodes / 1 node: {tn / t1:.2f}x   "
+          f"(target <= 2x; each probe held {args.probe_delay:g} s)")
     return 0
 
 

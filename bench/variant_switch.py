@@ -58,7 +58,8 @@ backend = next(a for a in args if a.startswith("--backend-directory"))
 shutil.rmtree(ROOT, ignore_errors=True)
 shutil.copytree(f"/opt/serve-system/model_repository/{MODEL}", f"{ROOT}/models/{MODEL}")
 base_txt = open(f"{ROOT}/models/{MODEL}/config.pbtxt").read()
-texts = [base_txt, base_txt + "\ndynamic_batching {\n  preferred_batch_size: [4, 8]\n  max_queue_delay_microseconds: 100\n}\n"]
+texts = [base_txt, base_txt + "\ndynamic_batching {\n  preferred_batch_size: [4, 8]\n"
+                              "  max_queue_delay_microseconds: 100\n}\n"]
 open(f"{ROOT}/Dockerfile", "w").write(f"FROM {image}\nCOPY models /models\n")
 open(f"{ROOT}/compose.yml", "w").write(json.dumps({"services": {"triton_bench": {
     "build": ".", "image": "serve-system-bench-switch:latest", "container_name": "triton_bench",
@@ -79,12 +80,14 @@ finally:
                    stderr=subprocess.DEVNULL)
 _, raw = call("GET", f"{API}/v2/models/{MODEL}/config")
 base = json.loads(raw)
-configs = [dict(base), dict(base, dynamic_batching={"preferred_batch_size": [4, 8], "max_queue_delay_microseconds": 100})]
+configs = [dict(base),
+           dict(base, dynamic_batching={"preferred_batch_size": [4, 8], "max_queue_delay_microseconds": 100})]
 configs[0].pop("dynamic_batching", None)
 own, switch = [], []
 for i in range(2 * N):
     t0 = time.time()
-    code, body = call("POST", f"{API}/v2/repository/models/{MODEL}/load", {"parameters": {"config": json.dumps(configs[i % 2])}})
+    code, body = call("POST", f"{API}/v2/repository/models/{MODEL}/load",
+                      {"parameters": {"config": json.dumps(configs[i % 2])}})
     t1 = time.time()
     if code != 200:
         raise SystemExit(f"load refused: {body[:300]!r}")
@@ -111,16 +114,20 @@ def main() -> int:
         return 1
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     lab, own, switch = (statistics.median(data[k]) for k in ("lab", "own", "switch"))
-    print(f"lab cycle (edit, compose build, up --force-recreate, READY): median {lab:.2f} s over {len(data['lab'])}")
-    print(f"API reload until READY (the runner's switch):           median {switch:.2f} s over {len(data['switch'])}")
+    print(f"lab cycle (edit, compose build, up --force-recreate, READY): median {lab:.2f} s "
+          f"over {len(data['lab'])}")
+    print(f"API reload until READY (the runner's switch):           median {switch:.2f} s "
+          f"over {len(data['switch'])}")
     print(f"Triton's own model load (the load call):               median {own:.2f} s")
-    print(f"lab cycle / API reload = {lab / switch:.2f}x; switch / Triton's own load = {switch / own:.2f}x (target <= 1.2)")
+    print(f"lab cycle / API reload = {lab / switch:.2f}x; "
+          f"switch / Triton's own load = {switch / own:.2f}x (target <= 1.2)")
     if args.run_dir:
         for vj in sorted(args.run_dir.glob("*/*/variant.json")):
             v = json.loads(vj.read_text())
             if v.get("load_seconds") and v.get("switch_seconds"):
-                print(f"run {vj.parent.parent.name}/{v['name']}: switch {v['switch_seconds']:.2f} s, Triton's load "
-                      f"{v['load_seconds']:.2f} s, ratio {v['switch_seconds'] / v['load_seconds']:.2f}x")
+                print(f"run {vj.parent.parent.name}/{v['name']}: switch {v['switch_seconds']:.2f} s, "
+                      f"Triton's load {v['load_seconds']:.2f} s, "
+                      f"ratio {v['switch_seconds'] / v['load_seconds']:.2f}x")
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import NoReturn
 
 from . import __version__
@@ -33,6 +33,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or with ``only`` the one command of that module (a quicker start)."""
+    return _build(only)[0]
+
+
+def _build(only: str | None) -> tuple[argparse.ArgumentParser, Collection[str]]:
+    """The parser and the command names it knows."""
     parser = OneLineParser(
         prog="serve-system",
         description="Provision, configure, experiment and report for the Triton serving lab.",
@@ -41,7 +46,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
     for name in (only,) if only else COMMANDS:
         importlib.import_module(f"{__package__}.commands.{name}").register(sub)
-    return parser
+    return parser, sub.choices
 
 
 def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -49,9 +54,8 @@ def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     playbooks call them several times per run. Anything else gets the whole command line."""
     first = next((a for a in argv if not a.startswith("-")), None)
     if first in COMMANDS:
-        parser = build_parser(first)
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if first in sub.choices:
+        parser, commands = _build(first)
+        if first in commands:
             return parser
     return build_parser()
 

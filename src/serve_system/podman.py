@@ -74,7 +74,8 @@ def podman(
     except subprocess.TimeoutExpired as exc:
         raise ServeSystemError(f"podman {' '.join(args[:2])} did not finish within {timeout:.0f} s") from exc
     if check and proc.returncode != 0:
-        raise ServeSystemError(f"podman {' '.join(_short(args))} failed: {last_line(proc.stderr or proc.stdout)}")
+        raise ServeSystemError(f"podman {' '.join(_short(args))} failed: "
+                               f"{last_line(proc.stderr or proc.stdout)}")
     return proc
 
 

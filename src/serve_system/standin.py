@@ -103,7 +103,8 @@ class _Graph:
         y = self.op("Conv", [x, w, self.bias(cout)], kernel_shape=[k, k], strides=[stride, stride],
                     pads=[pad] * 4, group=group)
         if act == "relu6":
-            y = self.op("Clip", [y, self.const(np.array(0.0, np.float32)), self.const(np.array(6.0, np.float32))])
+            y = self.op("Clip", [y, self.const(np.array(0.0, np.float32)),
+                                 self.const(np.array(6.0, np.float32))])
         elif act == "relu":
             y = self.op("Relu", [y])
         return y
@@ -122,7 +123,8 @@ class _Graph:
 
     def heads(self, x: str, heads: int, dh: int) -> str:
         """[N,S,H*dh] -> [N,H,S,dh]"""
-        return self.op("Transpose", [self.op("Reshape", [x, self.ints([0, 0, heads, dh])])], perm=[0, 2, 1, 3])
+        return self.op("Transpose", [self.op("Reshape", [x, self.ints([0, 0, heads, dh])])],
+                       perm=[0, 2, 1, 3])
 
     def attention(self, q_in: str, kv_in: str, d: int, heads: int, mask: str | None = None) -> str:
         """Multi-head attention (q from ``q_in``, keys/values from ``kv_in``); ``mask`` is additive."""
@@ -167,7 +169,8 @@ class _Graph:
         from onnx import helper
 
         graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="serve-system")
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                  producer_name="serve-system")
         model.ir_version = 8  # readable by every onnxruntime >= 1.10
         model.doc_string = doc
         helper.set_model_props(model, {STANDIN_KEY: STANDIN_NOTE, "serve_system_architecture": doc})
@@ -319,12 +322,14 @@ class StandIn:
     feeds: Callable[[int, np.random.Generator], dict[str, np.ndarray]]
 
 
-_FOOD11 = StandIn("food11", "the lab's Food-11 classifier (food11.pth / model.onnx)", food11_model, _food11_feeds)
+_FOOD11 = StandIn("food11", "the lab's Food-11 classifier (food11.pth / model.onnx)", food11_model,
+                  _food11_feeds)
 #: stand-ins by model name in model_repository/
 STANDINS: dict[str, StandIn] = {
     "food_classifier": _FOOD11,
     "food_classifier_onnx": _FOOD11,
-    "onnx-mnist-cpu": StandIn("mnist", "the MNIST write-up's onnx-mnist-cpu model", mnist_model, _mnist_feeds),
+    "onnx-mnist-cpu": StandIn("mnist", "the MNIST write-up's onnx-mnist-cpu model", mnist_model,
+                              _mnist_feeds),
     "blip": StandIn("blip", "the BLIP captioning tutorial's model.onnx", blip_model, _blip_feeds),
     "bertQA-onnx": StandIn("bert_qa", "the DLI course's BERT-QA ONNX export", bert_qa_model, _bert_feeds),
 }
@@ -449,8 +454,8 @@ def count_macs(model: Any, feeds: dict[str, np.ndarray]) -> int:
             macs += int(np.prod(out)) * int(np.prod(kshape[1:]))
         elif node.op_type in ("MatMul", "Gemm"):
             a = shapes[node.input[0]]
-            k = a[0] if (node.op_type == "Gemm" and any(at.name == "transA" and at.i for at in node.attribute)) \
-                else a[-1]
+            trans_a = node.op_type == "Gemm" and any(at.name == "transA" and at.i for at in node.attribute)
+            k = a[0] if trans_a else a[-1]
             macs += int(np.prod(out)) * int(k)
     return macs
 

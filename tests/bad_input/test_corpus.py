@@ -78,8 +78,8 @@ def test_bad_input_is_refused_cleanly(case: BadInput, tmp_path: Path) -> None:
     argv = _program(case.argv[0]) + [a.format(**subst) for a in case.argv[1:]]
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "PYTHONWARNINGS": "ignore",
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), **case.env}
-    proc = subprocess.run(argv, cwd=work, env=env, check=False, capture_output=True, text=True, timeout=case.timeout,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, cwd=work, env=env, check=False, capture_output=True, text=True,
+                          timeout=case.timeout, stdin=subprocess.DEVNULL)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     if case.error_prefix:
         assert case.argv[0] != "serve-system" and not case.argv[0].startswith("chi_scripts/"), \

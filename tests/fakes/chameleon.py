@@ -203,8 +203,9 @@ class FakeChameleon:
         if path == "/v3/auth/tokens" and request.method == "POST":
             self.auth_bodies.append(body)
             if self.reject_auth:
-                return self._resp(request, 401, {"error": {"code": 401, "title": "Unauthorized",
-                                                           "message": "The request you have made requires authentication."}})
+                return self._resp(request, 401, {"error": {
+                    "code": 401, "title": "Unauthorized",
+                    "message": "The request you have made requires authentication."}})
             expires = (_now() + timedelta(hours=8)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
             token = {
                 "methods": body["auth"]["identity"]["methods"],
@@ -243,7 +244,8 @@ class FakeChameleon:
             if self.blazar_refusal:
                 return self._resp(request, 400, {"error_code": 400, "error_name": "NotEnoughHostsAvailable",
                                                  "error_message": self.blazar_refusal})
-            start = datetime.strptime(body["start_date"], "%Y-%m-%d %H:%M") if body["start_date"] != "now" else _now()
+            start = (datetime.strptime(body["start_date"], "%Y-%m-%d %H:%M")
+                     if body["start_date"] != "now" else _now())
             end = datetime.strptime(body["end_date"], "%Y-%m-%d %H:%M")
             node_type = "gpu_p100"
             lease = self.add_lease(body["name"], status="PENDING", start=start,
@@ -252,8 +254,9 @@ class FakeChameleon:
             return self._resp(request, 201, {"lease": copy.deepcopy(lease)})
         lease = self.leases.get(lease_id or "")
         if lease is None:
-            return self._resp(request, 404, {"error_code": 404, "error_name": "NotFound",
-                                             "error_message": f"Object with {{'lease_id': '{lease_id}'}} not found"})
+            return self._resp(request, 404, {
+                "error_code": 404, "error_name": "NotFound",
+                "error_message": f"Object with {{'lease_id': '{lease_id}'}} not found"})
         if request.method == "GET":
             return self._resp(request, 200, {"lease": self._lease_view(lease, advance=True)})
         if request.method == "DELETE":
@@ -319,7 +322,8 @@ class FakeChameleon:
                 return {"name": n, "public_key": f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFAKE {n}",
                         "fingerprint": "aa:bb", "type": "ssh", "user_id": USER_ID}
             if name is None:
-                return self._nova_resp(request, 200, {"keypairs": [{"keypair": kp(n)} for n in self.keypairs]})
+                return self._nova_resp(request, 200,
+                                       {"keypairs": [{"keypair": kp(n)} for n in self.keypairs]})
             if name in self.keypairs:
                 return self._nova_resp(request, 200, {"keypair": kp(name)})
             return self._nova_resp(request, 404, {"itemNotFound": {"code": 404,
@@ -341,12 +345,14 @@ class FakeChameleon:
             if "rebuild" in body:
                 image_ids = {f"img-{i}": n for i, n in enumerate(self.images)}
                 if body["rebuild"].get("imageRef") not in image_ids:
-                    return self._nova_resp(request, 400, {"badRequest": {"code": 400, "message": "Image not found"}})
+                    return self._nova_resp(request, 400,
+                                           {"badRequest": {"code": 400, "message": "Image not found"}})
                 # Nova keeps the server, its ports (so its floating IP) and its reservation; the disk is new
                 s.update(status="ACTIVE", image={"id": body["rebuild"]["imageRef"], "links": []},
                          updated=_now().strftime("%Y-%m-%dT%H:%M:%SZ"))
                 return self._nova_resp(request, 202, {"server": self._server_view(s, origin)})
-            return self._nova_resp(request, 400, {"badRequest": {"code": 400, "message": "fake: unsupported action"}})
+            return self._nova_resp(request, 400,
+                                   {"badRequest": {"code": 400, "message": "fake: unsupported action"}})
         m = re.fullmatch(r"/servers/([^/]+)", p)
         if m:
             s = self.servers.get(m.group(1))
@@ -426,7 +432,8 @@ class FakeChameleon:
             return keep
 
         if p == "/networks":
-            return self._resp(request, 200, {"networks": filtered(copy.deepcopy(list(self.networks.values())))})
+            return self._resp(request, 200,
+                              {"networks": filtered(copy.deepcopy(list(self.networks.values())))})
         m = re.fullmatch(r"/networks/([^/]+)", p)
         if m:
             net = self.networks.get(m.group(1))
@@ -437,7 +444,8 @@ class FakeChameleon:
         if p == "/ports":
             return self._resp(request, 200, {"ports": filtered(copy.deepcopy(list(self.ports.values())))})
         if p == "/floatingips" and request.method == "GET":
-            return self._resp(request, 200, {"floatingips": filtered(copy.deepcopy(list(self.floatingips.values())))})
+            return self._resp(request, 200,
+                              {"floatingips": filtered(copy.deepcopy(list(self.floatingips.values())))})
         if p == "/floatingips" and request.method == "POST":
             if not self.fip_pool:
                 return self._resp(request, 409, {"NeutronError": {"type": "IpAddressGenerationFailure",
@@ -465,23 +473,25 @@ class FakeChameleon:
             if request.method == "PUT":
                 port_id = body["floatingip"].get("port_id")
                 if port_id is not None and self.refuse_association:
-                    return self._resp(request, 400, {"NeutronError": {"type": "BadRequest",
-                                      "message": "External network is not reachable from subnet", "detail": ""}})
+                    return self._resp(request, 400, {"NeutronError": {
+                        "type": "BadRequest", "message": "External network is not reachable from subnet",
+                        "detail": ""}})
                 if port_id is not None:
                     port = self.ports.get(port_id)
                     if port is None:
                         return self._resp(request, 404, {"NeutronError": {"type": "PortNotFound",
                                           "message": f"Port {port_id} could not be found.", "detail": ""}})
                     if fip["port_id"] not in (None, port_id):
-                        return self._resp(request, 409, {"NeutronError": {"type": "FloatingIPPortAlreadyAssociated",
-                                          "message": "already associated", "detail": ""}})
+                        return self._resp(request, 409, {"NeutronError": {
+                            "type": "FloatingIPPortAlreadyAssociated", "message": "already associated",
+                            "detail": ""}})
                     fip.update(port_id=port_id, fixed_ip_address=port["fixed_ips"][0]["ip_address"],
                                status="ACTIVE")
                 else:
                     fip.update(port_id=None, fixed_ip_address=None, status="DOWN")
                 return self._resp(request, 200, {"floatingip": copy.deepcopy(fip)})
-        return self._resp(request, 404, {"NeutronError": {"type": "HTTPNotFound", "message": f"fake neutron: {p}",
-                                                          "detail": ""}})
+        return self._resp(request, 404, {"NeutronError": {"type": "HTTPNotFound",
+                                                          "message": f"fake neutron: {p}", "detail": ""}})
 
     # --- glance ---------------------------------------------------------------------------------
 
@@ -507,5 +517,6 @@ class FakeChameleon:
                                                      "created_at": "2025-01-01T00:00:00Z"})
             return self._resp(request, 404, {"message": "not found"})
         if path == "/v2/schemas/image":
-            return self._resp(request, 200, {"name": "image", "properties": {}, "additionalProperties": {"type": "string"}})
+            return self._resp(request, 200, {"name": "image", "properties": {},
+                                             "additionalProperties": {"type": "string"}})
         return self._resp(request, 404, {"message": f"fake glance: {path}"})

@@ -69,6 +69,8 @@ def run_playbook(
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1")
     started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
     out = proc.stdout + ("\n" + proc.stderr if proc.stderr else "")
-    return PlaybookResult(playbook, proc.returncode, out, time.monotonic() - started, parse_recap(proc.stdout))
+    return PlaybookResult(playbook, proc.returncode, out, time.monotonic() - started,
+                          parse_recap(proc.stdout))

@@ -53,7 +53,8 @@ def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
     log = workdir / "tritonserver.log"
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(
-        [str(tri / "bin" / "tritonserver"), f"--model-repository={repo}", f"--backend-directory={tri / 'backends'}",
+        [str(tri / "bin" / "tritonserver"), f"--model-repository={repo}",
+         f"--backend-directory={tri / 'backends'}",
          "--model-control-mode=explicit", "--load-model=echo_local",
          "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
          "--metrics-address=127.0.0.1", f"--metrics-port={metrics}"],
@@ -82,5 +83,6 @@ def perf_client_image() -> str:
 def run_perf(image: str, argv: list[str], mount: Path, timeout: int = 300) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     """perf_analyzer ``argv`` in the client image, host network, ``mount`` visible at the same path."""
     env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
-    return subprocess.run(["podman", "run", "--rm", "--network", "host", "-v", f"{mount}:{mount}", image, *argv],
+    return subprocess.run(["podman", "run", "--rm", "--network", "host", "-v", f"{mount}:{mount}", image,
+                           *argv],
                           check=False, capture_output=True, text=True, timeout=timeout, env=env)

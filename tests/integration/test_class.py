@@ -50,7 +50,8 @@ class Classroom:
         return subprocess.run(
             ["ssh", "-i", str(self.keys[student]), "-p", str(node.port), "-o", "BatchMode=yes",
              "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",
-             "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10", f"{node.user}@{node.address}", command],
+             "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10", f"{node.user}@{node.address}",
+             command],
             capture_output=True, text=True, timeout=60, check=False,
         )
 
@@ -63,15 +64,15 @@ def classroom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Classroom]:
     rows = ["student,ssh_public_key,email"]
     for s in STUDENTS:
         keys[s] = work / f"id_{s}"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{s}@class", "-f", str(keys[s])],
-                       check=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{s}@class",
+                        "-f", str(keys[s])], check=True)
         rows.append(f"{s},{keys[s].with_suffix('.pub').read_text().strip()},{s}@example.org")
     (work / "class.csv").write_text("\n".join(rows) + "\n")
     inventory = work / "hosts.yml"
     room = Classroom(prefix, inventory, work / "known_hosts", keys)
     try:
-        rc = script_main("launch", ["--provider", "local", "--prefix", prefix, "--roster", str(work / "class.csv"),
-                                    "-i", str(inventory)])
+        rc = script_main("launch", ["--provider", "local", "--prefix", prefix,
+                                    "--roster", str(work / "class.csv"), "-i", str(inventory)])
         assert rc == 0
         access = run_playbook("class_access.yml", inventory)
         assert access.rc == 0, access.tail()
@@ -88,8 +89,8 @@ def test_each_student_reaches_their_own_node_only(classroom: Classroom) -> None:
     # Checked before the refused logins below: sshd 10 (Debian 13) penalises a source after failed
     # logins (PerSourcePenalties) and every client of a rehearsal node comes from 127.0.0.1.
     roster_csv = classroom.inventory.parent / "class.csv"
-    assert script_main("launch", ["--provider", "local", "--prefix", classroom.prefix, "--roster", str(roster_csv),
-                                  "-i", str(classroom.inventory)]) == 0
+    assert script_main("launch", ["--provider", "local", "--prefix", classroom.prefix,
+                                  "--roster", str(roster_csv), "-i", str(classroom.inventory)]) == 0
     res = classroom.ssh("bob", nodes["bob"])
     assert res.returncode == 0, res.stderr
     for student in STUDENTS:
@@ -98,7 +99,8 @@ def test_each_student_reaches_their_own_node_only(classroom: Classroom) -> None:
             if owner == student:
                 assert res.returncode == 0 and res.stdout.strip() == "cc", res.stderr
             else:
-                assert res.returncode == 255 and "Permission denied" in res.stderr, (student, owner, res.stderr)
+                assert res.returncode == 255 and "Permission denied" in res.stderr, \
+                    (student, owner, res.stderr)
     # the role changes nothing on a second run
     again = run_playbook("class_access.yml", classroom.inventory)
     assert again.rc == 0 and all(r["changed"] == 0 for r in again.recap.values()), again.tail()
@@ -167,8 +169,8 @@ def test_status_json_lists_configured_nodes_healthy(rehearsal_cluster: Rehearsal
 def test_status_watch_redraws_until_ctrl_c(rehearsal_cluster: RehearsalCluster) -> None:
     prefix = rehearsal_cluster.nodes[0].name.rsplit("-", 1)[0]
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "serve-system"), "status", "--provider", "local", "--prefix", prefix,
-         "-i", str(rehearsal_cluster.inventory), "--watch", "1"],
+        [str(Path(sys.executable).parent / "serve-system"), "status", "--provider", "local",
+         "--prefix", prefix, "-i", str(rehearsal_cluster.inventory), "--watch", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, COLUMNS="250"),
     )
     lines: list[str] = []
@@ -177,7 +179,8 @@ def test_status_watch_redraws_until_ctrl_c(rehearsal_cluster: RehearsalCluster) 
     boards = f"{len(rehearsal_cluster.nodes)} of {len(rehearsal_cluster.nodes)} node(s) healthy"
     deadline = time.monotonic() + 240  # a bound for a hung command, not a timing check
     try:
-        while sum(boards in ln for ln in list(lines)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        while (sum(boards in ln for ln in list(lines)) < 2 and proc.poll() is None
+               and time.monotonic() < deadline):
             time.sleep(0.2)
         assert proc.poll() is None, "status --watch ended on its own"
         proc.send_signal(signal.SIGINT)  # what Ctrl-C sends

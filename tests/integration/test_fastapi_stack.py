@@ -48,8 +48,10 @@ def _containers(cluster: RehearsalCluster, node: str) -> dict[str, str]:
 
 
 def _post(cluster: RehearsalCluster, node: str, body: str) -> tuple[int, dict]:
-    cmd = ("curl -sS -o /tmp/fastapi-answer.json -w '%{http_code}' -X POST -H 'Content-Type: application/json' "
-           f"--data-binary @- http://127.0.0.1:8000/predict <<'EOF'\n{body}\nEOF\ncat /tmp/fastapi-answer.json")
+    cmd = ("curl -sS -o /tmp/fastapi-answer.json -w '%{http_code}' -X POST "
+           "-H 'Content-Type: application/json' "
+           f"--data-binary @- http://127.0.0.1:8000/predict <<'EOF'\n{body}\nEOF\n"
+           "cat /tmp/fastapi-answer.json")
     out = cluster.exec(node, "sh", "-c", cmd).stdout
     return int(out[:3]), json.loads(out[3:])
 
@@ -63,7 +65,8 @@ def test_fastapi_mode_replaces_triton_and_predicts(rehearsal_cluster: RehearsalC
     assert "triton_server" not in states  # the two share port 8000: one mode at a time
     health = json.loads(rehearsal_cluster.exec(node, "curl", "-fsS", "http://127.0.0.1:8000/health").stdout)
     assert health["status"] == "ok" and health["runtime"] == "onnx" and health["standin"] is True
-    assert health["model_path"] == "/models/food_classifier_onnx/1/model.onnx"  # the Triton stack's model file
+    # the Triton stack's model file
+    assert health["model_path"] == "/models/food_classifier_onnx/1/model.onnx"
     code, answer = _post(rehearsal_cluster, node, json.dumps({"image": _jpeg_b64()}))
     assert code == 200 and answer["prediction"] in CLASSES and 0 <= answer["probability"] <= 1
     code, answer = _post(rehearsal_cluster, node, json.dumps({"image": "bm90IGFuIGltYWdl"}))
@@ -99,7 +102,8 @@ def test_switching_fastapi_triton_fastapi(rehearsal_cluster: RehearsalCluster, n
 def test_benchmark_experiment_measures_onnx_and_reports_pytorch_unavailable(
         rehearsal_cluster: RehearsalCluster, node: str, tmp_path: Path) -> None:
     # the shipped FastAPI spec (kind: fastapi), run by the same role and runner as the Triton specs
-    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "experiments" / "specs" / "fastapi.yml").read_text())
+    spec_path = Path(__file__).resolve().parents[2] / "experiments" / "specs" / "fastapi.yml"
+    spec = yaml.safe_load(spec_path.read_text())
     spec["levels"] = LEVELS
     spec_path = tmp_path / "fastapi.yml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -117,7 +121,8 @@ def test_benchmark_experiment_measures_onnx_and_reports_pytorch_unavailable(
     for level, n in (("c1_r1", 12), ("c4_r1", 40)):
         meta = records.read(host_dir / "onnx" / level / "level.json", records.LevelRecord)
         assert meta.status == "ok" and meta.mode == "concurrency" and meta.tool == "fastapi_bench"
-        assert meta.requests == n and meta.attempts[0].argv[:2] == ["python3", f"/work/fastapi/{RUN_ID}/fastapi_bench.py"]
+        assert meta.requests == n
+        assert meta.attempts[0].argv[:2] == ["python3", f"/work/fastapi/{RUN_ID}/fastapi_bench.py"]
         fields = bench_fields(host_dir / "onnx" / level)
         assert fields is not None and fields["status"] == "ok" and fields["errors"] == 0
         assert fields["throughput"] > 0 and 0 < fields["p50_us"] <= fields["p95_us"] <= fields["p99_us"]

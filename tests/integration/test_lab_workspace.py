@@ -33,15 +33,17 @@ def test_workspace_files_are_in_jupyters_work_dir(rehearsal_cluster: RehearsalCl
     assert image["shape"] == [1] and len(image["content"][0]) > 100
 
 
-def test_the_labs_perf_analyzer_command_runs_with_the_shipped_input(rehearsal_cluster: RehearsalCluster) -> None:
+def test_the_labs_perf_analyzer_command_runs_with_the_shipped_input(
+        rehearsal_cluster: RehearsalCluster) -> None:
     """The lab's command from /work (where the student's terminal starts), under a cap.
 
     Count windows instead of the lab's 5 s time windows: on a busy 2-core CI machine the time windows
     may never agree within 10 tries (perf_analyzer then exits 2 without a measurement).
     """
-    lab = "perf_analyzer -u triton_server:8000 -m food_classifier --input-data input.json -b 1 --concurrency-range 8"
-    res = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "exec", "-w", "/work", "jupyter", "bash", "-c",
-                                 f"ulimit -v {CAP_KB} && {lab} {QUICK}", check=False)
+    lab = ("perf_analyzer -u triton_server:8000 -m food_classifier --input-data input.json -b 1 "
+           "--concurrency-range 8")
+    res = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "exec", "-w", "/work", "jupyter",
+                                 "bash", "-c", f"ulimit -v {CAP_KB} && {lab} {QUICK}", check=False)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "Concurrency: 8, throughput:" in res.stdout
     assert "queue" in res.stdout and "compute infer" in res.stdout
@@ -83,7 +85,8 @@ def test_a_students_edits_survive_a_redeploy(rehearsal_cluster: RehearsalCluster
     edited = json.loads(host.file(f"{WORK}/serve_lab.ipynb").content_string)
     edited["cells"].append({"cell_type": "markdown", "id": "student-note", "metadata": {},
                             "source": ["my notes: c8 queue delay was high"]})
-    podman("exec", "-i", node.name, "sh", "-c", f"cat > {WORK}/serve_lab.ipynb", input=json.dumps(edited), timeout=60)
+    podman("exec", "-i", node.name, "sh", "-c", f"cat > {WORK}/serve_lab.ipynb", input=json.dumps(edited),
+           timeout=60)
     again = rehearsal_cluster.playbook("deploy.yml", limit=node.name)
     assert again.rc == 0, again.tail()
     assert again.recap[node.name]["changed"] == 0, again.tail(120)

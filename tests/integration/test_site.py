@@ -29,12 +29,14 @@ def test_docker_and_compose_services_running(rehearsal_cluster: RehearsalCluster
     assert host.service("docker").is_enabled
     assert host.package("docker.io").is_installed
     assert host.run("docker compose version --short").stdout.strip().startswith("2.")
-    ps = json.loads("[" + ",".join(host.check_output("docker compose -p serve ps --format json").splitlines()) + "]")
+    ps_lines = host.check_output("docker compose -p serve ps --format json").splitlines()
+    ps = json.loads("[" + ",".join(ps_lines) + "]")
     states = {c["Name"]: c["State"] for c in ps}
     assert states.get("triton_server") == "running", states
     assert states.get("jupyter") == "running", states
     assert "flask" not in states  # no build context on rehearsal nodes: skipped, and the play said so
-    assert "the stack runs without the Flask app (our web page, service webapp, takes its place)" in rehearsal_cluster.site.flat
+    assert ("the stack runs without the Flask app (our web page, service webapp, takes its place)"
+            in rehearsal_cluster.site.flat)
     assert states.get("webapp") == "running", states
     user = rehearsal_cluster.nodes[index].user
     assert "docker" in host.user(user).groups
@@ -50,9 +52,11 @@ def _png_b64() -> str:
 
 def test_triton_serves_a_label_on_the_node(rehearsal_cluster: RehearsalCluster) -> None:
     host = rehearsal_cluster.host(rehearsal_cluster.nodes[0])
-    assert host.run("curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/v2/health/ready").stdout == "200"
+    ready = host.run("curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/v2/health/ready")
+    assert ready.stdout == "200"
     body = json.dumps({
-        "inputs": [{"name": "INPUT_IMAGE", "shape": [2, 1], "datatype": "BYTES", "data": [_png_b64(), _png_b64()]}],
+        "inputs": [{"name": "INPUT_IMAGE", "shape": [2, 1], "datatype": "BYTES",
+                    "data": [_png_b64(), _png_b64()]}],
         "outputs": [{"name": "FOOD_LABEL"}, {"name": "PROBABILITY"}],
     })
     out = host.check_output(
@@ -76,7 +80,8 @@ def test_onnx_model_through_the_shim_from_the_jupyter_container(rehearsal_cluste
         "print(r.as_numpy('output').shape)\n"
         "print(c.get_model_config('food_classifier_onnx')['backend'])\n"
     )
-    res = rehearsal_cluster.exec(rehearsal_cluster.nodes[1], "docker", "exec", "jupyter", "python3", "-c", script)
+    res = rehearsal_cluster.exec(rehearsal_cluster.nodes[1], "docker", "exec", "jupyter", "python3", "-c",
+                                 script)
     assert res.stdout.split() == ["(3,", "11)", "python"]
     # and the play's model table said which backend serves it and that the weights are a stand-in
     site = rehearsal_cluster.site.flat
@@ -89,7 +94,8 @@ def test_perf_analyzer_runs_in_the_jupyter_container(rehearsal_cluster: Rehearsa
     res = rehearsal_cluster.exec(
         rehearsal_cluster.nodes[0], "docker", "exec", "jupyter", "perf_analyzer", "-u", "triton_server:8000",
         "-m", "food_classifier_onnx", "-b", "1", "--shape", "input:3,224,224", "--concurrency-range", "1",
-        "--measurement-mode", "count_windows", "--measurement-request-count", "20", "--stability-percentage", "100",
+        "--measurement-mode", "count_windows", "--measurement-request-count", "20",
+        "--stability-percentage", "100",
         "-f", "/work/pa.csv", check=False,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
@@ -102,7 +108,8 @@ def test_perf_analyzer_runs_in_the_jupyter_container(rehearsal_cluster: Rehearsa
 def test_triton_ports_answer_on_loopback_only(rehearsal_cluster: RehearsalCluster) -> None:
     node = rehearsal_cluster.nodes[0]
     host = rehearsal_cluster.host(node)
-    other = host.check_output("ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -n1").strip()
+    other = host.check_output(
+        "ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -n1").strip()
     assert other and not other.startswith("127.")
     for port in (8000, 8001, 8002):  # a TCP connect: 8001 is gRPC, curl would not speak it
         assert host.run(f"timeout 3 bash -c '</dev/tcp/127.0.0.1/{port}'").rc == 0, port
@@ -114,14 +121,17 @@ def test_triton_ports_answer_on_loopback_only(rehearsal_cluster: RehearsalCluste
 
 
 def test_daemon_json_merged_keeping_the_nvidia_runtime(rehearsal_cluster: RehearsalCluster) -> None:
-    seeded = json.loads(rehearsal_cluster.host(rehearsal_cluster.nodes[0]).file("/etc/docker/daemon.json").content_string)
+    seeded = json.loads(
+        rehearsal_cluster.host(rehearsal_cluster.nodes[0]).file("/etc/docker/daemon.json").content_string)
     assert seeded["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
     assert seeded["exec-opts"] == ["native.cgroupdriver=cgroupfs"]
     assert seeded["storage-driver"] == "overlay2"
-    fresh = json.loads(rehearsal_cluster.host(rehearsal_cluster.nodes[1]).file("/etc/docker/daemon.json").content_string)
+    fresh = json.loads(
+        rehearsal_cluster.host(rehearsal_cluster.nodes[1]).file("/etc/docker/daemon.json").content_string)
     assert "runtimes" not in fresh
     assert fresh["exec-opts"] == ["native.cgroupdriver=cgroupfs"]
-    info = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "info", "--format", "{{json .Runtimes}} {{.Driver}}")
+    info = rehearsal_cluster.exec(rehearsal_cluster.nodes[0], "docker", "info",
+                                  "--format", "{{json .Runtimes}} {{.Driver}}")
     runtimes, driver = info.stdout.rsplit(" ", 1)
     assert "nvidia" in json.loads(runtimes)  # dockerd really loaded the merged file
     assert driver.strip() == "overlay2"
@@ -129,7 +139,8 @@ def test_daemon_json_merged_keeping_the_nvidia_runtime(rehearsal_cluster: Rehear
 
 def test_gpu_role_skips_cleanly_without_gpus(rehearsal_cluster: RehearsalCluster) -> None:
     for node in rehearsal_cluster.nodes:
-        assert f"{node.name}: no NVIDIA GPU found (PCI vendor 10de, class 03xx): skipping the NVIDIA container toolkit" in rehearsal_cluster.site.flat
+        assert (f"{node.name}: no NVIDIA GPU found (PCI vendor 10de, class 03xx): "
+                "skipping the NVIDIA container toolkit") in rehearsal_cluster.site.flat
         assert not rehearsal_cluster.host(node).package("nvidia-container-toolkit").is_installed
         assert rehearsal_cluster.host(node).package("nvtop").is_installed
 
@@ -145,13 +156,15 @@ def test_deploy_puts_back_what_differs_in_the_model_repository(rehearsal_cluster
     node = rehearsal_cluster.nodes[0]
     repo = "/opt/serve-system/model_repository"
     committed = rehearsal_cluster.exec(node, "cat", f"{repo}/food_classifier/config.pbtxt").stdout
-    rehearsal_cluster.exec(node, "sh", "-c", f"echo 'dynamic_batching {{ }}' >> {repo}/food_classifier/config.pbtxt"
+    rehearsal_cluster.exec(node, "sh", "-c",
+                           f"echo 'dynamic_batching {{ }}' >> {repo}/food_classifier/config.pbtxt"
                            f" && chmod 0600 {repo}/blip/config.pbtxt && touch {repo}/blip/1/leftover.txt")
     deploy = rehearsal_cluster.playbook("deploy.yml", limit=node.name)
     assert deploy.rc == 0, deploy.tail()
     assert deploy.recap[node.name]["changed"] > 0
     assert rehearsal_cluster.exec(node, "cat", f"{repo}/food_classifier/config.pbtxt").stdout == committed
-    assert rehearsal_cluster.exec(node, "stat", "-c", "%a %U", f"{repo}/blip/config.pbtxt").stdout.split() == [
-        "644", "root"]
-    assert rehearsal_cluster.exec(node, "test", "-e", f"{repo}/blip/1/leftover.txt", check=False).returncode == 1
+    stat = rehearsal_cluster.exec(node, "stat", "-c", "%a %U", f"{repo}/blip/config.pbtxt")
+    assert stat.stdout.split() == ["644", "root"]
+    leftover = rehearsal_cluster.exec(node, "test", "-e", f"{repo}/blip/1/leftover.txt", check=False)
+    assert leftover.returncode == 1
     assert "| READY" in deploy.flat  # Triton restarted on the repository put back, models READY again

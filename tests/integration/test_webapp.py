@@ -111,10 +111,12 @@ def _submit(driver: Any, upload: Path, backend: str) -> dict[str, str]:
     driver.find_element(By.ID, f"backend-{backend}").click()
     driver.find_element(By.ID, "photo").send_keys(str(upload))
     driver.find_element(By.ID, "submit").click()
-    wait.until(lambda d: d.find_element(By.ID, "result").is_displayed() or d.find_element(By.ID, "error").is_displayed())
+    wait.until(lambda d: d.find_element(By.ID, "result").is_displayed()
+               or d.find_element(By.ID, "error").is_displayed())
     if driver.find_element(By.ID, "error").is_displayed():
         return {"error": driver.find_element(By.ID, "error").text}
-    return {k: driver.find_element(By.ID, k).text for k in ("prediction", "probability", "answered-by", "standin")}
+    return {k: driver.find_element(By.ID, k).text
+            for k in ("prediction", "probability", "answered-by", "standin")}
 
 
 def _assert_answer(shown: dict[str, str], backend_words: str) -> None:

@@ -18,6 +18,7 @@ import requests_mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the fakes package
 from fakes.chameleon import RESOURCE_API, FakeChameleon
+from fakes.loopback import listen_all
 
 from serve_system.commands.provision import script_main
 
@@ -42,16 +43,7 @@ class LoopbackListener:
     """Accept-and-close TCP listeners on the given loopback addresses, all on one port."""
 
     def __init__(self, addresses: list[str]) -> None:
-        self.socks: list[socket.socket] = []
-        self.port = 0
-        for addr in addresses:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((addr, self.port))
-            self.port = s.getsockname()[1]
-            s.listen(16)
-            s.settimeout(0.2)
-            self.socks.append(s)
+        self.socks, self.port = listen_all(addresses, backlog=16)
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._serve, args=(s,), daemon=True) for s in self.socks]
         for t in self._threads:
@@ -99,7 +91,8 @@ def chi_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     import chi.context
 
     # python-chi reads CHI_RESOURCE_API_URL once, at import: the fake's URL must be the one it read
-    assert chi.context.RESOURCE_API_URL == RESOURCE_API, "chi was imported before CHI_RESOURCE_API_URL was set"
+    assert chi.context.RESOURCE_API_URL == RESOURCE_API, \
+        "chi was imported before CHI_RESOURCE_API_URL was set"
     return tmp_path
 
 

@@ -52,11 +52,13 @@ def _write_rehearsal_inventory(repo: Path) -> None:
     from serve_system.images.build import StackImage
     from serve_system.provision.local import node_vars_for
 
-    stack = {k: StackImage(k, f"localhost/serve-system-{k}:1", Path(f"/root/.cache/serve-system/images/{k}.tar"))
+    stack = {k: StackImage(k, f"localhost/serve-system-{k}:1",
+                           Path(f"/root/.cache/serve-system/images/{k}.tar"))
              for k in ("triton", "client", "fastapi")}
     nodes = [Node(name=f"serve-system-rehearsal-{i}", address="127.0.0.1", user="cc", port=2200 + i,
                   key_path=str(repo / "inventory" / "rehearsal.key"), provider="local",
-                  provider_ids={"container": f"serve-system-rehearsal-{i}", "image": "localhost/serve-system-node:1"},
+                  provider_ids={"container": f"serve-system-rehearsal-{i}",
+                                "image": "localhost/serve-system-node:1"},
                   vars=node_vars_for(stack)) for i in (1, 2)]
     known_hosts = repo / "inventory" / "known_hosts"
     known_hosts.write_text("[127.0.0.1]:2201 ssh-ed25519 AAAA\n[127.0.0.1]:2202 ssh-ed25519 AAAA\n")
@@ -83,12 +85,13 @@ def test_ansible_lint_production_profile(tmp_path: Path, state: str) -> None:
 
 def _default_inventory_run(tmp_path: Path, *args: str, hosts_yml: str | None,
                            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``ansible-playbook`` without -i, so with ansible.cfg's inventory, in a copy of ansible.cfg and inventory/
-    whose hosts.yml is ``hosts_yml`` (None: missing, as in a fresh clone)."""
+    """``ansible-playbook`` without -i, so with ansible.cfg's inventory, in a copy of ansible.cfg and
+    inventory/ whose hosts.yml is ``hosts_yml`` (None: missing, as in a fresh clone)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     shutil.copy2(REPO / "ansible.cfg", tmp_path / "ansible.cfg")
     shutil.copytree(REPO / "inventory", tmp_path / "inventory",
-                    ignore=shutil.ignore_patterns("hosts.yml", "known_hosts", "*.key", "*.key.pub", ".rehearsal"))
+                    ignore=shutil.ignore_patterns("hosts.yml", "known_hosts", "*.key", "*.key.pub",
+                                                  ".rehearsal"))
     if hosts_yml is not None:
         (tmp_path / "inventory" / "hosts.yml").write_text(hosts_yml)
     (tmp_path / "play.yml").write_text(
@@ -153,9 +156,11 @@ def test_unknown_role_variable_is_named(tmp_path: Path, role: str, var: str) -> 
 
 @pytest.mark.parametrize("role,var,value", [
     ("docker", "docker_source", "snap"), ("docker", "docker_cgroupfs_driver", "maybe"),
-    ("serve_stack", "serve_stack_wait_timeout", "soon"), ("serve_stack", "serve_stack_onnx_serving", "tensorrt"),
+    ("serve_stack", "serve_stack_wait_timeout", "soon"),
+    ("serve_stack", "serve_stack_onnx_serving", "tensorrt"),
 ])
-def test_wrong_type_or_choice_is_rejected_by_argument_specs(tmp_path: Path, role: str, var: str, value: str) -> None:
+def test_wrong_type_or_choice_is_rejected_by_argument_specs(tmp_path: Path, role: str, var: str,
+                                                            value: str) -> None:
     proc = _run_role(tmp_path, role, {var: value})
     assert proc.returncode != 0
     assert var in proc.stdout

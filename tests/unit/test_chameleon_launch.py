@@ -119,7 +119,8 @@ def test_lease_pending_then_active(fake, sshd, chi_env) -> None:
 
     provider = ChameleonProvider(site=_connect(Args()), prefix="node-serve-system-tester",  # type: ignore[arg-type]
                                  lease_name="serve_system_tester", key_name="mykey", key_path="k",
-                                 ssh_port=sshd.port, poll=0.01, lease_timeout=5, server_timeout=5, ssh_timeout=5)
+                                 ssh_port=sshd.port, poll=0.01, lease_timeout=5, server_timeout=5,
+                                 ssh_timeout=5)
     rec = Recorder()
     nodes = provider.launch(LaunchRequest(("node-serve-system-tester",)), rec)
     lease_steps = [d for t, d, _, _ in rec.steps if t == "lease"]
@@ -272,7 +273,8 @@ def test_unknown_image_and_key(fake, sshd, chi_env, capsys) -> None:
 def test_unknown_site(fake, sshd, chi_env, capsys) -> None:
     assert _launch(chi_env, sshd, "--site", "CHI@NOWHERE") == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--site 'CHI@NOWHERE' is not a known Chameleon GPU site: use one of CHI@TACC, CHI@UC" in err and "CHI@TACC" in err
+    assert len(err.splitlines()) == 1 and "CHI@TACC" in err
+    assert "--site 'CHI@NOWHERE' is not a known Chameleon GPU site: use one of CHI@TACC, CHI@UC" in err
 
 
 def test_ssh_timeout(fake, chi_env, capsys) -> None:
@@ -310,7 +312,8 @@ def test_teardown_leaves_other_servers(fake, sshd, chi_env) -> None:
 
 def _listings(fake, since: int) -> dict[str, int]:
     calls = [p for m, p in fake.log[since:] if m == "GET"]
-    return {what: sum(1 for p in calls if p.endswith(what)) for what in ("/floatingips", "/ports", "/servers/detail")}
+    return {what: sum(1 for p in calls if p.endswith(what))
+            for what in ("/floatingips", "/ports", "/servers/detail")}
 
 
 def test_status_json_one_listing_and_serve_lease_end(fake, sshd, chi_env, capsys) -> None:
@@ -351,9 +354,11 @@ def test_status_warns_when_the_lease_runs_out(fake, sshd, chi_env, capsys) -> No
     fake.add_lease("serve_system_tester", start=datetime.now(UTC).replace(tzinfo=None)
                    - timedelta(hours=2.7))
     fake.servers.clear()
-    assert status_main(["--margin", "30m", "--ssh-port", str(sshd.port), "-i", str(chi_env / "hosts.yml")]) == 1
+    assert status_main(["--margin", "30m", "--ssh-port", str(sshd.port),
+                        "-i", str(chi_env / "hosts.yml")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert any(line.startswith("warning: lease serve_system_tester ends") and "lease extend" in line for line in err)
+    assert any(line.startswith("warning: lease serve_system_tester ends") and "lease extend" in line
+               for line in err)
     assert err[-1].startswith("status.py: error: no nodes named node-serve-system-tester")
 
 
@@ -371,7 +376,8 @@ def test_teardown_dry_run_and_status_table(fake, sshd, chi_env, capsys, monkeypa
     closed = LoopbackListener(["127.0.0.1"])
     port = closed.port
     closed.close()
-    assert status_main(["--ssh-port", str(port), "-i", str(chi_env / "hosts.yml"), "--probe-timeout", "2"]) == 1
+    assert status_main(["--ssh-port", str(port), "-i", str(chi_env / "hosts.yml"),
+                        "--probe-timeout", "2"]) == 1
     out = capsys.readouterr().out
     assert "Lease serve_system_tester" in out and "ACTIVE" in out and "min left" in out
     assert "node-serve-system-tester" in out and "127.0.0.1" in out and "unhealthy" in out

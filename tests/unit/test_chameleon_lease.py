@@ -49,7 +49,8 @@ def test_create_excludes_nodes_and_aligns_to_the_hour(fake) -> None:
     res = body["reservations"][0]
     assert res["min"] == 2 and res["max"] == 2
     assert json.loads(res["resource_properties"]) == [
-        "and", ["!=", "$node_name", "c11-13"], ["!=", "$node_name", "c11-14"], ["==", "$node_type", "gpu_p100"]]
+        "and", ["!=", "$node_name", "c11-13"], ["!=", "$node_name", "c11-14"],
+        ["==", "$node_type", "gpu_p100"]]
     assert any(p.startswith("https://chi.uc.fake:1234/") for _, p in fake.log)
 
 
@@ -161,7 +162,8 @@ def test_parse_openrc_resolves_references(tmp_path) -> None:
 def test_password_credentials_need_a_project() -> None:
     with pytest.raises(ServeSystemError, match="OS_PROJECT_NAME"):
         resolve_credentials({"OS_USERNAME": "a", "OS_PASSWORD": "b"})
-    creds = resolve_credentials({"OS_APPLICATION_CREDENTIAL_ID": "i", "OS_APPLICATION_CREDENTIAL_SECRET": "sekrit-value",
+    creds = resolve_credentials({"OS_APPLICATION_CREDENTIAL_ID": "i",
+                                 "OS_APPLICATION_CREDENTIAL_SECRET": "sekrit-value",
                                  "OS_PROJECT_NAME": "CHI-1"})
     assert creds.auth_type == "v3applicationcredential" and creds.project is None
     assert "sekrit-value" not in repr(creds)

@@ -60,7 +60,8 @@ def client(settings: Settings) -> Iterator[TestClient]:
 # --- the contract ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("fmt", "size", "mode"), [
-    ("JPEG", (320, 240), "RGB"), ("PNG", (64, 500), "RGBA"), ("PNG", (1, 1), "L"), ("JPEG", (2000, 1500), "RGB"),
+    ("JPEG", (320, 240), "RGB"), ("PNG", (64, 500), "RGBA"), ("PNG", (1, 1), "L"),
+    ("JPEG", (2000, 1500), "RGB"),
 ])
 def test_predict_answers_a_label_and_a_probability(client: TestClient, fmt: str, size: tuple[int, int],
                                                    mode: str) -> None:
@@ -146,7 +147,8 @@ def test_too_many_pixels_gets_413(tmp_path: Path) -> None:
         assert c.post("/predict", json={"image": b64(image_bytes("PNG", (100, 100)))}).status_code == 200
 
 
-def test_request_body_over_the_limit_is_refused_before_reading_it(client: TestClient, settings: Settings) -> None:
+def test_request_body_over_the_limit_is_refused_before_reading_it(client: TestClient,
+                                                                   settings: Settings) -> None:
     r = client.post("/predict", content=b'{"image": "' + b"A" * (settings.max_body_bytes + 10) + b'"}',
                     headers={"content-type": "application/json"})
     assert r.status_code == 413
@@ -273,7 +275,8 @@ def test_pytorch_runtime_without_torch_is_reported_unavailable(tmp_path: Path) -
     )
     env = {**os.environ, "PYTHONPATH": str(blocker.parent), "SERVE_FASTAPI_RUNTIME": "pytorch",
            "SERVE_FASTAPI_STANDIN_DIR": str(tmp_path / "si")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("503 503 PyTorch runtime unavailable: torch cannot be imported")
     assert "SERVE_FASTAPI_RUNTIME=onnx" in out.stdout
@@ -292,7 +295,8 @@ def test_settings_from_the_environment() -> None:
 
 
 @pytest.mark.parametrize(("env", "words"), [
-    ({"SERVE_FASTAPI_RUNTIME": "tensorflow"}, "SERVE_FASTAPI_RUNTIME='tensorflow': must be one of onnx, pytorch"),
+    ({"SERVE_FASTAPI_RUNTIME": "tensorflow"},
+     "SERVE_FASTAPI_RUNTIME='tensorflow': must be one of onnx, pytorch"),
     ({"SERVE_FASTAPI_DEVICE": "tpu"}, "SERVE_FASTAPI_DEVICE"),
     ({"SERVE_FASTAPI_STANDIN": "maybe"}, "SERVE_FASTAPI_STANDIN"),
     ({"SERVE_FASTAPI_MAX_IMAGE_BYTES": "ten"}, "not an integer"),

@@ -34,10 +34,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real endpoint (ONNX stand-in, CPU) under uvicorn on a free loopback port."""
     port = free_port()
     tmp = tmp_path_factory.mktemp("fastapi")
-    env = {**os.environ, "SERVE_FASTAPI_STANDIN_DIR": str(tmp), "SERVE_FASTAPI_MODEL": str(tmp / "absent.onnx")}
+    env = {**os.environ, "SERVE_FASTAPI_STANDIN_DIR": str(tmp),
+           "SERVE_FASTAPI_MODEL": str(tmp / "absent.onnx")}
     log = (tmp / "uvicorn.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "serve_system.fastapi_app", "--host", "127.0.0.1", "--port",
-                             str(port), "--log-level", "warning"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "serve_system.fastapi_app", "--host", "127.0.0.1",
+                             "--port", str(port), "--log-level", "warning"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -71,8 +73,10 @@ def test_the_labs_two_measurements_and_their_statistics(server: str, tmp_path: P
                                    "--concurrent", "48", "--senders", "8")
     assert proc.returncode == 0, proc.stderr
     seq, conc = result["phases"]
-    assert (seq["phase"], seq["load"], seq["requests"], seq["ok"], seq["errors"]) == ("sequential", 1, 20, 20, 0)
-    assert (conc["phase"], conc["load"], conc["requests"], conc["ok"], conc["errors"]) == ("concurrent", 8, 48, 48, 0)
+    assert (seq["phase"], seq["load"], seq["requests"], seq["ok"], seq["errors"]) == \
+        ("sequential", 1, 20, 20, 0)
+    assert (conc["phase"], conc["load"], conc["requests"], conc["ok"], conc["errors"]) == \
+        ("concurrent", 8, 48, 48, 0)
     for ph in (seq, conc):
         lat_us = np.array(ph["latencies_s"]) * 1e6
         assert len(lat_us) == ph["ok"] and np.all(lat_us > 0)
@@ -145,7 +149,8 @@ def test_errors_are_counted_exactly_and_a_dead_server_does_not_stop_the_run(tmp_
     # throughput counts every request sent, as the lab's formula does
     assert seq["throughput"] == pytest.approx(9 / sum(seq["latencies_s"]), rel=1e-3)
     # nothing listens any more: every request is a connection error, counted, and the run ends
-    proc, result, _ = run_bench(tmp_path, "--url", url, "--sequential", "2", "--concurrent", "0", "--timeout", "5")
+    proc, result, _ = run_bench(tmp_path, "--url", url, "--sequential", "2", "--concurrent", "0",
+                                "--timeout", "5")
     assert proc.returncode == 1
     (seq,) = result["phases"]
     assert seq["errors"] == 2 and "ConnectionError" in seq["error_samples"][0]
@@ -161,7 +166,8 @@ def test_percentile_is_numpys_linear_percentile(n: int) -> None:
 
 def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     for args in (["--senders", "0"], ["--sequential", "-1"]):
-        proc = subprocess.run([sys.executable, str(BENCH), *args], check=False, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([sys.executable, str(BENCH), *args], check=False, capture_output=True,
+                              text=True, timeout=60)
         assert proc.returncode == 2 and "must be" in proc.stderr
 
 

@@ -32,7 +32,7 @@ def test_context_holds_what_the_containerfile_copies_and_is_rewritten_only_on_ch
 
 
 def test_the_app_runs_from_the_context_alone(tmp_path: Path) -> None:
-    """The image holds only these modules of the package: they must be enough to serve."""
+    """The image holds only these modules of the package: they must be enough to serve (both apps)."""
     ctx = tmp_path / "ctx"
     fi.write_context(ctx)
     code = (
@@ -40,11 +40,13 @@ def test_the_app_runs_from_the_context_alone(tmp_path: Path) -> None:
         f"assert serve_system.__file__.startswith({str(ctx)!r}), serve_system.__file__\n"
         "from fastapi.testclient import TestClient\n"
         "from serve_system.fastapi_app.app import create_app\n"
+        "import serve_system.fastapi_app.__main__, serve_system.webapp.__main__, serve_system.webapp.app\n"
         "with TestClient(create_app()) as c:\n"
         "    print(c.get('/health').status_code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ctx), "SERVE_FASTAPI_STANDIN_DIR": str(tmp_path / "si")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "200"
 

@@ -23,9 +23,8 @@ def test_containerfiles_render_completely() -> None:
     for spec in images.ALL_IMAGES.values():
         text = spec.containerfile()
         assert "{{" not in text.replace("{{.Size}}", "")
-        assert text.splitlines()[next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("FROM"))] == (
-            f"FROM {spec.base.ref}"
-        )
+        first_from = next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("FROM"))
+        assert text.splitlines()[first_from] == f"FROM {spec.base.ref}"
     assert "perf-analyzer==2.60.0" in images.CLIENT.containerfile()
     assert "nvidia-pytriton==0.7.0" in images.TRITON.containerfile()
 

@@ -21,7 +21,8 @@ from serve_system.provision.nodes import (
 
 
 def _node(name: str = "node-serve-system-alice-1", **kw) -> Node:  # type: ignore[no-untyped-def]
-    base = {"name": name, "address": "129.114.108.42", "user": "cc", "key_path": "/home/a/.ssh/id_chi", "gpus": 2}
+    base = {"name": name, "address": "129.114.108.42", "user": "cc", "key_path": "/home/a/.ssh/id_chi",
+            "gpus": 2}
     base.update(kw)
     return Node(**base)  # type: ignore[arg-type]
 
@@ -54,7 +55,8 @@ def test_written_inventory_passes_ansible_lint_yaml_rules(tmp_path: Path) -> Non
     from yamllint import linter
 
     def archives() -> list[dict[str, object]]:
-        return [{"image": f"localhost/serve-system-{k}:1", "archive": f"/root/.cache/{k}.tar", "remote_src": True}
+        return [{"image": f"localhost/serve-system-{k}:1", "archive": f"/root/.cache/{k}.tar",
+                 "remote_src": True}
                 for k in ("triton", "client")]
 
     nodes = [
@@ -69,7 +71,8 @@ def test_written_inventory_passes_ansible_lint_yaml_rules(tmp_path: Path) -> Non
     write_inventory(nodes, inv, known_hosts=tmp_path / "inventory" / "known_hosts")
     text = inv.read_text()
     assert "serve_stack_image_archives:\n            - image: localhost/serve-system-triton:1\n" in text
-    problems = [f"{p.line}:{p.column} {p.desc} ({p.rule})" for p in linter.run(text, load_yamllint_config(), str(inv))]
+    problems = [f"{p.line}:{p.column} {p.desc} ({p.rule})"
+                for p in linter.run(text, load_yamllint_config(), str(inv))]
     assert problems == [], text
     assert sorted(read_inventory(inv), key=lambda n: n.name) == nodes
 

@@ -43,7 +43,8 @@ def test_roster_launch_gives_one_node_and_one_key_per_student(fake, sshd, chi_en
     fake.add_lease("serve_system_tester")
     csv = _roster(chi_env)
     assert launch_main(launch_args(chi_env, sshd.port, "--roster", str(csv))) == 0
-    assert sorted(s["name"] for s in fake.servers.values()) == [f"node-serve-system-tester-{n}" for n in STUDENTS]
+    assert sorted(s["name"] for s in fake.servers.values()) == \
+        [f"node-serve-system-tester-{n}" for n in STUDENTS]
     hosts = _hosts(chi_env)
     for n in STUDENTS:
         hv = hosts[f"node-serve-system-tester-{n}"]
@@ -59,8 +60,9 @@ def test_roster_launch_gives_one_node_and_one_key_per_student(fake, sshd, chi_en
 def test_a_dropped_student_keeps_the_node_without_a_key(fake, sshd, chi_env) -> None:
     fake.add_lease("serve_system_tester")
     assert launch_main(launch_args(chi_env, sshd.port, "--roster", str(_roster(chi_env)))) == 0
-    (chi_env / "two.csv").write_text((chi_env / "class.csv").read_text().replace(
-        next(line for line in (chi_env / "class.csv").read_text().splitlines() if line.startswith("carol")) + "\n", ""))
+    roster = (chi_env / "class.csv").read_text()
+    carol = next(line for line in roster.splitlines() if line.startswith("carol"))
+    (chi_env / "two.csv").write_text(roster.replace(carol + "\n", ""))
     assert launch_main(launch_args(chi_env, sshd.port, "--roster", str(chi_env / "two.csv"))) == 0
     carol = _hosts(chi_env)["node-serve-system-tester-carol"]
     assert carol["class_access_keys"] == [] and carol["serve_student_dropped"] == "carol"
@@ -160,7 +162,8 @@ def test_access_sheets_are_private_and_hold_no_secret(fake, sshd, chi_env, capsy
 def test_access_refuses_results_folder(chi_env, capsys) -> None:
     repo = Path(__file__).resolve().parents[2]
     (chi_env / "hosts.yml").write_text("all: {children: {serve_nodes: {hosts: {}}}}\n")
-    assert script_main("access", ["-i", str(chi_env / "hosts.yml"), "--out", str(repo / "results" / "x")]) == 2
+    assert script_main("access", ["-i", str(chi_env / "hosts.yml"),
+                                  "--out", str(repo / "results" / "x")]) == 2
     assert "never go under results/" in capsys.readouterr().err
     assert not (repo / "results" / "x").exists()
 

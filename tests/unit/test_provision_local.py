@@ -35,7 +35,8 @@ def test_is_ours_matches_numbers_and_students_not_longer_prefixes() -> None:
 
 
 def test_node_vars_adapt_the_roles(tmp_path: Path) -> None:
-    stack = {k: StackImage(k, f"localhost/serve-system-{k}:abc", tmp_path / f"{k}.tar") for k in ("triton", "client", "fastapi")}
+    stack = {k: StackImage(k, f"localhost/serve-system-{k}:abc", tmp_path / f"{k}.tar")
+             for k in ("triton", "client", "fastapi")}
     hv = rehearsal.node_vars_for(stack)
     assert hv["docker_source"] == "distro"
     assert hv["docker_storage_driver"] == "overlay2"
@@ -43,5 +44,6 @@ def test_node_vars_adapt_the_roles(tmp_path: Path) -> None:
     assert hv["serve_stack_triton_image"] == "localhost/serve-system-triton:abc"
     assert hv["serve_stack_fastapi_image"] == "localhost/serve-system-fastapi:abc"
     assert {a["image"] for a in hv["serve_stack_image_archives"]} == {
-        "localhost/serve-system-triton:abc", "localhost/serve-system-client:abc", "localhost/serve-system-fastapi:abc"}
+        "localhost/serve-system-triton:abc", "localhost/serve-system-client:abc",
+        "localhost/serve-system-fastapi:abc"}
     assert all(a["remote_src"] for a in hv["serve_stack_image_archives"])

@@ -82,19 +82,22 @@ def test_page_and_config(client: TestClient) -> None:
 
 
 def test_fastapi_backend_answers_a_class_and_a_probability(client: TestClient) -> None:
-    resp = client.post("/api/classify", json={"backend": "fastapi", "image": _b64(_jpeg()), "filename": "a.jpg"})
+    resp = client.post("/api/classify",
+                       json={"backend": "fastapi", "image": _b64(_jpeg()), "filename": "a.jpg"})
     assert resp.status_code == 200, resp.text
     answer = resp.json()
     assert answer["prediction"] in CLASSES and 0.0 <= answer["probability"] <= 1.0
     assert answer["backend"] == "fastapi" and answer["standin"] is True  # the endpoint serves the stand-in
     assert answer["elapsed_ms"] > 0 and "/predict" in answer["backend_label"]
     # a data: URL (what the page's FileReader sends) gives the same answer
-    again = client.post("/api/classify", json={"backend": "fastapi", "image": "data:image/jpeg;base64," + _b64(_jpeg())})
+    again = client.post("/api/classify",
+                        json={"backend": "fastapi", "image": "data:image/jpeg;base64," + _b64(_jpeg())})
     assert again.status_code == 200 and again.json()["prediction"] == answer["prediction"]
 
 
 def test_backend_down_is_a_503_sentence(client: TestClient) -> None:
-    resp = client.post("/api/classify", json={"backend": "triton", "image": _b64(_jpeg()), "filename": "a.jpg"})
+    resp = client.post("/api/classify",
+                       json={"backend": "triton", "image": _b64(_jpeg()), "filename": "a.jpg"})
     assert resp.status_code == 503
     detail = resp.json()["detail"]
     assert detail.startswith("Triton cannot be reached at http://127.0.0.1:")
@@ -122,11 +125,13 @@ def test_photo_over_the_limit_gets_413(client: TestClient) -> None:
     buf = io.BytesIO()
     big.save(buf, format="PNG")
     assert len(buf.getvalue()) > 100_000
-    resp = client.post("/api/classify", json={"backend": "fastapi", "image": _b64(buf.getvalue()), "filename": "big.png"})
+    resp = client.post("/api/classify",
+                       json={"backend": "fastapi", "image": _b64(buf.getvalue()), "filename": "big.png"})
     assert resp.status_code == 413 and "the limit is 100000 bytes" in resp.json()["detail"]
 
 
-@pytest.mark.parametrize("body", [{"image": "x"}, {"backend": "tensorflow", "image": "x"}, ["not", "an", "object"]])
+@pytest.mark.parametrize("body", [{"image": "x"}, {"backend": "tensorflow", "image": "x"},
+                                  ["not", "an", "object"]])
 def test_wrong_request_shape_gets_422_sentence(client: TestClient, body: object) -> None:
     resp = client.post("/api/classify", json=body)
     assert resp.status_code == 422
@@ -158,7 +163,8 @@ def test_bad_settings_are_refused(env: dict[str, str], words: str) -> None:
 def test_settings_from_env() -> None:
     s = Settings.from_env({"SERVE_WEBAPP_BACKEND": "FastAPI", "SERVE_WEBAPP_FASTAPI_URL": "http://x:8000/",
                            "SERVE_WEBAPP_TIMEOUT_S": "2.5"})
-    assert (s.backend, s.fastapi_url, s.timeout_s, s.triton_model) == ("fastapi", "http://x:8000", 2.5, "food_classifier")
+    assert (s.backend, s.fastapi_url, s.timeout_s, s.triton_model) == \
+        ("fastapi", "http://x:8000", 2.5, "food_classifier")
 
 
 def test_the_page_ships_in_the_fastapi_image_context() -> None:

@@ -10,7 +10,8 @@ from ..results import compare as cmp
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="several reported runs side by side (e.g. FastAPI vs Triton at load 16)")
+    p = sub.add_parser("compare",
+                       help="several reported runs side by side (e.g. FastAPI vs Triton at load 16)")
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="results/<experiment>/<run-id>")
     p.add_argument("--load", type=float, action="append", default=[],
                    help="keep only this load level (concurrency or senders); repeatable; default: all")
@@ -22,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     for x in args.load:
         if not x > 0 or x == float("inf"):
-            raise UsageError(f"--load {x:g}: a load level must be a positive number (concurrency, senders or rate)")
+            raise UsageError(f"--load {x:g}: a load level must be a positive number "
+                             "(concurrency, senders or rate)")
     outs = [(o, path) for o, path in (("--out", args.out), ("--csv", args.csv)) if path is not None]
     for option, path in outs:
         cmp.check_output(path, option)

@@ -14,7 +14,8 @@ from ..textfile import decode_utf8, read_bytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="parse perf_analyzer stdout logs (as pasted in the labs) and -f CSV exports")
+    p = sub.add_parser("import",
+                       help="parse perf_analyzer stdout logs (as pasted in the labs) and -f CSV exports")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.add_argument("--json", action="store_true", help="one JSON object per load level (JSON lines)")
     p.add_argument("-b", "--batch-size", type=_batch_size, default=None,
@@ -26,11 +27,11 @@ def _batch_size(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"-b/--batch-size: {text!r} is not a whole number: give the batch size "
-                                         "perf_analyzer ran with (its -b), e.g. -b 1") from None
+        raise argparse.ArgumentTypeError(f"-b/--batch-size: {text!r} is not a whole number: give the "
+                                         "batch size perf_analyzer ran with (its -b), e.g. -b 1") from None
     if n < 1:
-        raise argparse.ArgumentTypeError(f"-b/--batch-size: {n} is not a batch size: give 1 or more (perf_analyzer's "
-                                         "-b)")
+        raise argparse.ArgumentTypeError(f"-b/--batch-size: {n} is not a batch size: "
+                                         "give 1 or more (perf_analyzer's -b)")
     return n
 
 
@@ -71,8 +72,8 @@ def _run(args: argparse.Namespace) -> int:
     for path, lv in rows:
         j = lv.to_json()
         table.add_row(path.name, lv.mode, f"{lv.load:g}", lv.status,
-                      *(_cell(j, k) for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
-                                              "queue_us", "compute_infer_us", "batch_size")))
+                      *(_cell(j, k) for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us",
+                                              "p99_us", "queue_us", "compute_infer_us", "batch_size")))
     Console(width=160).print(table)
     return 0
 

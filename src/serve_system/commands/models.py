@@ -17,11 +17,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     r = msub.add_parser("render", help="write a node's model repository into a staging directory")
     r.add_argument("--source", type=Path, default=Path("model_repository"), help="committed repository")
-    r.add_argument("--dest", type=Path, required=True, help="staging directory (mirrored: stale files removed)")
+    r.add_argument("--dest", type=Path, required=True,
+                   help="staging directory (mirrored: stale files removed)")
     r.add_argument("--model", action="append", dest="models", required=True, help="model to deploy (repeat)")
-    r.add_argument("--gpus", type=int, default=0, help="GPUs of the node (0: KIND_GPU groups become KIND_CPU)")
+    r.add_argument("--gpus", type=int, default=0,
+                   help="GPUs of the node (0: KIND_GPU groups become KIND_CPU)")
     r.add_argument("--onnx-serving", choices=ONNX_SERVING, default="onnxruntime")
-    r.add_argument("--standin", action="append", default=[], help="model that gets the generated stand-in weights")
+    r.add_argument("--standin", action="append", default=[],
+                   help="model that gets the generated stand-in weights")
     r.add_argument("--standin-unless-given", action="append", default=[], metavar="MODEL",
                    help="model that gets its stand-in unless its source directory holds weights")
     r.add_argument("--json", action="store_true", help="print {changed, models, files, sha256} as JSON")
@@ -43,7 +46,8 @@ def _render(args: argparse.Namespace) -> int:
     if args.json:
         # sha256 per file: the serve_stack role copies only what the node lacks or holds differently
         sha256 = {f: hashlib.sha256((args.dest / f).read_bytes()).hexdigest() for f in files}
-        print(json.dumps({"changed": changed, "models": [asdict(r) for r in rows], "files": files, "sha256": sha256}))
+        print(json.dumps({"changed": changed, "models": [asdict(r) for r in rows], "files": files,
+                          "sha256": sha256}))
     else:
         print(("changed" if changed else "unchanged") + f": {args.dest}")
         for line in format_table(rows):
@@ -68,7 +72,8 @@ def _standins(args: argparse.Namespace) -> int:
           f"{'CPU ms b1':>11}{'MB':>7}")
     for r in rows:
         print(f"{r.model:<22}{r.parameters:>12,}{r.macs / 1e6:>9.1f}{2 * r.macs / 1e9:>8.2f}"
-              f"{r.cpu_ms_p50:>11.2f}{r.cpu_ms_per_item_b8:>12.2f}{r.cpu_time_ms:>11.2f}{r.size_bytes / 1e6:>7.1f}")
+              f"{r.cpu_ms_p50:>11.2f}{r.cpu_ms_per_item_b8:>12.2f}{r.cpu_time_ms:>11.2f}"
+              f"{r.size_bytes / 1e6:>7.1f}")
     print(f"(onnxruntime CPU, {rows[0].threads if rows else 0} cores; wall: median of {args.repeats} runs; "
           "CPU: processor time of all threads per request; "
           f"load average {load:.2f} while measuring; FLOPs = 2 x MACs)")

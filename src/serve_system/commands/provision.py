@@ -83,7 +83,8 @@ def _duration(text: str) -> timedelta:
 def _prefix(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,50}", text):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a node-name prefix: use 1-51 letters, digits, '-', '_' or '.', starting with a letter or digit")
+            f"{text!r} is not a node-name prefix: use 1-51 letters, digits, '-', '_' or '.', "
+            "starting with a letter or digit")
     return text
 
 
@@ -136,9 +137,11 @@ def _site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
     from ..provision.chameleon.credentials import DEFAULT_SITE, SITES
 
     g = p.add_argument_group("Chameleon (--provider chameleon)")
-    g.add_argument("--site", default=DEFAULT_SITE, help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
+    g.add_argument("--site", default=DEFAULT_SITE,
+                   help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
     g.add_argument("--openrc", type=Path, metavar="FILE",
-                   help="read OS_* credentials from this openrc file (parsed, never executed); default: the environment")
+                   help="read OS_* credentials from this openrc file (parsed, never executed); "
+                        "default: the environment")
     if lease:
         from ..provision.chameleon.leases import default_lease_name
 
@@ -161,7 +164,8 @@ def _node_args(p: argparse.ArgumentParser) -> None:
                    help="Chameleon key pair name (default $OS_KEYPAIR_NAME or %(default)s)")
     p.add_argument("--key-path", default=str(Path.home() / ".ssh" / "id_rsa_chameleon"),
                    help="private key of --key-name, written to the inventory (default %(default)s)")
-    p.add_argument("--image", default="CC-Ubuntu24.04-CUDA", help="disk image on Chameleon (default %(default)s)")
+    p.add_argument("--image", default="CC-Ubuntu24.04-CUDA",
+                   help="disk image on Chameleon (default %(default)s)")
     p.add_argument("--ssh-port", type=_port, default=22, help="SSH port on Chameleon nodes (default 22)")
     p.add_argument("--poll", type=_seconds, default=15.0, metavar="S", help="seconds between status polls")
     p.add_argument("--server-timeout", type=_seconds, default=1800.0, metavar="S",
@@ -234,7 +238,8 @@ def _site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: s
     rc = run_playbook(REPO_ROOT / "playbooks" / "site.yml", inventory, console=console, limit=limit,
                       forks=len(nodes))
     if rc != 0:
-        raise ServeSystemError(f"playbooks/site.yml failed (rc={rc}); fix the error above and re-run with --configure")
+        raise ServeSystemError(f"playbooks/site.yml failed (rc={rc}); "
+                               "fix the error above and re-run with --configure")
 
 
 def _with_progress(console: Console, work: Callable[[Progress], int]) -> int:
@@ -258,12 +263,14 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
     create.add_argument("--count", type=_positive, default=1, help="number of nodes (default 1)")
     create.add_argument("--duration", type=_duration, default=DEFAULT_DURATION, metavar="2h50m",
                         help="lease length (default 2h50m); ignored with --end")
-    create.add_argument("--start", type=_utc, metavar="'YYYY-MM-DD HH:MM'", help="start time in UTC (default now)")
+    create.add_argument("--start", type=_utc, metavar="'YYYY-MM-DD HH:MM'",
+                        help="start time in UTC (default now)")
     create.add_argument("--end", type=_utc, metavar="'YYYY-MM-DD HH:MM'", help="end time in UTC")
     create.add_argument("--align-hour", action="store_true",
                         help="start at the next full hour (the lab's advice; end stays start + duration)")
     create.add_argument("--exclude-node", action="append", default=[], metavar="NODE[,NODE...]",
-                        help="never reserve these nodes (comma-separated or repeated), e.g. c11-13 (faulty GPU)")
+                        help="never reserve these nodes (comma-separated or repeated), "
+                             "e.g. c11-13 (faulty GPU)")
     create.add_argument("--dry-run", action="store_true", help="print the request, create nothing")
     create.set_defaults(func=_lease_create)
     show = sub.add_parser("show", help="show the lease (status, times, reservation id)")
@@ -275,7 +282,8 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
     extend.add_argument("--by", type=_duration, default=timedelta(hours=1), metavar="1h",
                         help="how much longer (default 1h)")
     extend.add_argument("-i", "--inventory", type=Path, default=None,
-                        help="also update serve_lease_end in this inventory (default: inventory/hosts.yml if present)")
+                        help="also update serve_lease_end in this inventory "
+                             "(default: inventory/hosts.yml if present)")
     extend.set_defaults(func=_lease_extend)
     delete = sub.add_parser("delete", help="delete the lease")
     _site_args(delete)
@@ -289,7 +297,8 @@ def _exclude_list(values: Sequence[str]) -> tuple[str, ...]:
         for name in value.split(","):
             name = name.strip()
             if not name:
-                raise UsageError(f"--exclude-node {value!r}: an empty node name; write names like c11-13,c12-01")
+                raise UsageError(f"--exclude-node {value!r}: an empty node name; "
+                                 "write names like c11-13,c12-01")
             if name not in out:
                 out.append(name)
     return tuple(out)
@@ -336,11 +345,12 @@ def _lease_extend(args: argparse.Namespace) -> int:
     lease = extend_lease(args.lease, site, args.by, RichProgress(_console()))
     mine = [n for n in nodes if n.provider_ids.get("lease_id") == lease.id]
     if inventory and mine:
-        updated = [dataclasses.replace(n, vars={**n.vars, "serve_lease_end": lease.end_iso()}) if n in mine else n
-                   for n in nodes]
+        updated = [dataclasses.replace(n, vars={**n.vars, "serve_lease_end": lease.end_iso()})
+                   if n in mine else n for n in nodes]
         kh = inventory.parent / "known_hosts"
         write_inventory(updated, inventory, kh if kh.exists() else None)
-        _console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) in {inventory}")
+        _console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) "
+                         f"in {inventory}")
     return 0
 
 
@@ -361,10 +371,12 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
     how.add_argument("--count", type=_positive, default=1,
                      help="number of nodes: PREFIX for 1, PREFIX-1..N for more (default 1)")
     how.add_argument("--roster", type=Path, metavar="CSV",
-                     help="one node PREFIX-STUDENT per student of this CSV (header student,ssh_public_key[,email])")
+                     help="one node PREFIX-STUDENT per student of this CSV "
+                          "(header student,ssh_public_key[,email])")
     p.add_argument("--network", default="sharednet1", help="Chameleon network (default %(default)s)")
     p.add_argument("--node-type", help="Chameleon node type for the GPU count (default: from the lease)")
-    p.add_argument("--replace-failed", action="store_true", help="delete and recreate Chameleon servers in ERROR")
+    p.add_argument("--replace-failed", action="store_true",
+                   help="delete and recreate Chameleon servers in ERROR")
     p.add_argument("--lease-timeout", type=_seconds, default=3600.0, metavar="S",
                    help="how long to wait for a PENDING lease to start (default 3600)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
@@ -382,9 +394,10 @@ def _launch(args: argparse.Namespace) -> int:
         previous = read_inventory(args.inventory)
     provider = _provider(args)
     if provider.name == "chameleon" and not args.dry_run and not Path(args.key_path).expanduser().is_file():
-        console.print(f"[yellow]warning:[/] --key-path {args.key_path} does not exist; Ansible needs the private "
-                      f"key of key pair {args.key_name}")
-    req = LaunchRequest(tuple(names), dry_run=args.dry_run, node_vars=roster.roster_vars(args.prefix, students))
+        console.print(f"[yellow]warning:[/] --key-path {args.key_path} does not exist; "
+                      f"Ansible needs the private key of key pair {args.key_name}")
+    req = LaunchRequest(tuple(names), dry_run=args.dry_run,
+                        node_vars=roster.roster_vars(args.prefix, students))
 
     def work(progress: Progress) -> int:
         nodes = provider.launch(req, progress)
@@ -431,17 +444,19 @@ def _status_once(args: argparse.Namespace, provider: Provider, console: Console)
     head, rows = _board(args, provider)
     lease = head["lease"]
     warn = None
-    if lease and isinstance(lease.get("minutes_left"), int) and lease["minutes_left"] < args.margin.total_seconds() / 60:
-        warn = (f"warning: lease {lease['name']} ends {lease['end']}, in {lease['minutes_left']} min (less than the "
-                f"{int(args.margin.total_seconds() // 60)} min margin): `serve-system lease extend --by 1h`")
+    if (lease and isinstance(lease.get("minutes_left"), int)
+            and lease["minutes_left"] < args.margin.total_seconds() / 60):
+        warn = (f"warning: lease {lease['name']} ends {lease['end']}, in {lease['minutes_left']} min "
+                f"(less than the {int(args.margin.total_seconds() // 60)} min margin): "
+                "`serve-system lease extend --by 1h`")
     if args.json:
         print(json.dumps({**head, "nodes": [r.as_dict() for r in rows],
                           "healthy": bool(rows) and all(r.healthy for r in rows)}, indent=2))
     else:
         if lease:
             if "minutes_left" in lease:
-                console.print(f"Lease {lease['name']} ({lease['id']}): {lease['status']}, {lease['start']} -> "
-                              f"{lease['end']}, {lease['minutes_left']} min left")
+                console.print(f"Lease {lease['name']} ({lease['id']}): {lease['status']}, "
+                              f"{lease['start']} -> {lease['end']}, {lease['minutes_left']} min left")
             else:
                 console.print(f"Lease {lease['name']}: {lease['status']}")
         console.print(board.table(rows, f"Nodes of {args.prefix} ({provider.name})"))
@@ -450,7 +465,8 @@ def _status_once(args: argparse.Namespace, provider: Provider, console: Console)
     if warn:
         print(warn, file=sys.stderr)
     if not rows:
-        raise ServeSystemError(f"no nodes named {args.prefix} or {args.prefix}-* ({provider.name}); run launch first")
+        raise ServeSystemError(f"no nodes named {args.prefix} or {args.prefix}-* ({provider.name}); "
+                               "run launch first")
     return 0 if all(r.healthy for r in rows) else 1
 
 
@@ -489,7 +505,8 @@ def _rebuild_args(p: argparse.ArgumentParser) -> None:
     _node_args(p)
     p.add_argument("nodes", nargs="*", metavar="NODE", help="node names of the inventory to rebuild")
     p.add_argument("--all", action="store_true", help="rebuild every node of the inventory")
-    p.add_argument("--configure", action="store_true", help="then run playbooks/site.yml on the rebuilt nodes")
+    p.add_argument("--configure", action="store_true",
+                   help="then run playbooks/site.yml on the rebuilt nodes")
     p.set_defaults(func=_rebuild)
 
 
@@ -501,12 +518,13 @@ def _rebuild(args: argparse.Namespace) -> int:
     by_name = {n.name: n for n in nodes}
     unknown = [n for n in args.nodes if n not in by_name]
     if unknown:
-        raise UsageError(f"{inventory}: no node named {', '.join(unknown)}; known: {', '.join(sorted(by_name))}")
+        raise UsageError(f"{inventory}: no node named {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(by_name))}")
     chosen = list(nodes) if args.all else [by_name[n] for n in dict.fromkeys(args.nodes)]
     wrong = [n.name for n in chosen if n.provider != args.provider]
     if wrong:
-        raise UsageError(f"{', '.join(wrong)} was made by --provider {chosen[0].provider}, not {args.provider}; "
-                         f"pass --provider {chosen[0].provider}")
+        raise UsageError(f"{', '.join(wrong)} was made by --provider {chosen[0].provider}, "
+                         f"not {args.provider}; pass --provider {chosen[0].provider}")
     provider = _provider(args)
     console = _console()
 
@@ -528,7 +546,8 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 def _teardown_args(p: argparse.ArgumentParser) -> None:
     _node_args(p)
-    p.add_argument("--delete-lease", action="store_true", help="also delete the lease named by --lease (Chameleon)")
+    p.add_argument("--delete-lease", action="store_true",
+                   help="also delete the lease named by --lease (Chameleon)")
     p.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
     p.set_defaults(func=_teardown)
 
@@ -554,7 +573,8 @@ def _access_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
                    help="inventory written by launch --roster (default inventory/hosts.yml)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="private folder for the sheets, one STUDENT.txt each (mode 0600; never under results/)")
+                   help="private folder for the sheets, one STUDENT.txt each "
+                        "(mode 0600; never under results/)")
     p.set_defaults(func=_access)
 
 
@@ -570,10 +590,12 @@ def _access(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "lease": ("create, show, extend or delete the Chameleon lease", _lease_args),
-    "launch": ("bring up nodes (a count or a class roster), pin host keys, write the inventory", _launch_args),
+    "launch": ("bring up nodes (a count or a class roster), pin host keys, write the inventory",
+               _launch_args),
     "status": ("status board: every node probed at once (SSH, Docker, Triton, Jupyter, experiment, lease)",
                _status_args),
-    "rebuild": ("return nodes to a fresh image, re-pin their host keys (--configure: site.yml)", _rebuild_args),
+    "rebuild": ("return nodes to a fresh image, re-pin their host keys (--configure: site.yml)",
+                _rebuild_args),
     "teardown": ("delete the nodes of a prefix (and the lease with --delete-lease)", _teardown_args),
     "access": ("write each student's access sheet (mode 0600) from the inventory", _access_args),
 }

@@ -15,7 +15,8 @@ from ..images import stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rehearsal", help="the rehearsal images (nodes: launch/status/teardown --provider local)")
+    p = sub.add_parser("rehearsal",
+                       help="the rehearsal images (nodes: launch/status/teardown --provider local)")
     rsub = p.add_subparsers(dest="rehearsal_command", metavar="ACTION", required=True)
     i = rsub.add_parser("images", help="build (or reuse, by recipe hash) the rehearsal images and archives")
     i.add_argument("--json", action="store_true")

@@ -11,7 +11,8 @@ from ..results import report
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="summarise a run folder results/<experiment>/<run-id> (recomputed from raw files)")
+    p = sub.add_parser("report", help="summarise a run folder results/<experiment>/<run-id> "
+                                      "(recomputed from raw files)")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--partial", action="store_true",
                    help="report an interrupted run anyway (report.md lists what is missing)")

@@ -32,7 +32,8 @@ def _run(args: argparse.Namespace) -> int:
     if out.suffix != ".json":
         raise UsageError(f"--output {str(out)!r}: not a .json file name: give e.g. spec.schema.json")
     if out.is_dir() or not out.parent.is_dir():
-        raise UsageError(f"--output {str(out)!r}: not a file in an existing folder: give e.g. spec.schema.json")
+        raise UsageError(f"--output {str(out)!r}: not a file in an existing folder: "
+                         "give e.g. spec.schema.json")
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out}")
     return 0

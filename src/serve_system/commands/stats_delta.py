@@ -9,12 +9,13 @@ from pathlib import Path
 from ..results import stats
 
 #: said of a model whose counters went backwards between the snapshots
-RESET_NOTE = (" [counters went backwards: the server restarted or the model was reloaded between the snapshots;"
-              " these are the counts since then]")
+RESET_NOTE = (" [counters went backwards: the server restarted or the model was reloaded"
+              " between the snapshots; these are the counts since then]")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("stats", help="per model: inference/execution count deltas, average batch size, histogram")
+    p = sub.add_parser("stats",
+                       help="per model: inference/execution count deltas, average batch size, histogram")
     p.add_argument("before", type=Path, metavar="BEFORE.json")
     p.add_argument("after", type=Path, metavar="AFTER.json")
     p.add_argument("--json", action="store_true", help="a JSON list, one object per model")

@@ -157,7 +157,8 @@ def synthetic_jpeg() -> bytes:
     img = Image.new("RGB", (512, 384), (214, 170, 110))
     draw = ImageDraw.Draw(img)
     for i in range(12):
-        draw.ellipse((20 + 37 * i, 30 + 19 * i, 120 + 31 * i, 140 + 17 * i), fill=(40 + 17 * i, 120, 200 - 13 * i))
+        draw.ellipse((20 + 37 * i, 30 + 19 * i, 120 + 31 * i, 140 + 17 * i),
+                     fill=(40 + 17 * i, 120, 200 - 13 * i))
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=90)
     return buf.getvalue()
@@ -200,10 +201,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--url", default="http://fastapi_server:8000/predict", help="the /predict URL")
     p.add_argument("--image", help="image file to send (default: a synthetic JPEG, needs Pillow)")
     p.add_argument("--sequential", type=int, default=100, help="requests sent one at a time (0: skip)")
-    p.add_argument("--concurrent", type=int, default=1000, help="requests sent by the concurrent senders (0: skip)")
+    p.add_argument("--concurrent", type=int, default=1000,
+                   help="requests sent by the concurrent senders (0: skip)")
     p.add_argument("--senders", type=int, default=16, help="concurrent senders (threads)")
-    p.add_argument("--warmup", type=int, default=0, help="requests sent before measuring (the lab sends none)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds before one request counts as an error")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="requests sent before measuring (the lab sends none)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds before one request counts as an error")
     p.add_argument("--out", type=Path, help="JSON result file (default: print it)")
     p.add_argument("--csv", type=Path, help="CSV file, one row per phase")
     args = p.parse_args(argv)
@@ -225,7 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.csv:
         write_csv(args.csv, result["phases"])
     for ph in result["phases"]:
-        print(f"{ph['phase']}: {ph['requests']} requests, {ph['load']} sender(s), {ph['errors']} errors", file=sys.stderr)
+        print(f"{ph['phase']}: {ph['requests']} requests, {ph['load']} sender(s), {ph['errors']} errors",
+              file=sys.stderr)
         if ph["ok"]:
             print(f"  Median inference time: {ph['p50_us'] / 1000:.4f} ms\n"
                   f"  95th percentile: {ph['p95_us'] / 1000:.4f} ms\n"

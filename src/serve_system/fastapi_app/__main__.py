@@ -1,31 +1,16 @@
-"""``python -m serve_system.fastapi_app [--host H] [--port P] [--workers N]``: run the endpoint with uvicorn."""
+"""``python -m serve_system.fastapi_app [--host H] [--port P] [--workers N]``: run the endpoint with
+uvicorn."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from ..errors import ServeSystemError
+from ..appsettings import launch
 from .settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m serve_system.fastapi_app", description=__doc__)
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (the lab uses 1)")
-    parser.add_argument("--log-level", default="info")
-    args = parser.parse_args(argv)
-    try:
-        Settings.from_env()  # refuse bad settings before uvicorn starts
-    except ServeSystemError as exc:
-        print(f"fastapi_app: error: {exc}", file=sys.stderr)
-        return 2
-    import uvicorn
-
-    uvicorn.run("serve_system.fastapi_app.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level=args.log_level)
-    return 0
+    return launch("fastapi_app", argv, description=__doc__, port=8000, check=Settings.from_env, workers=True)
 
 
 if __name__ == "__main__":

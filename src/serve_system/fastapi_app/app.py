@@ -91,7 +91,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return runtime
 
     @app.middleware("http")
-    async def limits_and_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def limits_and_headers(request: Request,
+                                 call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
             response: Response = JSONResponse(status_code=413, content={
@@ -120,7 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     errors: dict[int | str, dict[str, Any]] = {
         400: {"model": ErrorResponse, "description": "not base64, empty, or not an image"},
-        422: {"model": ErrorResponse, "description": 'the body is not JSON of the form {"image": "<base64>"}'},
+        422: {"model": ErrorResponse,
+              "description": 'the body is not JSON of the form {"image": "<base64>"}'},
         413: {"model": ErrorResponse, "description": "image or request body over the configured limit"},
         503: {"model": ErrorResponse, "description": "the model is not loaded (see /health)"},
     }
@@ -151,8 +153,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                   model_path=str(settings.model_path), detail=request.app.state.load_error)
             return JSONResponse(status_code=503, content=body.model_dump())
         info = runtime.info
-        return HealthResponse(status="ok", runtime=info.runtime, device=info.device, model_path=info.model_path,
-                              standin=info.standin, notes=info.notes)
+        return HealthResponse(status="ok", runtime=info.runtime, device=info.device,
+                              model_path=info.model_path, standin=info.standin, notes=info.notes)
 
     return app
 

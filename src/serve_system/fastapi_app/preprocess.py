@@ -35,8 +35,8 @@ def decode_base64(text: str, max_bytes: int) -> bytes:
     if not compact:
         raise BadImage("image is empty: put a base64-encoded JPEG or PNG in the 'image' field")
     if len(compact) // 4 * 3 > max_bytes + 2:
-        raise BadImage(f"image is about {len(compact) // 4 * 3} bytes after decoding; the limit is {max_bytes} "
-                       "bytes (SERVE_FASTAPI_MAX_IMAGE_BYTES)", status=413)
+        raise BadImage(f"image is about {len(compact) // 4 * 3} bytes after decoding; "
+                       f"the limit is {max_bytes} bytes (SERVE_FASTAPI_MAX_IMAGE_BYTES)", status=413)
     try:
         data = base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError) as exc:

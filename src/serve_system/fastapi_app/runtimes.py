@@ -83,9 +83,9 @@ class OnnxRuntime:
             notes.append(f"model file {settings.model_path} not found: serving the {STANDIN_NOTE}")
         available = ort.get_available_providers()
         if settings.device == "cuda" and "CUDAExecutionProvider" not in available:
-            raise RuntimeUnavailable("SERVE_FASTAPI_DEVICE=cuda but this onnxruntime has no CUDAExecutionProvider "
-                                     f"(available: {', '.join(available)}); install onnxruntime-gpu or use "
-                                     "SERVE_FASTAPI_DEVICE=auto")
+            raise RuntimeUnavailable("SERVE_FASTAPI_DEVICE=cuda but this onnxruntime has no "
+                                     f"CUDAExecutionProvider (available: {', '.join(available)}); "
+                                     "install onnxruntime-gpu or use SERVE_FASTAPI_DEVICE=auto")
         providers = ["CPUExecutionProvider"]
         if settings.device != "cpu" and "CUDAExecutionProvider" in available:
             _preload_cuda_libraries(ort)
@@ -107,7 +107,8 @@ class OnnxRuntime:
             notes.append(f"{path} is the {STANDIN_NOTE}")
         inputs = self.session.get_inputs()
         if len(inputs) != 1:
-            raise RuntimeUnavailable(f"model {path} has {len(inputs)} inputs; the endpoint needs one image input")
+            raise RuntimeUnavailable(f"model {path} has {len(inputs)} inputs; "
+                                     "the endpoint needs one image input")
         self.input_name = inputs[0].name
         self.info = ModelInfo("onnx", str(path), used[0], standin, notes)
         self.logits(np.zeros((1, 3, 224, 224), dtype=np.float32))  # a broken model fails here, at load time
@@ -141,14 +142,17 @@ class TorchRuntime:
             import torch
         except ImportError as exc:
             raise RuntimeUnavailable(
-                f"PyTorch runtime unavailable: torch cannot be imported in this image ({exc}); build the image "
-                "with torch (and torchvision for the lab's pickled food11.pth) or set SERVE_FASTAPI_RUNTIME=onnx"
+                f"PyTorch runtime unavailable: torch cannot be imported in this image ({exc}); "
+                "build the image with torch (and torchvision for the lab's pickled food11.pth) "
+                "or set SERVE_FASTAPI_RUNTIME=onnx"
             ) from None
         self.torch = torch
         if settings.device == "cuda" and not torch.cuda.is_available():
-            raise RuntimeUnavailable(f"SERVE_FASTAPI_DEVICE=cuda but torch {torch.__version__} sees no usable GPU; "
+            raise RuntimeUnavailable(f"SERVE_FASTAPI_DEVICE=cuda but torch {torch.__version__} "
+                                     "sees no usable GPU; "
                                      "use SERVE_FASTAPI_DEVICE=auto or a CUDA build of torch")
-        self.device = torch.device("cuda" if settings.device != "cpu" and torch.cuda.is_available() else "cpu")
+        use_gpu = settings.device != "cpu" and torch.cuda.is_available()
+        self.device = torch.device("cuda" if use_gpu else "cpu")
         path, generate = _resolve_model(settings, "food11_standin.pt")
         notes: list[str] = []
         if generate:
@@ -169,8 +173,9 @@ class TorchRuntime:
             try:
                 model = torch.load(str(path), map_location=self.device, weights_only=False)
             except Exception as exc:  # noqa: BLE001
-                raise RuntimeUnavailable(f"PyTorch runtime cannot load {path}: {exc} (a pickled model needs the "
-                                         "classes it was saved with, e.g. torchvision)") from None
+                raise RuntimeUnavailable(f"PyTorch runtime cannot load {path}: {exc} "
+                                         "(a pickled model needs the classes it was saved with, "
+                                         "e.g. torchvision)") from None
         if isinstance(model, dict):
             raise RuntimeUnavailable(f"{path} holds a state_dict, not a model: save the whole model "
                                      "(torch.save(model)) or a TorchScript archive")
@@ -204,9 +209,11 @@ def write_torch_standin(path: Path) -> Path:
 
     graph = onnx.load_from_string(onnx_standin_bytes()).graph
     consts = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in graph.initializer}
-    nodes = [(n.op_type, list(n.input), list(n.output), {a.name: helper.get_attribute_value(a) for a in n.attribute})
+    nodes = [(n.op_type, list(n.input), list(n.output),
+              {a.name: helper.get_attribute_value(a) for a in n.attribute})
              for n in graph.node]
-    unknown = sorted({op for op, *_ in nodes} - {"Conv", "Clip", "Add", "GlobalAveragePool", "Flatten", "Gemm"})
+    known = {"Conv", "Clip", "Add", "GlobalAveragePool", "Flatten", "Gemm"}
+    unknown = sorted({op for op, *_ in nodes} - known)
     if unknown:
         raise RuntimeUnavailable(f"PyTorch stand-in: operators {', '.join(unknown)} not supported")
 
@@ -224,7 +231,8 @@ def write_torch_standin(path: Path) -> Path:
             for op, ins, outs, at in nodes:
                 a = [env[i] for i in ins]
                 if op == "Conv":
-                    y = F.conv2d(a[0], a[1], a[2], stride=at["strides"], padding=at["pads"][:2], groups=at["group"])
+                    y = F.conv2d(a[0], a[1], a[2], stride=at["strides"], padding=at["pads"][:2],
+                                 groups=at["group"])
                 elif op == "Clip":
                     y = torch.clamp(a[0], float(a[1]), float(a[2]))
                 elif op == "Add":

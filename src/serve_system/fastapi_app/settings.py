@@ -1,14 +1,17 @@
 """Configuration of the endpoint, read from ``SERVE_FASTAPI_*`` environment variables.
 
-| variable                       | default                                         | meaning |
-| ------------------------------ | ----------------------------------------------- | ------- |
-| SERVE_FASTAPI_RUNTIME          | ``onnx``                                        | ``onnx`` (ONNX Runtime) or ``pytorch`` |
-| SERVE_FASTAPI_MODEL            | see :data:`DEFAULT_MODELS`                      | model file (``.onnx``; TorchScript or pickled ``.pth``) |
-| SERVE_FASTAPI_DEVICE           | ``auto``                                        | ``auto`` (GPU when present), ``cpu`` or ``cuda`` |
-| SERVE_FASTAPI_STANDIN          | ``auto``                                        | ``auto``: a missing model file is replaced by the generated stand-in (and every answer says so); ``never``: a missing file fails the health check |
-| SERVE_FASTAPI_STANDIN_DIR      | ``/tmp/serve-system-standin``                   | where the stand-in is written |
-| SERVE_FASTAPI_MAX_IMAGE_BYTES  | ``10485760`` (10 MiB)                           | largest decoded image accepted (413 above) |
-| SERVE_FASTAPI_MAX_IMAGE_PIXELS | ``40000000``                                    | largest width x height accepted (413 above) |
+| variable                       | default                       | meaning |
+| ------------------------------ | ----------------------------- | ------- |
+| SERVE_FASTAPI_RUNTIME          | ``onnx``                      | ``onnx`` (ONNX Runtime), ``pytorch`` |
+| SERVE_FASTAPI_MODEL            | :data:`DEFAULT_MODELS`        | model file (1) |
+| SERVE_FASTAPI_DEVICE           | ``auto``                      | ``auto`` (GPU if any), ``cpu``, ``cuda`` |
+| SERVE_FASTAPI_STANDIN          | ``auto``                      | ``auto`` or ``never`` (2) |
+| SERVE_FASTAPI_STANDIN_DIR      | ``/tmp/serve-system-standin`` | where the stand-in is written |
+| SERVE_FASTAPI_MAX_IMAGE_BYTES  | ``10485760`` (10 MiB)         | largest decoded image (413 above) |
+| SERVE_FASTAPI_MAX_IMAGE_PIXELS | ``40000000``                  | largest width x height (413 above) |
+
+(1) ``.onnx``; TorchScript or pickled ``.pth``. (2) ``auto``: a missing model file is replaced by
+the generated stand-in (and every answer says so); ``never``: a missing file fails the health check.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import appsettings
 from ..errors import UsageError
 
 RUNTIMES = ("onnx", "pytorch")
@@ -32,7 +36,7 @@ PREFIX = "SERVE_FASTAPI_"
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(appsettings.BodyLimit):
     """Everything the endpoint is configured with."""
 
     runtime: str = "onnx"
@@ -47,7 +51,8 @@ class Settings:
         _choice("RUNTIME", self.runtime, RUNTIMES)
         _choice("DEVICE", self.device, DEVICES)
         _choice("STANDIN", self.standin, STANDIN_POLICIES)
-        for name, value in (("MAX_IMAGE_BYTES", self.max_image_bytes), ("MAX_IMAGE_PIXELS", self.max_image_pixels)):
+        for name, value in (("MAX_IMAGE_BYTES", self.max_image_bytes),
+                            ("MAX_IMAGE_PIXELS", self.max_image_pixels)):
             if value <= 0:
                 raise UsageError(f"{PREFIX}{name}={value}: must be a positive integer")
 
@@ -55,32 +60,19 @@ class Settings:
     def model_path(self) -> Path:
         return self.model if self.model is not None else Path(DEFAULT_MODELS[self.runtime])
 
-    @property
-    def max_body_bytes(self) -> int:
-        """Largest request body accepted: the base64 of the largest image plus room for JSON."""
-        return -(-self.max_image_bytes // 3) * 4 + 4096
-
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-
-        def get(name: str) -> str | None:
-            value = env.get(PREFIX + name)
-            return value.strip() if value is not None and value.strip() else None
-
         kwargs: dict[str, object] = {}
         for name, key in (("RUNTIME", "runtime"), ("DEVICE", "device"), ("STANDIN", "standin")):
-            if (v := get(name)) is not None:
+            if (v := appsettings.env_value(env, PREFIX, name)) is not None:
                 kwargs[key] = v.lower()
         for name, key in (("MODEL", "model"), ("STANDIN_DIR", "standin_dir")):
-            if (v := get(name)) is not None:
+            if (v := appsettings.env_value(env, PREFIX, name)) is not None:
                 kwargs[key] = Path(v)
         for name, key in (("MAX_IMAGE_BYTES", "max_image_bytes"), ("MAX_IMAGE_PIXELS", "max_image_pixels")):
-            if (v := get(name)) is not None:
-                try:
-                    kwargs[key] = int(v)
-                except ValueError:
-                    raise UsageError(f"{PREFIX}{name}={v!r}: not an integer") from None
+            if (n := appsettings.env_number(env, PREFIX, name, int, "an integer")) is not None:
+                kwargs[key] = n
         return cls(**kwargs)  # type: ignore[arg-type]
 
 

@@ -125,7 +125,8 @@ BOOKWORM_SLIM = BaseSpec("bookworm", ("python3", "python3-pip", "libpython3.11",
                          components=("main",))
 
 #: packages the docker / nvtop roles install on a rehearsal node, pre-downloaded (not installed)
-NODE_PREFETCH = ("docker.io", "docker-cli", "docker-compose", "nvtop", "python3-requests", "python3-yaml", "rsync", "pciutils")
+NODE_PREFETCH = ("docker.io", "docker-cli", "docker-compose", "nvtop", "python3-requests", "python3-yaml",
+                 "rsync", "pciutils")
 
 NODE = ImageSpec("node", TRIXIE_NODE, {"PREFETCH": " ".join(NODE_PREFETCH)})
 TRITON = ImageSpec(
@@ -195,9 +196,11 @@ def ensure_base(spec: BaseSpec, report: Report = _quiet) -> str:
                 for p in (rootfs / sub).glob("*"):
                     if p.is_file():
                         p.unlink()
-            tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+            tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."],
+                                   stdout=subprocess.PIPE)
             try:
-                podman("import", "--change", 'CMD ["/bin/bash"]', "-", spec.ref, stdin=tar.stdout, timeout=900)
+                podman("import", "--change", 'CMD ["/bin/bash"]', "-", spec.ref, stdin=tar.stdout,
+                       timeout=900)
             finally:
                 if tar.stdout:
                     tar.stdout.close()

@@ -3,9 +3,9 @@
 The recipe is ``fastapi_app/image/`` (Containerfile + requirements.txt). A build context holds that
 recipe, ``ca/`` (extra CA certificates; only a README unless asked for) and the few modules of the
 ``serve_system`` package the app imports, plus the stack's web page (``serve_system.webapp``, which
-runs from this same image instead of an image of its own). The image tag is the hash of exactly those files plus the
-build arguments, so a change to the app or its recipe makes a new tag (and a rebuild), and an
-unchanged one reuses what was built.
+runs from this same image instead of an image of its own). The image tag is the hash of exactly
+those files plus the build arguments, so a change to the app or its recipe makes a new tag (and a
+rebuild), and an unchanged one reuses what was built.
 
 Two ways to build it:
 
@@ -30,13 +30,14 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 RECIPE_DIR = PACKAGE_DIR / "fastapi_app" / "image"
 IMAGE_NAME = "serve-system-fastapi"
 #: the package modules the app imports (everything under the APP_PACKAGES folders is added)
-PACKAGE_MODULES = ("__init__.py", "errors.py", "standin.py")
+PACKAGE_MODULES = ("__init__.py", "errors.py", "appsettings.py", "standin.py")
 #: sub-packages shipped whole: the endpoint and the web page that runs from the same image
 APP_PACKAGES = ("fastapi_app", "webapp")
 #: the files of those sub-packages that belong in the image
 APP_SUFFIXES = (".py", ".html")
 CA_DIR = Path("/usr/local/share/ca-certificates")
-CA_README = "Extra CA certificates (*.crt) the image should trust; empty unless the build machine needs them.\n"
+CA_README = ("Extra CA certificates (*.crt) the image should trust; "
+             "empty unless the build machine needs them.\n")
 
 #: the Containerfile's defaults: GPU node with CUDA 12.6 wheels (P100 = sm_60 still supported)
 CHAMELEON_ARGS: dict[str, str] = {}
@@ -123,9 +124,9 @@ def ensure_rehearsal_image(report: Callable[[str], None] | None = None) -> image
             with tempfile.TemporaryDirectory(prefix=f"{IMAGE_NAME}-", dir=images.scratch_dir()) as tmp:
                 ctx = Path(tmp)
                 write_context(ctx, host_cas=True)
-                run_streamed(["podman", "build", "--pull=never", "--squash-all", "--network=host", "--layers=false",
-                              "--format", "docker", *build_arg_flags(args), "-t", ref, "-f", str(ctx / "Containerfile"),
-                              str(ctx)],
+                run_streamed(["podman", "build", "--pull=never", "--squash-all", "--network=host",
+                              "--layers=false", "--format", "docker", *build_arg_flags(args), "-t", ref,
+                              "-f", str(ctx / "Containerfile"), str(ctx)],
                              images.cache_dir() / "logs" / f"{IMAGE_NAME}-{tag}.build.log", f"building {ref}")
             say(f"built {ref} in {time.monotonic() - started:.0f} s")
         if not archive.is_file():

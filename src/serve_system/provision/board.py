@@ -38,14 +38,16 @@ def http(url, data=None):
         return None, b""
 out = {}
 try:
-    p = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=10)
+    p = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+                       timeout=10)
     out["docker"] = p.stdout.strip() if p.returncode == 0 else ""
 except Exception:
     out["docker"] = ""
 out["triton_ready"] = http("http://127.0.0.1:8000/v2/health/ready")[0] == 200
 st, body = http("http://127.0.0.1:8000/v2/repository/index", b"{}")
 try:
-    out["models"] = sorted(m["name"] for m in json.loads(body) if m.get("state") == "READY") if st == 200 else []
+    out["models"] = (sorted(m["name"] for m in json.loads(body) if m.get("state") == "READY")
+                     if st == 200 else [])
 except Exception:
     out["models"] = []
 out["jupyter"] = http("http://127.0.0.1:8888/api")[0] is not None
@@ -90,7 +92,8 @@ def _ssh_probe(node: Node, machine: Machine, known_hosts: Path, timeout: int) ->
         "-o", f"ConnectTimeout={timeout}", f"{node.user}@{machine.address}", "sudo -n python3 -",
     ]
     try:
-        proc = subprocess.run(cmd, input=PROBE, capture_output=True, text=True, timeout=timeout + 20, check=False)
+        proc = subprocess.run(cmd, input=PROBE, capture_output=True, text=True, timeout=timeout + 20,
+                              check=False)
     except subprocess.TimeoutExpired:
         return f"SSH probe timed out after {timeout + 20} s"
     except OSError as exc:

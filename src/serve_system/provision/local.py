@@ -7,8 +7,9 @@ with password-less sudo (like Chameleon's CC-* images) and the project's generat
 
 :class:`LocalProvider` is the :class:`~serve_system.provision.base.Provider` for these nodes: it
 returns :class:`~serve_system.nodes.Node` records and the shared finish step pins their host keys
-and writes the inventory, exactly as for Chameleon nodes. Nodes carry host variables that adapt the roles to a container (``docker_source: distro``,
-``docker_storage_driver: overlay2`` on a volume, the locally built stack images and their archives, the ONNX shim).
+and writes the inventory, exactly as for Chameleon nodes. Nodes carry host variables that adapt the
+roles to a container (``docker_source: distro``, ``docker_storage_driver: overlay2`` on a volume, the
+locally built stack images and their archives, the ONNX shim).
 
 Containers are labelled ``serve-system.rehearsal.prefix=<prefix>``: :func:`teardown_nodes` removes
 only the containers of that prefix, never anyone else's. A rebuild removes a node's container and
@@ -61,7 +62,8 @@ def ensure_key(inventory: Path) -> Path:
             check=True, capture_output=True, text=True,
         )
     except FileNotFoundError as exc:
-        raise ServeSystemError("ssh-keygen not found: install openssh-client (scripts/bootstrap.sh does)") from exc
+        raise ServeSystemError("ssh-keygen not found: "
+                               "install openssh-client (scripts/bootstrap.sh does)") from exc
     except subprocess.CalledProcessError as exc:
         raise ServeSystemError(f"ssh-keygen failed for {key}: {exc.stderr.strip()}") from exc
     return key
@@ -144,7 +146,8 @@ def _wait_ssh(name: str, port: int, timeout: float = SSH_WAIT_S) -> None:
             return
         time.sleep(1.0)
     logs = podman("logs", "--tail", "5", name, check=False).stdout.strip().replace("\n", " | ")
-    raise ServeSystemError(f"rehearsal node {name}: sshd on 127.0.0.1:{port} not up after {timeout:.0f} s ({logs})")
+    raise ServeSystemError(f"rehearsal node {name}: sshd on 127.0.0.1:{port} not up after {timeout:.0f} s "
+                           f"({logs})")
 
 
 def node_vars_for(stack: dict[str, images.StackImage]) -> dict[str, Any]:
@@ -228,7 +231,8 @@ class LocalProvider:
             return Node(
                 name=name, address="127.0.0.1", user=NODE_USER, key_path=str(key), port=port, gpus=0,
                 provider="local",
-                provider_ids={"container": name, "container_id": str(info.get("Id", ""))[:12], "image": node_image},
+                provider_ids={"container": name, "container_id": str(info.get("Id", ""))[:12],
+                              "image": node_image},
                 vars={**node_vars_for(stack), **node_vars.get(name, {})},
             )
 
@@ -240,7 +244,8 @@ class LocalProvider:
         if req.dry_run:
             existing = {r["name"]: r["state"] for r in list_nodes(self.prefix)}
             for n in req.names:
-                progress.note(f"[dry run] {n}: " + (f"reuse ({existing[n]})" if n in existing else "would start"))
+                progress.note(f"[dry run] {n}: "
+                              + (f"reuse ({existing[n]})" if n in existing else "would start"))
             return []
         return self._bring_up(req.names, progress, node_vars=req.node_vars)
 
@@ -265,7 +270,8 @@ class LocalProvider:
         fresh = self._bring_up([n.name for n in nodes], progress, node_vars={},
                                ports={n.name: n.port for n in nodes})
         # keep what the inventory knew about each node (a roster's student, its key), new container id
-        return [dataclasses.replace(old, provider_ids=new.provider_ids) for old, new in zip(nodes, fresh, strict=True)]
+        return [dataclasses.replace(old, provider_ids=new.provider_ids)
+                for old, new in zip(nodes, fresh, strict=True)]
 
     def teardown(self, progress: Progress = quiet, *, dry_run: bool = False) -> list[str]:
         if dry_run:

@@ -152,7 +152,8 @@ def read_inventory(path: Path) -> list[Node]:
     """Read the nodes of the ``serve_nodes`` group back from an inventory written by us."""
     try:
         # libyaml's loader when PyYAML has it: a 40-node inventory parses ten times faster (status)
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
     except FileNotFoundError as exc:
         raise ServeSystemError(
             f"{path}: inventory not found; run chi_scripts/launch.py first (or pass -i PATH)"
@@ -165,7 +166,8 @@ def read_inventory(path: Path) -> list[Node]:
     try:
         group = doc["all"]["children"][GROUP]
     except (KeyError, TypeError) as exc:
-        raise ServeSystemError(f"{path}: no '{GROUP}' group under all.children; re-run launch to rewrite it") from exc
+        raise ServeSystemError(f"{path}: no '{GROUP}' group under all.children; "
+                               "re-run launch to rewrite it") from exc
     hosts = (group or {}).get("hosts") or {}
     return [Node.from_host_vars(name, hv or {}) for name, hv in hosts.items()]
 

@@ -50,10 +50,11 @@ def _check_key(path: Path, row: int, key: str) -> str:
     try:
         blob = base64.b64decode(parts[1], validate=True)
     except ValueError:
-        raise UsageError(f"{where}: the key's base64 part is damaged; ask the student for their .pub file again") \
-            from None
+        raise UsageError(f"{where}: the key's base64 part is damaged; "
+                         "ask the student for their .pub file again") from None
     if not blob.startswith(len(parts[0]).to_bytes(4, "big") + parts[0].encode()):
-        raise UsageError(f"{where}: the key's body does not match its type {parts[0]}; ask for the .pub file again")
+        raise UsageError(f"{where}: the key's body does not match its type {parts[0]}; "
+                         "ask for the .pub file again")
     return " ".join(parts[:2] + ([" ".join(parts[2:])] if len(parts) > 2 else []))
 
 
@@ -62,7 +63,8 @@ def read_roster(path: Path) -> list[Student]:
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
-        raise UsageError(f"--roster {path}: file not found; give a CSV with header student,ssh_public_key") from None
+        raise UsageError(f"--roster {path}: file not found; "
+                         "give a CSV with header student,ssh_public_key") from None
     except UnicodeDecodeError:
         raise UsageError(f"--roster {path}: not UTF-8 text; save the roster as a UTF-8 CSV") from None
     except OSError as exc:
@@ -76,7 +78,8 @@ def read_roster(path: Path) -> list[Student]:
     header = [c.strip() for c in rows[0]]
     unknown = [c for c in header if c not in COLUMNS]
     if unknown:
-        raise UsageError(f"{path}: unknown column {unknown[0]!r}; the columns are student,ssh_public_key[,email]")
+        raise UsageError(f"{path}: unknown column {unknown[0]!r}; "
+                         "the columns are student,ssh_public_key[,email]")
     students: list[Student] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(rows[1:], start=2):
@@ -91,7 +94,8 @@ def read_roster(path: Path) -> list[Student]:
             raise UsageError(f"{path}: row {i}, student {name!r}: use 1-32 lowercase letters, digits or '_', "
                              "starting with a letter (it becomes part of the node name)")
         if name in seen:
-            raise UsageError(f"{path}: row {i}, student {name!r} is already on row {seen[name]}; one row per student")
+            raise UsageError(f"{path}: row {i}, student {name!r} is already on row {seen[name]}; "
+                             "one row per student")
         seen[name] = i
         students.append(Student(name, _check_key(path, i, rec["ssh_public_key"]), rec.get("email", "")))
     if not students:
@@ -105,7 +109,8 @@ def node_name(prefix: str, student: str) -> str:
 
 def roster_vars(prefix: str, students: Sequence[Student]) -> dict[str, dict[str, Any]]:
     """Host variables per node name for a roster launch."""
-    return {node_name(prefix, s.name): {"serve_student": s.name, "class_access_keys": [s.key]} for s in students}
+    return {node_name(prefix, s.name): {"serve_student": s.name, "class_access_keys": [s.key]}
+            for s in students}
 
 
 def dropped(previous: Sequence[Node], students: Sequence[Student]) -> list[Node]:
@@ -116,7 +121,8 @@ def dropped(previous: Sequence[Node], students: Sequence[Student]) -> list[Node]
         student = n.vars.get("serve_student") or n.vars.get("serve_student_dropped")
         if student and student not in names:
             hv = {k: v for k, v in n.vars.items() if k != "serve_student"}
-            out.append(dataclasses.replace(n, vars={**hv, "serve_student_dropped": student, "class_access_keys": []}))
+            out.append(dataclasses.replace(
+                n, vars={**hv, "serve_student_dropped": student, "class_access_keys": []}))
     return out
 
 
@@ -145,8 +151,8 @@ def write_sheets(nodes: Sequence[Node], out_dir: Path, repo_root: Path) -> list[
     resolved = out_dir.resolve()
     for forbidden in (repo_root / "results", repo_root / "logs"):
         if resolved == forbidden.resolve() or forbidden.resolve() in resolved.parents:
-            raise UsageError(f"--out {out_dir}: access sheets never go under {forbidden.name}/ (results and logs "
-                             "are shared); pick a private folder")
+            raise UsageError(f"--out {out_dir}: access sheets never go under {forbidden.name}/ "
+                             "(results and logs are shared); pick a private folder")
     if resolved.exists() and not resolved.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a folder; pick a folder")
     students = [n for n in nodes if n.vars.get("serve_student")]

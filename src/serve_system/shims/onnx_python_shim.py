@@ -20,17 +20,20 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.inputs = [i["name"] for i in config["input"]]
-        self.outputs = [(o["name"], pb_utils.triton_string_to_numpy(o["data_type"])) for o in config["output"]]
+        self.outputs = [(o["name"], pb_utils.triton_string_to_numpy(o["data_type"]))
+                        for o in config["output"]]
         path = os.path.join(os.path.dirname(__file__), "model.onnx")
         options = ort.SessionOptions()
-        threads = int(config.get("parameters", {}).get("serve_system_ort_threads", {}).get("string_value", "0"))
+        threads_param = config.get("parameters", {}).get("serve_system_ort_threads", {})
+        threads = int(threads_param.get("string_value", "0"))
         if threads:
             options.intra_op_num_threads = threads
         self.session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
         note = config.get("parameters", {}).get("serve_system_weights", {}).get("string_value", "")
         print(
             f"{config['name']}: served by the serve-system ONNX shim (Python backend + onnxruntime "
-            f"{ort.__version__}, CPU), not by Triton's onnxruntime backend" + (f"; weights: {note}" if note else ""),
+            f"{ort.__version__}, CPU), not by Triton's onnxruntime backend"
+            + (f"; weights: {note}" if note else ""),
             flush=True,
         )
 

@@ -56,7 +56,8 @@ def _photo_bytes(body: ClassifyRequest, max_bytes: int) -> bytes:
     try:
         data = base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError):
-        raise HTTPException(400, f"{body.filename}: the upload is not valid base64 (reload the page and retry)") from None
+        raise HTTPException(400, f"{body.filename}: the upload is not valid base64 "
+                                 "(reload the page and retry)") from None
     if not data:
         raise HTTPException(400, f"{body.filename} is empty: choose a JPEG or PNG photo")
     if len(data) > max_bytes:
@@ -72,7 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The web app, configured by ``settings`` (default: the ``SERVE_WEBAPP_*`` environment)."""
     settings = settings if settings is not None else Settings.from_env()
     app = FastAPI(title="Food-11 classifier", version=__version__,
-                  description="Upload a food photo; Triton or the FastAPI endpoint classifies it (serve-system-chi)")
+                  description="Upload a food photo; Triton or the FastAPI endpoint classifies it "
+                              "(serve-system-chi)")
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
     @app.middleware("http")
@@ -80,12 +82,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
             return JSONResponse(status_code=413, content={
-                "detail": f"the upload is {length} bytes; the limit is {settings.max_image_bytes} bytes of photo"})
+                "detail": f"the upload is {length} bytes; "
+                          f"the limit is {settings.max_image_bytes} bytes of photo"})
         return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
     async def bad_shape(request: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = [f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body') or 'body'}: {e.get('msg', 'invalid')}"
+        parts = [f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body') or 'body'}: "
+                 f"{e.get('msg', 'invalid')}"
                  for e in exc.errors()[:3]]
         return JSONResponse(status_code=422, content={
             "detail": f"request not understood: {'; '.join(parts)} "
@@ -111,7 +115,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/api/config")
     def config() -> dict[str, Any]:
         return {"default": settings.backend,
-                "backends": [{"name": b, "label": LABELS[b], "description": describe(settings, b)} for b in BACKENDS],
+                "backends": [{"name": b, "label": LABELS[b], "description": describe(settings, b)}
+                             for b in BACKENDS],
                 "max_image_bytes": settings.max_image_bytes}
 
     @app.post("/api/classify", response_model=ClassifyResponse)

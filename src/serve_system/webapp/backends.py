@@ -59,7 +59,8 @@ def _call(backend: str, url: str, body: dict[str, Any] | None, timeout: float) -
             raw = resp.read()
             headers = {k.lower(): v for k, v in resp.headers.items()}
     except urllib.error.HTTPError as exc:
-        raise BackendError(f"{name} refused the request (HTTP {exc.code}): {_error_text(exc.read())}") from None
+        raise BackendError(f"{name} refused the request (HTTP {exc.code}): "
+                           f"{_error_text(exc.read())}") from None
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, TimeoutError):
@@ -69,7 +70,8 @@ def _call(backend: str, url: str, body: dict[str, Any] | None, timeout: float) -
     except TimeoutError:
         raise BackendError(f"{name} did not answer within {timeout:g} s", status=504) from None
     except OSError as exc:
-        raise BackendError(f"{name} connection failed ({_reason_text(exc)}): {HINTS[backend]}", status=503) from None
+        raise BackendError(f"{name} connection failed ({_reason_text(exc)}): {HINTS[backend]}",
+                           status=503) from None
     try:
         return json.loads(raw), headers
     except ValueError:
@@ -120,7 +122,8 @@ def ask_triton(settings: Settings, image_b64: str) -> Prediction:
         outputs = {o["name"]: o["data"] for o in doc["outputs"]}
         label, prob = str(outputs["FOOD_LABEL"][0]), outputs["PROBABILITY"][0]
     except (KeyError, IndexError, TypeError):
-        raise BackendError(f"Triton's answer has no FOOD_LABEL and PROBABILITY outputs: {str(doc)[:200]}") from None
+        raise BackendError("Triton's answer has no FOOD_LABEL and PROBABILITY outputs: "
+                           f"{str(doc)[:200]}") from None
     config, _ = _call("triton", f"{base}/config", None, settings.timeout_s)
     weights = ((config.get("parameters") or {}).get("serve_system_weights") or {}).get("string_value", "")
     return Prediction("triton", label, _probability(prob, "Triton"), weights.startswith("stand-in"), elapsed)
@@ -129,13 +132,15 @@ def ask_triton(settings: Settings, image_b64: str) -> Prediction:
 def ask_fastapi(settings: Settings, image_b64: str) -> Prediction:
     """The lab's FastAPI request: ``POST /predict`` with ``{"image": "<base64>"}``."""
     started = time.perf_counter()
-    doc, headers = _call("fastapi", f"{settings.fastapi_url}/predict", {"image": image_b64}, settings.timeout_s)
+    doc, headers = _call("fastapi", f"{settings.fastapi_url}/predict", {"image": image_b64},
+                         settings.timeout_s)
     elapsed = (time.perf_counter() - started) * 1000
     if not isinstance(doc, dict) or "prediction" not in doc or "probability" not in doc:
         raise BackendError(f"FastAPI's answer has no prediction and probability: {str(doc)[:200]}")
     standin_header = headers.get("x-serve-system-standin")
     standin = None if standin_header is None else standin_header == "true"
-    return Prediction("fastapi", str(doc["prediction"]), _probability(doc["probability"], "FastAPI"), standin, elapsed)
+    return Prediction("fastapi", str(doc["prediction"]), _probability(doc["probability"], "FastAPI"),
+                      standin, elapsed)
 
 
 def ask(settings: Settings, backend: str, image_b64: str) -> Prediction:

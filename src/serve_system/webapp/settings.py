@@ -1,13 +1,15 @@
 """Configuration of the web app, read from ``SERVE_WEBAPP_*`` environment variables.
 
-| variable                      | default                       | meaning |
-| ----------------------------- | ----------------------------- | ------- |
-| SERVE_WEBAPP_BACKEND          | ``triton``                    | backend selected when the page opens: ``triton`` or ``fastapi`` |
-| SERVE_WEBAPP_TRITON_URL       | ``http://triton_server:8000`` | Triton's HTTP endpoint |
-| SERVE_WEBAPP_TRITON_MODEL     | ``food_classifier``           | the Triton model asked (input INPUT_IMAGE, outputs FOOD_LABEL, PROBABILITY) |
-| SERVE_WEBAPP_FASTAPI_URL      | ``http://fastapi_server:8000``| the FastAPI endpoint (``POST /predict``) |
-| SERVE_WEBAPP_TIMEOUT_S        | ``30``                        | seconds to wait for a backend's answer |
-| SERVE_WEBAPP_MAX_IMAGE_BYTES  | ``10485760``                  | largest photo accepted (413 above) |
+| variable                     | default                        | meaning |
+| ---------------------------- | ------------------------------ | ------- |
+| SERVE_WEBAPP_BACKEND         | ``triton``                     | backend selected when the page opens (1) |
+| SERVE_WEBAPP_TRITON_URL      | ``http://triton_server:8000``  | Triton's HTTP endpoint |
+| SERVE_WEBAPP_TRITON_MODEL    | ``food_classifier``            | the Triton model asked (2) |
+| SERVE_WEBAPP_FASTAPI_URL     | ``http://fastapi_server:8000`` | the FastAPI endpoint (``POST /predict``) |
+| SERVE_WEBAPP_TIMEOUT_S       | ``30``                         | seconds to wait for a backend's answer |
+| SERVE_WEBAPP_MAX_IMAGE_BYTES | ``10485760``                   | largest photo accepted (413 above) |
+
+(1) ``triton`` or ``fastapi``. (2) input INPUT_IMAGE, outputs FOOD_LABEL and PROBABILITY.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .. import appsettings
 from ..errors import UsageError
 
 BACKENDS = ("triton", "fastapi")
@@ -23,7 +26,7 @@ PREFIX = "SERVE_WEBAPP_"
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(appsettings.BodyLimit):
     backend: str = "triton"
     triton_url: str = "http://triton_server:8000"
     triton_model: str = "food_classifier"
@@ -42,24 +45,14 @@ class Settings:
         if self.max_image_bytes <= 0:
             raise UsageError(f"{PREFIX}MAX_IMAGE_BYTES={self.max_image_bytes}: must be a positive integer")
 
-    @property
-    def max_body_bytes(self) -> int:
-        """Largest request body accepted: the base64 of the largest photo plus room for JSON."""
-        return -(-self.max_image_bytes // 3) * 4 + 4096
-
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         kwargs: dict[str, object] = {}
         for name in ("BACKEND", "TRITON_URL", "TRITON_MODEL", "FASTAPI_URL"):
-            value = env.get(PREFIX + name, "").strip()
-            if value:
+            if (value := appsettings.env_value(env, PREFIX, name)) is not None:
                 kwargs[name.lower()] = value.lower() if name == "BACKEND" else value.rstrip("/")
         for name, kind in (("TIMEOUT_S", float), ("MAX_IMAGE_BYTES", int)):
-            value = env.get(PREFIX + name, "").strip()
-            if value:
-                try:
-                    kwargs[name.lower()] = kind(value)
-                except ValueError:
-                    raise UsageError(f"{PREFIX}{name}={value!r}: not a number") from None
+            if (number := appsettings.env_number(env, PREFIX, name, kind, "a number")) is not None:
+                kwargs[name.lower()] = number
         return cls(**kwargs)  # type: ignore[arg-type]  # keys and types checked above

@@ -78,14 +78,16 @@ class ChameleonProvider:
                 get_image(self.image)
             except Exception as exc:
                 if type(exc).__name__ == "CHIValueError":
-                    raise ServeSystemError(f"unknown image {self.image!r} at {self.site}: pass --image NAME") from exc
+                    raise ServeSystemError(f"unknown image {self.image!r} at {self.site}: "
+                                           "pass --image NAME") from exc
                 raise
         with api_errors(f"looking up key pair {self.key_name}"):
             kp = get_keypair(self.key_name)
         if not kp.public_key:  # python-chi returns an empty Keypair instead of failing
             raise ServeSystemError(
                 f"unknown key pair {self.key_name!r} at {self.site}: upload your public key "
-                "(Horizon > Key Pairs, or `openstack keypair create --public-key FILE NAME`) or pass --key-name"
+                "(Horizon > Key Pairs, or `openstack keypair create --public-key FILE NAME`) "
+                "or pass --key-name"
             )
 
     def _existing(self) -> dict[str, ServerInfo]:
@@ -109,12 +111,14 @@ class ChameleonProvider:
         lease = get_lease(self.lease_name, self.site)
         if req.dry_run:
             if lease.status != "ACTIVE":
-                progress.note(f"[dry run] lease {lease.name} is {lease.status} (starts {lease.start:%H:%M} UTC): "
-                              "would wait")
+                progress.note(f"[dry run] lease {lease.name} is {lease.status} "
+                              f"(starts {lease.start:%H:%M} UTC): would wait")
         else:
-            lease = wait_for_lease(lease, progress, timeout=self.lease_timeout, poll=self.poll, margin=self.margin)
+            lease = wait_for_lease(lease, progress, timeout=self.lease_timeout, poll=self.poll,
+                                   margin=self.margin)
         if not lease.reservation_id:
-            raise ServeSystemError(f"lease {lease.name} ({lease.id}) has no node reservation; create a new one")
+            raise ServeSystemError(f"lease {lease.name} ({lease.id}) has no node reservation; "
+                                   "create a new one")
         node_type = self.node_type or lease.node_type or DEFAULT_NODE_TYPE
 
         existing = self._existing()
@@ -146,7 +150,8 @@ class ChameleonProvider:
             return []
         if failed:
             desc = "; ".join(f"{s.name} ({s.id}) {s.fault or 'no fault message'}" for s in failed)
-            raise ServeSystemError(f"server in ERROR: {desc}; re-run with --replace-failed to delete and recreate it")
+            raise ServeSystemError(f"server in ERROR: {desc}; "
+                                   "re-run with --replace-failed to delete and recreate it")
         to_create = [n for n, a in plan if a in ("create", "replace")]
         if to_create:
             self._check_image_and_key()
@@ -168,7 +173,8 @@ class ChameleonProvider:
                 # Server.submit returns nothing for a new server: look it up by name
                 created = [s for s in chi.nova().servers.list() if s.name == name]
             if len(created) != 1:
-                raise ServeSystemError(f"server {name} was requested but {len(created)} servers have that name")
+                raise ServeSystemError(f"server {name} was requested but {len(created)} servers "
+                                       "have that name")
             servers[name] = ServerInfo(created[0].id, name, created[0].status)
 
         wait_active([servers[n] for n in names if servers[n].status != "ACTIVE"],
@@ -225,7 +231,8 @@ class ChameleonProvider:
             raise ServeSystemError(f"no server named {', '.join(missing)} at {self.site}: run launch first")
         servers = [existing[n.name] for n in nodes]
         for s in servers:
-            progress.note(f"Rebuilding {s.name} ({s.id}) from {self.image}; floating IP {s.floating_ip} stays")
+            progress.note(f"Rebuilding {s.name} ({s.id}) from {self.image}; "
+                          f"floating IP {s.floating_ip} stays")
             rebuild_server(s, self.image)
             s.status = "REBUILD"
         wait_active(servers, self.server_timeout, self.poll, progress, what="servers rebuilding")
@@ -242,7 +249,8 @@ class ChameleonProvider:
 
     # --- teardown ------------------------------------------------------------------------------
 
-    def teardown(self, progress: Progress, *, dry_run: bool = False, delete_lease_too: bool = False) -> list[str]:
+    def teardown(self, progress: Progress, *, dry_run: bool = False,
+                 delete_lease_too: bool = False) -> list[str]:
         """Delete our servers (by prefix) and their floating IPs, and the lease if asked; idempotent."""
         servers = list_servers(self.prefix)
         removed: list[str] = []

@@ -102,7 +102,8 @@ def resolve_credentials(env: Mapping[str, str]) -> Credentials:
         return (env.get(name) or "").strip()
 
     if get("OS_APPLICATION_CREDENTIAL_ID") or get("OS_APPLICATION_CREDENTIAL_SECRET"):
-        missing = [n for n in ("OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_SECRET") if not get(n)]
+        missing = [n for n in ("OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_SECRET")
+                   if not get(n)]
         if missing:
             raise ServeSystemError(f"missing OpenStack credentials: {', '.join(missing)}; {_CRED_HELP}")
         # Application credentials carry their project; giving them a scope makes Keystone refuse.
@@ -119,7 +120,8 @@ def resolve_credentials(env: Mapping[str, str]) -> Credentials:
         scope = {"project_id": get("OS_PROJECT_ID")}
     if get("OS_TOKEN"):
         if not project:
-            raise ServeSystemError(f"missing OpenStack credentials: OS_PROJECT_NAME or OS_PROJECT_ID; {_CRED_HELP}")
+            raise ServeSystemError("missing OpenStack credentials: OS_PROJECT_NAME or OS_PROJECT_ID; "
+                                   f"{_CRED_HELP}")
         return Credentials("v3token", {"token": get("OS_TOKEN"), **scope}, project)
     if get("OS_USERNAME") or get("OS_PASSWORD"):
         missing = [n for n in ("OS_USERNAME", "OS_PASSWORD") if not get(n)]

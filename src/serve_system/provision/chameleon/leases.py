@@ -222,7 +222,8 @@ class LeaseRequest:
         from chi.lease import add_node_reservation
 
         res: list[dict[str, Any]] = []
-        add_node_reservation(res, count=self.count, node_type=self.node_type, resource_properties=self.constraints())
+        add_node_reservation(res, count=self.count, node_type=self.node_type,
+                             resource_properties=self.constraints())
         return res
 
 
@@ -242,7 +243,8 @@ def create_lease(req: LeaseRequest, site: str, progress: Progress, dry_run: bool
                 f"lease name {req.name!r} is already used at {site} by {ids}; delete it first "
                 "(chi_scripts/lease.py delete) or pick another --name"
             )
-        progress.note(f"Lease {lz.name} already exists ({lz.status}, {lz.start:%H:%M}-{lz.end:%H:%M} UTC): reusing it")
+        progress.note(f"Lease {lz.name} already exists ({lz.status}, {lz.start:%H:%M}-{lz.end:%H:%M} UTC): "
+                      "reusing it")
         return lz
     reservations = req.reservations()
     start_s = start.strftime(BLAZAR_TIME) if start else "now"
@@ -258,12 +260,14 @@ def create_lease(req: LeaseRequest, site: str, progress: Progress, dry_run: bool
     try:
         with api_errors(f"creating lease {req.name}"):
             created = chi.blazar().lease.create(
-                name=req.name, start=start_s, end=end.strftime(BLAZAR_TIME), reservations=reservations, events=[]
+                name=req.name, start=start_s, end=end.strftime(BLAZAR_TIME), reservations=reservations,
+                events=[],
             )
     except ServeSystemError as exc:
         cause = exc.__cause__
         if isinstance(cause, BlazarClientException):
-            raise ServeSystemError(f"Blazar refused lease {req.name} at {site}: {api_message(cause)}") from cause
+            raise ServeSystemError(f"Blazar refused lease {req.name} at {site}: "
+                                   f"{api_message(cause)}") from cause
         raise
     info = _lease_info(created)
     progress.note(f"Created lease {info.name} ({info.id}), status {info.status}")
@@ -339,7 +343,8 @@ def extend_lease(name: str, site: str, by: timedelta, progress: Progress) -> Lea
 
     lease = get_lease(name, site)
     if lease.status not in LIVE_LEASE:
-        raise ServeSystemError(f"lease {name} ({lease.id}) is {lease.status}: only a live lease can be extended")
+        raise ServeSystemError(f"lease {name} ({lease.id}) is {lease.status}: "
+                               "only a live lease can be extended")
     minutes = int(by.total_seconds() // 60)
     try:
         with api_errors(f"extending lease {name}"):
@@ -362,5 +367,6 @@ def margin_warning(lease: LeaseInfo, margin: timedelta) -> str | None:
     if left >= margin:
         return None
     return (f"warning: lease {lease.name} ends at {lease.end:%H:%M} UTC, in "
-            f"{max(0, int(left.total_seconds() // 60))} min (less than the {int(margin.total_seconds() // 60)} min "
-            f"margin): extend it with `serve-system lease extend --by 1h` or save your work")
+            f"{max(0, int(left.total_seconds() // 60))} min "
+            f"(less than the {int(margin.total_seconds() // 60)} min margin): "
+            "extend it with `serve-system lease extend --by 1h` or save your work")

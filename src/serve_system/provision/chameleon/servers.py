@@ -43,7 +43,8 @@ def list_servers(prefix: str) -> list[ServerInfo]:
         with api_errors("listing ports and floating IPs"):
             neutron = chi.neutron()
             ours = {s.id for s in found}
-            port_owner = {p["id"]: p["device_id"] for p in neutron.list_ports()["ports"] if p.get("device_id") in ours}
+            port_owner = {p["id"]: p["device_id"] for p in neutron.list_ports()["ports"]
+                          if p.get("device_id") in ours}
             by_server = {port_owner[f["port_id"]]: f for f in neutron.list_floatingips()["floatingips"]
                          if f.get("port_id") in port_owner}
         for s in found:
@@ -90,9 +91,8 @@ def ensure_floating_ip(server: ServerInfo, progress: Progress) -> None:
         return
     with api_errors(f"allocating a floating IP for {server.name} (quota or pool exhausted?)"):
         neutron = chi.neutron()
-        new = neutron.create_floatingip({"floatingip": {"floating_network_id": get_network_id(PUBLIC_NETWORK)}})[
-            "floatingip"
-        ]
+        public = get_network_id(PUBLIC_NETWORK)
+        new = neutron.create_floatingip({"floatingip": {"floating_network_id": public}})["floatingip"]
     try:
         with api_errors(f"attaching floating IP {new['floating_ip_address']} to {server.name}"):
             associate_floating_ip(server.id, floating_ip_address=new["floating_ip_address"])

@@ -20,7 +20,8 @@ class TritonPythonModel:
         # refuses the load with this message
         params = json.loads(args["model_config"]).get("parameters", {})
         if params.get("echo_local_refuse", {}).get("string_value") == "yes":
-            raise pb_utils.TritonModelException("echo_local: parameter echo_local_refuse=yes: refusing to load")
+            raise pb_utils.TritonModelException(
+                "echo_local: parameter echo_local_refuse=yes: refusing to load")
 
     def execute(self, requests):
         time.sleep(EXEC_SECONDS)

@@ -37,6 +37,17 @@ def perf_seconds(host_dir: Path) -> tuple[float, int, float | None]:
     return total, n, (sum(warm) if warm and all(w is not None for w in warm) else None)
 
 
+def triton_seconds(host_dir: Path) -> float | None:
+    """Triton's own work the spec asks for: each variant's load until READY and the final restore
+    (None where the records do not have them: older runs). A variant record keeps its last load."""
+    loads = [json.loads(vj.read_text()).get("switch_seconds") for vj in host_dir.glob("*/variant.json")]
+    host = host_dir / "host.json"
+    restore = json.loads(host.read_text()).get("restore_seconds") if host.is_file() else None
+    if not loads or any(x is None for x in loads) or restore is None:
+        return None
+    return float(sum(loads)) + float(restore)
+
+
 def short_spec(dest: Path) -> Path:
     """The dynbatch spec with 2 s windows and a 60 % stability band, beside copies of its files."""
     import shutil
@@ -103,6 +114,11 @@ def main() -> int:
         if warm is not None:  # the spec's warm-up requests are perf_analyzer runs too (not part of any level)
             print(f"{'':>6}  with the warm-ups' perf_analyzer runs ({warm:.1f} s) counted as measurement: overhead "
                   f"{wall - perf - warm:.1f} s = {(wall - perf - warm) / wall * 100:.1f} %", flush=True)
+            loads = triton_seconds(args.results / "dynbatch" / run_id / args.limit)
+            if loads is not None:  # Triton loading each variant and the baseline again: the spec's own work
+                print(f"{'':>6}  and Triton's own loads and restore ({loads:.1f} s) too: orchestration "
+                      f"{wall - perf - warm - loads:.1f} s (Ansible, the controller's commands, transfers)",
+                      flush=True)
     if len(rows) == 2:
         (_, _, w0, p0, _), (_, _, w1, p1, _) = rows
         print(f"overhead: {w0 - p0:.1f} s -> {w1 - p1:.1f} s ({(w1 - p1) / (w0 - p0):.2f}x); "

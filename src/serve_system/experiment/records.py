@@ -173,6 +173,8 @@ class HostRecord:
     baseline_restored: bool
     restore_status: list[int] = field(default_factory=list)
     failed_levels: list[str] = field(default_factory=list)
+    #: seconds Triton took to unload and load the models' committed configs again
+    restore_seconds: float | None = None
 
 
 @dataclass

@@ -518,11 +518,13 @@ class Runner:
     def restore(self) -> None:
         """Load every model's committed config again; write the host record (host.json)."""
         statuses = []
+        t0 = time.time()
         for model in self.plan.models:
             self.triton.call("POST", f"/v2/repository/models/{model}/unload", {}, timeout=self.args.ready_timeout)
             code, _ = self.triton.call("POST", f"/v2/repository/models/{model}/load", {},
                                        timeout=self.args.ready_timeout)
             statuses.append(code)
+        took = round(time.time() - t0, 3)
         done = rec.done_levels(self.home)
         failed = []
         for variant, level in sorted(done):
@@ -534,7 +536,8 @@ class Runner:
                 failed.append(f"{variant}/{level}")
         self.restored = all(s == 200 for s in statuses)
         host = rec.HostRecord(host=self.plan.host, end=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              baseline_restored=self.restored, restore_status=statuses, failed_levels=failed)
+                              baseline_restored=self.restored, restore_status=statuses, failed_levels=failed,
+                              restore_seconds=took if self.plan.models else None)
         rec.write(self.home / "host.json", host)
         self.progress("", "", "finished")
 

@@ -85,6 +85,21 @@ RelPath = Annotated[str, AfterValidator(_rel_path)]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
 Repetitions = Annotated[int, Field(ge=1, le=100, strict=True)]
+#: the smallest relative effect a claim must show to hold (the report's verdicts; 0.05 = 5 %)
+DEFAULT_SMALLEST_EFFECT = 0.05
+
+
+def _smallest_effect(value: float) -> float:
+    if not 0 < value < 1:
+        raise ValueError(f"is {value!r}: use a share between 0 and 1, e.g. 0.05 for 5 %")
+    return value
+
+
+SmallestEffect = Annotated[float, Field(strict=True), AfterValidator(_smallest_effect), WithJsonSchema({
+    "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,
+    "description": "the smallest relative effect of interest: a finding holds when its 95 % interval lies "
+                   "wholly beyond it (0.05 = 5 %)"})]
+
 #: the most perf_analyzer runs one spec may plan per host (variants x levels x repetitions)
 MAX_RUNS = 10_000
 
@@ -268,6 +283,7 @@ class TritonSpec(_Model):
     load: Load
     perf: Perf = Perf()
     repetitions: Repetitions = 1
+    smallest_effect: SmallestEffect = DEFAULT_SMALLEST_EFFECT
     warmup: Warmup = Warmup()
     objectives: list[Objective] | None = None
     objective: Objective | None = Field(default=None, description="one objective (older form of objectives)")
@@ -346,6 +362,7 @@ class FastapiSpec(_Model):
     variants: Annotated[list[FastapiVariant], Field(min_length=1)]
     levels: Annotated[list[FastapiLevel], Field(min_length=1)]
     repetitions: Repetitions = 1
+    smallest_effect: SmallestEffect = DEFAULT_SMALLEST_EFFECT
     warmup: FastapiWarmup = FastapiWarmup()
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
 

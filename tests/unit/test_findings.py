@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -313,3 +314,41 @@ def test_batches_formed_are_told_where_throughput_was_not_measured(tmp_path: Pat
     assert _verdicts(md)["Dynamic batching raises the average batch and throughput at the same load"] == "not measurable here"
     assert ("Triton's statistics alone (no throughput to compare) give average batches concurrency 8: "
             "1.00 (`baseline`) -> 3.72 (`dynbatch`).") in md
+
+
+def test_summary_stats_per_level_and_the_noise_flag(tmp_path: Path) -> None:
+    # repetitions 20 % apart at the dynamic batching level: noisy (cv >= 10 %); the rest about 3 %
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    noisy = lab_run(tmp_path / "noisy" / "r1", repetitions=3, spread=(1.0, 0.8, 1.2))
+    write_report(run)
+    out = write_report(noisy)
+    with (run / "summary_stats.csv").open(newline="") as fh:
+        stats = list(csv.DictReader(fh))
+    thr = next(s for s in stats if (s["variant"], s["load"], s["metric"]) == ("dynbatch", "8", "throughput"))
+    assert (thr["n"], thr["noisy"]) == ("3", "False")
+    assert float(thr["ci_low"]) < float(thr["mean"]) < float(thr["ci_high"])
+    assert float(thr["mean"]) == pytest.approx(78.6, abs=0.1) and float(thr["cv"]) == pytest.approx(0.03, abs=0.002)
+    assert {s["metric"] for s in stats} == {"throughput", "latency_avg_us"}  # the notebook printed no percentiles
+    assert len(json.loads((run / "summary.json").read_text())["stats"]) == len(stats) == 14
+    md = (run / "report.md").read_text()
+    assert "| node-1 | dynbatch | conc 8 | 3 | 78.6 [72.8, 84.5] | 101.29 [93.74, 108.85] | - | - |  |" in md
+    assert "Noisy levels" not in md
+    nmd = (noisy / "report.md").read_text()
+    assert "Noisy levels (7): node-1 / baseline @ conc 1: throughput cv 20 %, latency_avg cv 20 %;" in nmd
+    assert "| **noisy** |" in nmd
+    # the same effect, measured 20 % apart: no longer decided
+    assert _verdicts(nmd)["Dynamic batching raises the average batch and throughput at the same load"] == \
+        "inconclusive"
+    assert len(out["plots"]) == 6
+
+
+def test_the_smallest_effect_comes_from_the_spec_as_run(tmp_path: Path) -> None:
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    doc = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**doc, "spec": {"smallest_effect": 0.6}}))
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert "judged against the smallest effect of interest, 60 % (`smallest_effect` in the spec)" in md
+    # +50 % [+40 %, +61 %] straddles 60 %: inconclusive now
+    assert _verdicts(md)["Dynamic batching raises the average batch and throughput at the same load"] == \
+        "inconclusive"

@@ -289,17 +289,17 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup],
                          f"{iv.effect_text(thr)}")
                 ev.update(throughput_without=bm["throughput"], throughput_with=dm["throughput"],
                           throughput_effect=_ev(thr))
-                v = _both(vb, vt)
+                vd = _both(vb, vt)
                 failed = " and ".join(w for w, bad in (("batch not larger", vb.word == NOT_HELD),
                                                        ("throughput not higher", vt.word == NOT_HELD)) if bad)
             else:
-                v = vb
+                vd = vb
                 failed = "batch not larger"
                 text += (f"; p95 {_ms(bm.get('p95_us'))} -> {_ms(dm.get('p95_us'))} (request rate: the "
                          "throughput is the rate, so only the batch is judged)")
-            ev["verdict"] = v.word
-            verdicts.append(v)
-            parts.append(text + _suffix(v, failed))
+            ev["verdict"] = vd.word
+            verdicts.append(vd)
+            parts.append(text + _suffix(vd, failed))
             evidence.append(ev)
     if not verdicts:
         # Triton's statistics still say which batches formed where perf_analyzer measured nothing stable

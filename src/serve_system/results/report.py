@@ -65,7 +65,7 @@ def _manifest(run: Path) -> dict[str, Any]:
 def _smallest_effect(data: dict[str, Any], path: Path) -> float:
     """The spec's smallest effect of interest, as the run's manifest keeps it (its own field, or the
     spec as run); the default where neither has one (runs planned before the field existed)."""
-    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    spec = data["spec"] if isinstance(data.get("spec"), dict) else {}
     for field, value in (("smallest_effect", data.get("smallest_effect")),
                          ("spec.smallest_effect", spec.get("smallest_effect"))):
         if value is None:
@@ -524,11 +524,11 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
     by: dict[tuple[str, str, str, Any], dict[str, dict[str, Any]]] = {}
     for s in stats:
         by.setdefault((s["host"], s["variant"], s["mode"], s["load"]), {})[s["metric"]] = s
-    lines = ["## Per level", "",
-             "Each level's repetitions: n, the mean and its 95 % interval (Student's t; none with one "
+    intro = ("Each level's repetitions: n, the mean and its 95 % interval (Student's t; none with one "
              f"repetition). A level is *noisy* when a metric's repetitions vary by {iv.NOISY_CV * 100:g} % or "
              "more of their mean (coefficient of variation, pyperf's rule): its comparisons need more "
-             "repetitions, or a quieter node.", "",
+             "repetitions, or a quieter node.")
+    lines = ["## Per level", "", intro, "",
              "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | noisy |",
              "|---|---|---|---|---|---|---|---|---|"]
     noisy_levels = []

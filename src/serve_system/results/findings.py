@@ -277,10 +277,12 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup],
                 continue
             batch = _effect(bm, dm, "avg_batch_size")
             vb = iv.decide(batch, "up", smallest)
-            text = (f"{_load(mode, load)} on {host}: average batch {bm['avg_batch_size']:.2f} (`{base_v}`) -> "
+            text = (f"{_load(mode, load)} on {host}: average batch {bm['avg_batch_size']:.2f} "
+                    f"(`{base_v}`) -> "
                     f"{dm['avg_batch_size']:.2f} (`{dyn_v}`), {iv.effect_text(batch)}")
             ev: dict[str, Any] = {"host": host, "without": base_v, "with": dyn_v, "mode": mode, "load": load,
-                                  "avg_batch_without": bm["avg_batch_size"], "avg_batch_with": dm["avg_batch_size"],
+                                  "avg_batch_without": bm["avg_batch_size"],
+                                  "avg_batch_with": dm["avg_batch_size"],
                                   "batch_effect": _ev(batch)}
             if mode == "concurrency" and bm.get("throughput") and dm.get("throughput") is not None:
                 thr = _effect(bm, dm, "throughput")
@@ -312,8 +314,8 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup],
         told = (" Triton's statistics alone (no throughput to compare) give average batches "
                 + "; ".join(seen) + ".") if seen else ""
         return Finding("dynamic_batching", claim, NOT_MEASURABLE,
-                       "No two variants differing only by dynamic batching were measured at a common load above "
-                       "one outstanding request." + told
+                       "No two variants differing only by dynamic batching were measured at a common load "
+                       "above one outstanding request." + told
                        + _unmeasured(setups, raw, lambda s: s.dynamic_batching), evidence)
     return _finish("dynamic_batching", claim, verdicts, parts, evidence)
 
@@ -364,9 +366,10 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup],
                                                   " (" + iv.explain(v) + ")")
                 step_verdicts.append(v)
                 steps.append(f"{sa.instances} -> {sb.instances} instances: {ma['throughput']:.1f} -> "
-                             f"{mb['throughput']:.1f}/s ({iv.effect_text(rise)}; at {sa.instances}: {util}) {how}")
-                step_ev.append({"from": sa.instances, "to": sb.instances, "effect": _ev(rise), "verdict": v.word,
-                                "saturated": busy})
+                             f"{mb['throughput']:.1f}/s ({iv.effect_text(rise)}; at {sa.instances}: {util}) "
+                             f"{how}")
+                step_ev.append({"from": sa.instances, "to": sb.instances, "effect": _ev(rise),
+                                "verdict": v.word, "saturated": busy})
             verdicts.append(_both(*step_verdicts))
             word = verdicts[-1].word
             parts.append(f"{_load(mode, load)} on {host} ("
@@ -379,7 +382,8 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup],
                                          "cpu_util": m.get("cpu_util")} for s, m in pts]})
     if not verdicts:
         return Finding("instances", claim, NOT_MEASURABLE,
-                       "No variants differing only by their instance count were measured at a common concurrency.")
+                       "No variants differing only by their instance count were measured at a common "
+                       "concurrency.")
     return _finish("instances", claim, verdicts, parts, evidence)
 
 
@@ -404,8 +408,8 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[tuple
                 e = _effect(cm, pm, tail)
                 verdict = iv.decide(e, "up", smallest)
                 verdicts.append(verdict)
-                parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {_ms(cm[tail])} constant (`{cv}`) -> "
-                             f"{_ms(pm[tail])} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
+                parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {_ms(cm[tail])} constant "
+                             f"(`{cv}`) -> {_ms(pm[tail])} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
                              f"{_ms(cm.get('queue_us'))} -> {_ms(pm.get('queue_us'))}"
                              + _suffix(verdict, "not higher"))
                 evidence.append({"host": host, "constant": cv, "poisson": pv, "load": load, "tail": tail,
@@ -413,12 +417,13 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[tuple
                                  "verdict": verdict.word})
     if not verdicts:
         return Finding("poisson", claim, NOT_MEASURABLE,
-                       "No configuration was measured at the same request rate with both constant and Poisson "
-                       "arrivals." + _unmeasured(setups, raw, lambda s: True))
+                       "No configuration was measured at the same request rate with both constant and "
+                       "Poisson arrivals." + _unmeasured(setups, raw, lambda s: True))
     return _finish("poisson", claim, verdicts, parts, evidence)
 
 
-def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[tuple[str, str], dict[str, Any]],
+def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup],
+                 raw: dict[tuple[str, str], dict[str, Any]],
                  smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
     parts, verdicts, evidence = [], [], []
@@ -433,7 +438,8 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[
                 continue
             for (hh, v, mode, load), pm in sorted(means.items()):
                 om = means.get((host, ov, mode, load))
-                if (hh, v) != (host, pyv) or om is None or not pm.get("throughput") or om.get("throughput") is None:
+                if (hh, v) != (host, pyv) or om is None or not pm.get("throughput") \
+                        or om.get("throughput") is None:
                     continue
                 lat = "latency_avg_us" if pm.get("latency_avg_us") and om.get("latency_avg_us") else "p50_us"
                 if not pm.get(lat) or om.get(lat) is None:
@@ -444,18 +450,20 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[
                 verdicts.append(verdict)
                 what = "FastAPI" if py.rest == "fastapi" else "Triton"
                 name = lat.split("_")[0]
-                parts.append(f"{what} {_load(mode, load)} on {host}: `{pyv}` {pm['throughput']:.1f}/s, {name} "
-                             f"{_ms(pm[lat])} vs `{ov}` {om['throughput']:.1f}/s, {_ms(om[lat])}: "
+                parts.append(f"{what} {_load(mode, load)} on {host}: `{pyv}` {pm['throughput']:.1f}/s, "
+                             f"{name} {_ms(pm[lat])} vs `{ov}` {om['throughput']:.1f}/s, {_ms(om[lat])}: "
                              f"{iv.describe('throughput', thr)}; {iv.describe(name, lt)}"
                              + _suffix(verdict, "ONNX not faster"))
                 evidence.append({"host": host, "python": pyv, "onnx": ov, "mode": mode, "load": load,
                                  "throughput_python": pm["throughput"], "throughput_onnx": om["throughput"],
-                                 "latency_metric": lat, "latency_python_us": pm[lat], "latency_onnx_us": om[lat],
-                                 "throughput_effect": _ev(thr), "latency_effect": _ev(lt), "verdict": verdict.word})
+                                 "latency_metric": lat, "latency_python_us": pm[lat],
+                                 "latency_onnx_us": om[lat], "throughput_effect": _ev(thr),
+                                 "latency_effect": _ev(lt), "verdict": verdict.word})
     if not verdicts:
         return Finding("onnx_backend", claim, NOT_MEASURABLE,
-                       "No ONNX and Python-backend variants were both measured at the same load, batch and instance "
-                       "count." + _unmeasured(setups, raw, lambda s: s.backend in ("onnxruntime", "python")),
+                       "No ONNX and Python-backend variants were both measured at the same load, batch and "
+                       "instance count."
+                       + _unmeasured(setups, raw, lambda s: s.backend in ("onnxruntime", "python")),
                        evidence)
     return _finish("onnx_backend", claim, verdicts, parts, evidence)
 
@@ -482,10 +490,11 @@ def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str
                 vals[m] = statistics.fmean(nums)
         if metric not in vals:
             continue
-        if all(m in vals and not ("max" in b and vals[m] > b["max"]) and not ("min" in b and vals[m] < b["min"])
-               for m, b in cons.items()):
-            cands.append({"objective": objective.get("name", f"{goal}_{metric}"), "metric": metric, "goal": goal,
-                          "host": key[0], "variant": key[1], "mode": key[2], "load": key[3], "value": vals[metric],
+        if all(m in vals and not ("max" in b and vals[m] > b["max"])
+               and not ("min" in b and vals[m] < b["min"]) for m, b in cons.items()):
+            cands.append({"objective": objective.get("name", f"{goal}_{metric}"), "metric": metric,
+                          "goal": goal, "host": key[0], "variant": key[1], "mode": key[2], "load": key[3],
+                          "value": vals[metric],
                           "repetitions": len(rs), "samples": [float(r[metric]) for r in rs
                                                               if r.get(metric) is not None],
                           "at_load": at_load, "constraints": cons})
@@ -525,7 +534,8 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
         verdicts.append(v)
         where = "" if o.get("at_load") is not None else f" at {top['mode']} {top['load']:g}"
         outcome = {HELD: f"`{top['variant']}` is the best",
-                   NOT_HELD: f"a tie: they differ by less than the smallest effect ({smallest * 100:g} %)"}.get(
+                   NOT_HELD: "a tie: they differ by less than the smallest effect "
+                             f"({smallest * 100:g} %)"}.get(
             v.word, "a tie: the lead's interval includes zero"
             + ("" if v.reason == iv.ONE_REPETITION or not iv.explain(v) else f" ({iv.explain(v)})"))
         if v.word == INCONCLUSIVE and v.reason == iv.ONE_REPETITION:
@@ -555,9 +565,11 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
     """
     setups = {k: s for k, r in raw_setups.items() if (s := make_setup(k[0], k[1], r)) is not None}
     means = levels(rows)
-    batches = {(r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"])): float(r["avg_batch_size"])
+    batches = {(r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"])):
+               float(r["avg_batch_size"])
                for r in rows if r.get("load") is not None and r.get("avg_batch_size") is not None}
-    found = [queue_delay(means, setups, smallest), dynamic_batching(means, setups, raw_setups, batches, smallest),
+    found = [queue_delay(means, setups, smallest),
+             dynamic_batching(means, setups, raw_setups, batches, smallest),
              instances(means, setups, smallest), poisson(means, setups, raw_setups, smallest),
              onnx_backend(means, setups, raw_setups, smallest), best_variant(rows, objectives, smallest)]
     failed = [r for r in rows if r.get("status") != "ok" and r.get("load") is not None]
@@ -577,12 +589,12 @@ def markdown(findings: list[Finding], stand_in: str | None = None,
     """The report's ``## Findings`` section, as lines: what the verdict words mean, then each claim
     (saying so when a stand-in model was measured)."""
     lines = ["## Findings", "",
-             "Each of the lab's claims checked against this run's measurements: each comparison is an effect "
-             "(the ratio of the two sides' geometric means) with its 95 % interval and the repetitions per side, "
-             f"judged against the smallest effect of interest, {smallest * 100:g} % (`smallest_effect` in the "
-             "spec)"
-             + (", measured on a stand-in model: the numbers are real for this model, not the lab's." if stand_in
-                else "."), ""]
+             "Each of the lab's claims checked against this run's measurements: each comparison is an "
+             "effect (the ratio of the two sides' geometric means) with its 95 % interval and the "
+             f"repetitions per side, judged against the smallest effect of interest, {smallest * 100:g} % "
+             "(`smallest_effect` in the spec)"
+             + (", measured on a stand-in model: the numbers are real for this model, not the lab's."
+                if stand_in else "."), ""]
     lines += [f"- *{w}*: {iv.MEANINGS[w]}." for w in VERDICTS] + [""]
     for f in findings:
         lines.append(f"- **{f.claim}**: **{f.verdict}**. {f.detail}")

@@ -229,7 +229,8 @@ def lead(e: Effect, goal: Literal["max", "min"], smallest: float) -> Verdict:
 
 
 def combine(words: Sequence[str]) -> str:
-    """One verdict of several comparisons: did not hold if any did not; held if all held; else inconclusive."""
+    """One verdict of several comparisons: did not hold if any did not; held if all held; else
+    inconclusive."""
     if not words:
         return NOT_MEASURABLE
     if NOT_HELD in words:
@@ -246,7 +247,8 @@ def sides(e: Effect) -> str:
 
 
 def effect_text(e: Effect) -> str:
-    """``+30 % [+22 %, +38 %], n = 3 per side``; without an interval ``+30 %, n = 1 per side, no interval``."""
+    """``+30 % [+22 %, +38 %], n = 3 per side``; without an interval
+    ``+30 %, n = 1 per side, no interval``."""
     if e.change is None:
         return f"no effect ({e.reason})"
     if not e.has_interval:

@@ -111,8 +111,10 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[str, Any], list[dict[str, Any]], list[str]]:
-    """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is written."""
+def check_run(run_dir: str | Path, partial: bool = False
+              ) -> tuple[Path, dict[str, Any], list[dict[str, Any]], list[str]]:
+    """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is
+    written."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
@@ -126,11 +128,13 @@ def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[st
                                                                    for r in rows):
         what = f"; missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}" if gaps else ""
         raise ServeSystemError(f"{run}: nothing measured yet (no <host>/<variant>/<level>/level.json){what}; "
-                               "run the experiment (ansible-playbook experiments/NAME.yml -e run_id=...) first")
+                               "run the experiment (ansible-playbook experiments/NAME.yml -e run_id=...) "
+                               "first")
     if gaps and not partial:
         raise ServeSystemError(
-            f"{run}: interrupted run, {len(gaps)} missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}; "
-            f"resume it (run the experiment again with -e run_id={run.name}) or report what is there with --partial")
+            f"{run}: interrupted run, {len(gaps)} missing: {', '.join(gaps[:6])}"
+            f"{' ...' if len(gaps) > 6 else ''}; resume it (run the experiment again with "
+            f"-e run_id={run.name}) or report what is there with --partial")
     return run, manifest, rows, gaps
 
 
@@ -155,8 +159,8 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]],
     stats = res.level_stats(rows)
     _csv(csv_path, res.COLUMNS, rows)
     _csv(run_dir / "summary_stats.csv", res.STAT_COLUMNS, stats)
-    doc = {"experiment": rows[0]["experiment"] if rows else None, "run_id": rows[0]["run_id"] if rows else None,
-           "rows": rows, "stats": stats, **(extra or {})}
+    doc = {"experiment": rows[0]["experiment"] if rows else None,
+           "run_id": rows[0]["run_id"] if rows else None, "rows": rows, "stats": stats, **(extra or {})}
     json_path.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
     return csv_path, json_path
 
@@ -218,7 +222,8 @@ def _bars(samples: list[list[float]]) -> tuple[list[float], list[list[float]]]:
 
 def _latency_vs_load(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
     for mode in sorted({r["mode"] for r in hr if r.get("mode")}):
-        mr = [r for r in hr if r["mode"] == mode and any(r.get(k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
+        mr = [r for r in hr
+              if r["mode"] == mode and any(r.get(k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
         if not mr:
             p.skipped.append(f"{host}: latency against {mode} (no latency measured)")
             continue
@@ -285,7 +290,8 @@ def _breakdown(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
         if any(r.get(k) is not None for k in parts):
             groups.setdefault((r["variant"], r["mode"] or "", float(r["load"])), []).append(r)
     if not groups:
-        p.skipped.append(f"{host}: server-side latency breakdown (no Triton statistics: e.g. the FastAPI benchmark)")
+        p.skipped.append(f"{host}: server-side latency breakdown (no Triton statistics: e.g. the FastAPI "
+                         "benchmark)")
         return
     keys = sorted(groups)
     fig, ax = p.plt.subplots(figsize=(max(6, 0.6 * len(keys) + 2), 4.5))
@@ -344,7 +350,8 @@ def _spans(ax: Any, samples: dict[str, list[dict[str, Any]]], t0: float) -> None
     for i, (variant, ss) in enumerate(sorted(samples.items(), key=lambda kv: kv[1][0]["t"])):
         a, b = ss[0]["t"] - t0, ss[-1]["t"] - t0
         ax.axvspan(a, b, color="grey", alpha=0.08 if i % 2 else 0.16, lw=0)
-        ax.text((a + b) / 2, 1.0, variant, transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7)
+        ax.text((a + b) / 2, 1.0, variant, transform=ax.get_xaxis_transform(), ha="center", va="bottom",
+                fontsize=7)
 
 
 def _gapped(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -389,9 +396,11 @@ def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -
             ax.legend(fontsize=7)
             p.save(fig, f"{host}_gpu_utilisation.png")
         else:
-            cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"] * 100) for s in samples if "nv_cpu_utilization" in s["cpu"]]
+            cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"] * 100) for s in samples
+                   if "nv_cpu_utilization" in s["cpu"]]
             if not cpu:
-                p.skipped.append(f"{host}: utilisation (its metrics samples report neither GPU nor CPU utilisation)")
+                p.skipped.append(f"{host}: utilisation (its metrics samples report neither GPU nor CPU "
+                                 "utilisation)")
             else:
                 fig, ax = p.plt.subplots(figsize=(9, 4.2))
                 ax.plot(*_gapped(cpu), lw=1.2, marker=".", markersize=3, label="CPU (whole host)")
@@ -402,7 +411,8 @@ def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -
                 ax.set_title(f"{host}: CPU utilisation (Triton reported no GPU)", pad=14)
                 ax.grid(alpha=0.3)
                 p.save(fig, f"{host}_cpu_utilisation.png")
-        mem_gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_memory_used_bytes" in m})
+        mem_gpus = sorted({g for s in samples for g, m in s["gpus"].items()
+                           if "nv_gpu_memory_used_bytes" in m})
         if not mem_gpus:
             continue
         fig, ax = p.plt.subplots(figsize=(9, 4.2))
@@ -425,8 +435,8 @@ def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -
     if not series:
         p.skipped.append("utilisation and GPU memory over time (no metrics.jsonl samples in the run)")
     elif not any_gpu:
-        p.skipped.append("utilisation per GPU and GPU memory over time (Triton reported no GPU: CPU utilisation "
-                         "drawn instead)")
+        p.skipped.append("utilisation per GPU and GPU memory over time (Triton reported no GPU: CPU "
+                         "utilisation drawn instead)")
 
 
 def _fastapi_latency(p: _Plots, run: Path) -> None:
@@ -489,7 +499,8 @@ def _rule(o: dict[str, Any]) -> str:
     if o.get("at_load") is not None:
         rule += f" at load {float(o['at_load']):g}"
     if o.get("constraints"):
-        rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items() for k, b in bd.items())
+        rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items()
+                                     for k, b in bd.items())
     return rule
 
 
@@ -525,8 +536,9 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
     for s in stats:
         by.setdefault((s["host"], s["variant"], s["mode"], s["load"]), {})[s["metric"]] = s
     intro = ("Each level's repetitions: n, the mean and its 95 % interval (Student's t; none with one "
-             f"repetition). A level is *noisy* when a metric's repetitions vary by {iv.NOISY_CV * 100:g} % or "
-             "more of their mean (coefficient of variation, pyperf's rule): its comparisons need more "
+             "repetition). A level is *noisy* when a metric's repetitions vary by "
+             f"{iv.NOISY_CV * 100:g} % or more of their mean (coefficient of variation, pyperf's rule): its "
+             "comparisons need more "
              "repetitions, or a quieter node.")
     lines = ["## Per level", "", intro, "",
              "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | noisy |",
@@ -539,7 +551,8 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
         if noisy:
             noisy_levels.append(f"{host} / {variant} @ {where}: " + ", ".join(noisy))
         lines.append(f"| {host} | {variant} | {where} | {n} | {_interval(ms.get('throughput'))} | "
-                     f"{_interval(ms.get('latency_avg_us'), 1000, 2)} | {_interval(ms.get('p95_us'), 1000, 2)} | "
+                     f"{_interval(ms.get('latency_avg_us'), 1000, 2)} | "
+                     f"{_interval(ms.get('p95_us'), 1000, 2)} | "
                      f"{_interval(ms.get('p99_us'), 1000, 2)} | {'**noisy**' if noisy else ''} |")
     if noisy_levels:
         lines += ["", f"Noisy levels ({len(noisy_levels)}): " + "; ".join(noisy_levels) + "."]
@@ -556,12 +569,14 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     plots, skipped = make_plots(run, rows)
     csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
                                                     "missing": gaps})
-    lines = [f"# {manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}", ""]
+    title = f"{manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}"
+    lines = [f"# {title}", ""]
     if manifest.get("description"):
         lines += [str(manifest["description"]).strip(), ""]
     stand_in = manifest.get("stand_in") or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
     if stand_in:
-        lines += [f"> **Stand-in model.** {stand_in} Latencies and batching are real; predictions are not.", ""]
+        lines += [f"> **Stand-in model.** {stand_in} Latencies and batching are real; predictions are not.",
+                  ""]
     if manifest.get("start"):
         hosts = manifest.get("hosts") or sorted({r["host"] for r in rows})
         # each host writes host.json (with its end time) when its part of the run is over
@@ -581,25 +596,28 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         if w is None:
             lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies")
         else:
-            lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at {w['mode']} "
-                         f"{w['load']:g} -> {w['metric']} = {cell(w['value'])} (mean of {w['repetitions']})"
+            lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
+                         f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
+                         f"(mean of {w['repetitions']})"
                          + _standing(fnd.rank(rows, o), smallest))
     lines += ["", *fnd.markdown(found, stand_in, smallest)]
     lines += _per_level(rows)
     lines += ["## Measurements", "",
-              ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
-               "infer ms | avg batch | util |"),
+              ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | "
+               "queue ms | infer ms | avg batch | util |"),
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         util, busiest = r.get("gpu_util"), r.get("gpu_util_max")
         if util is not None:
-            util_s = f"GPU {util * 100:.0f}%" + (f" (busiest {busiest * 100:.0f}%)" if busiest is not None else "")
+            util_s = f"GPU {util * 100:.0f}%" + (f" (busiest {busiest * 100:.0f}%)" if busiest is not None
+                                                 else "")
         else:
             util_s = f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-"
         ms = ms_cells(r)
         load = f"{r['mode'][:4] if r.get('mode') else ''} {cell(r.get('load'))}".strip()
         lines.append(f"| {r['host']} | {r['variant']} | {load} | {cell(r.get('repetition'))} | {r['status']}"
-                     f"{' (retried)' if r.get('retried') else ''} | {cell(r.get('throughput'))} | {ms('latency_avg_us')} | "
+                     f"{' (retried)' if r.get('retried') else ''} | {cell(r.get('throughput'))} | "
+                     f"{ms('latency_avg_us')} | "
                      f"{ms('p95_us')} | {ms('p99_us')} | {ms('queue_us')} | {ms('compute_infer_us')} | "
                      f"{cell(r.get('avg_batch_size'), 2)} | {util_s} |")
     problems = [r for r in rows if r["status"] != "ok"]
@@ -607,7 +625,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += ["", "## Not measured", ""]
         for r in problems:
             lines.append(f"- {r['host']} / {r['variant']}"
-                         f"{' @ ' + cell(r.get('load')) if r.get('load') is not None else ''}: {r['status']}: "
+                         f"{' @ ' + cell(r.get('load')) if r.get('load') is not None else ''}: "
+                         f"{r['status']}: "
                          f"{(r.get('error') or '').strip()}")
         for f in manifest.get("failures") or []:
             lines.append(f"- {f}")
@@ -631,6 +650,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                    "are under each `<host>/<variant>/<level>/`."), ""]
     md = run / "report.md"
     md.write_text("\n".join(lines), encoding="utf-8")
-    return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path), "report": str(md),
+    return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path),
+            "report": str(md),
             "plots": [str(p) for p in plots], "skipped": skipped, "best": winners, "findings": found,
             "missing": gaps}

@@ -35,7 +35,8 @@ COLUMNS: tuple[str, ...] = (
     "throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
-    "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s", "stand_in",
+    "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s",
+    "stand_in",
     "errors",
 )
 
@@ -43,8 +44,8 @@ COLUMNS: tuple[str, ...] = (
 STAT_METRICS: tuple[str, ...] = ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us")
 #: summary_stats.csv's columns: one row per host x variant x load level x metric (tidy)
 STAT_COLUMNS: tuple[str, ...] = (
-    "experiment", "run_id", "host", "variant", "mode", "load", "metric", "n", "mean", "sd", "ci_low", "ci_high",
-    "cv", "noisy",
+    "experiment", "run_id", "host", "variant", "mode", "load", "metric", "n", "mean", "sd", "ci_low",
+    "ci_high", "cv", "noisy",
 )
 
 
@@ -55,7 +56,8 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         if r.get("status") == "ok" and r.get("load") is not None:
-            key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
+            key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
+                   r["load"])
             groups.setdefault(key, []).append(r)
     out = []
     for key, rs in sorted(groups.items(), key=lambda kv: (kv[0][2:5], float(kv[0][5]))):
@@ -125,7 +127,8 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
         return row
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
-        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok") else "failed",
+        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok")
+                          else "failed",
                           "error": meta.get("error") or "the benchmark client wrote no bench.json"}
         row.update({k: v for k, v in bench.items() if k in COLUMNS})
         if meta.get("status") == "failed" and row["status"] == "ok":
@@ -139,7 +142,8 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
     if match is None:
         row["status"] = meta.get("status") if meta.get("status") not in (None, "ok") else "failed"
-        row["error"] = meta.get("error") or _last_error(stdout) or "perf_analyzer reported nothing for this level"
+        row["error"] = (meta.get("error") or _last_error(stdout)
+                        or "perf_analyzer reported nothing for this level")
     else:
         row["status"] = match.status
         row["error"] = match.error

@@ -129,7 +129,8 @@ def expand_levels(levels: Any) -> list[float]:
             raise ValueError(f"a range has only start, end, step (got {', '.join(map(str, levels))})")
         rng: dict[str, Any] = levels
         try:
-            start, end, step = (float(rng["start"]), float(rng.get("end", rng["start"])), float(rng.get("step", 1)))
+            start, end, step = (float(rng["start"]), float(rng.get("end", rng["start"])),
+                                float(rng.get("step", 1)))
         except (KeyError, TypeError, ValueError):
             raise ValueError("a range needs numeric start (and end, step)") from None
         if step <= 0 or end < start or start <= 0:
@@ -183,7 +184,8 @@ class Perf(_Model):
 
     protocol: Literal["http", "grpc"] | None = None
     batch_size: PosInt | None = None
-    input_data: RelPath | None = Field(default=None, description="'random', 'zero' or a JSON file (spec-relative)")
+    input_data: RelPath | None = Field(default=None,
+                                       description="'random', 'zero' or a JSON file (spec-relative)")
     shapes: dict[str, list[PosInt]] | None = None
     warmup_request_count: NonNegInt | None = None
     request_count: NonNegInt | None = None
@@ -249,7 +251,8 @@ class Variant(_Model):
 
     name: Name
     description: str | None = None
-    config: dict[str, Any] | None = Field(default=None, description="top-level ModelConfig keys replaced (null removes one)")
+    config: dict[str, Any] | None = Field(
+        default=None, description="top-level ModelConfig keys replaced (null removes one)")
     model: Name | None = None
     version: Version | None = None
     base_config: RelPath | None = None
@@ -276,7 +279,8 @@ class TritonSpec(_Model):
     description: str | None = None
     model: Name = Field(description="the model's name in Triton")
     version: Version = "1"
-    base_config: RelPath | None = Field(default=None, description="config.pbtxt the variants override (spec-relative)")
+    base_config: RelPath | None = Field(
+        default=None, description="config.pbtxt the variants override (spec-relative)")
     base_config_text: str | None = None
     on_missing_gpus: Literal["refuse", "adapt"] = "refuse"
     stand_in: str | None = None
@@ -387,7 +391,8 @@ def json_schema() -> dict[str, Any]:
     """The JSON Schema of a spec file (either kind), for editors and ``serve-system schema``."""
     triton = TritonSpec.model_json_schema(by_alias=True)
     fastapi = FastapiSpec.model_json_schema(by_alias=True)
-    defs = {**triton.pop("$defs", {}), **fastapi.pop("$defs", {}), "TritonSpec": triton, "FastapiSpec": fastapi}
+    defs = {**triton.pop("$defs", {}), **fastapi.pop("$defs", {}), "TritonSpec": triton,
+            "FastapiSpec": fastapi}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "serve-system experiment spec",

@@ -86,7 +86,8 @@ def level(run: Path, host: str, variant: str, lid: str, *, mode: str = "concurre
         batch_size=batch_size, start=t0, end=t0 + 10,
         attempts=[records.Attempt(argv=argv, rc=0, start=t0, end=t0 + 10)]))
     if stdout is not None:
-        (d / "perf.stdout").write_text(scaled(stdout.read_text(), speed) if speed != 1 else stdout.read_text())
+        text = stdout.read_text()
+        (d / "perf.stdout").write_text(scaled(text, speed) if speed != 1 else text)
     if csv is not None:
         (d / "perf.csv").write_text(csv.read_text())
     if stats is not None:
@@ -137,10 +138,12 @@ def _lab_repetition(run: Path, r: int, speed: float) -> None:
         (run / h).mkdir(parents=True)
         (run / h / "facts.json").write_text(json.dumps({"host": h, "gpus": 2, "cpus": 56}))
     low = gpu_metrics({"GPU-aaaa": 0.22, "GPU-bbbb": 0.0}, {"GPU-aaaa": 1900, "GPU-bbbb": 300})
-    variant(run, h, "baseline", config(instance_group=instances(1), dynamic_batching=None), model="food_classifier")
+    variant(run, h, "baseline", config(instance_group=instances(1), dynamic_batching=None),
+            model="food_classifier")
     for i, (load, nb) in enumerate(((1, "notebook_01.txt"), (8, "notebook_02.txt"), (16, "notebook_03.txt"))):
         lv("baseline", load, nb, 1000 + 20 * i, stats=stats_snapshot(False), metrics=[low] * 3)
-    variant(run, h, "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN), model="food_classifier")
+    variant(run, h, "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN),
+            model="food_classifier")
     lv("dynbatch", 8, "notebook_05.txt", 1100, stats=stats_snapshot(True), metrics=[low] * 3)
     half = gpu_metrics({"GPU-aaaa": 0.46, "GPU-bbbb": 0.41}, {"GPU-aaaa": 3900, "GPU-bbbb": 3800})
     variant(run, h, "gpus01_2x2", config(instance_group=instances(2, 2)), model="food_classifier")
@@ -165,8 +168,9 @@ def fastapi_run(run: Path) -> Path:
             lat = [(per + (i % 17) * 0.37 + (9 * per if i % 50 == 0 else 0)) / 1000 for i in range(n)]
             us = sorted(x * 1e6 for x in lat)
             wall = sum(lat) / (1 if senders == 1 else senders)
-            phase = {"phase": "sequential" if senders == 1 else "concurrent", "mode": "concurrency", "load": senders,
-                     "requests": n, "ok": n, "errors": 0, "throughput": n / wall, "latency_avg_us": sum(us) / n,
+            phase = {"phase": "sequential" if senders == 1 else "concurrent", "mode": "concurrency",
+                     "load": senders, "requests": n, "ok": n, "errors": 0, "throughput": n / wall,
+                     "latency_avg_us": sum(us) / n,
                      "p50_us": us[n // 2], "p90_us": us[int(n * 0.9)], "p95_us": us[int(n * 0.95)],
                      "p99_us": us[int(n * 0.99)], "start": 2000.0, "end": 2000.0 + wall, "latencies_s": lat,
                      "error_samples": []}

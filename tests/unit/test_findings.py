@@ -233,7 +233,7 @@ def test_fastapi_run_plots_its_latency_distribution_and_skips_empty_plots(tmp_pa
     assert v[ONNX] == "inconclusive"
     assert ("(PyTorch)**: **inconclusive**. Inconclusive: one repetition gives no interval: set "
             "`repetitions: 3`. "
-            "FastAPI concurrency 1 on node-1: `pytorch`" in md
+            "FastAPI concurrency 1 on node-1: `pytorch`") in md
 
 
 def test_gpu_plots_are_per_gpu_and_the_busiest_gpu_is_kept(tmp_path: Path) -> None:

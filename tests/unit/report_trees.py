@@ -10,6 +10,7 @@ helper that makes it says so.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +59,35 @@ def gpu_metrics(utils: dict[str, float], mem_mib: dict[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: per repetition, how much faster than the recorded output a repeated level runs (made up by the
+#: tests: the lab measured each level once); the spread is about 3 %, like a quiet node's
+SPREAD = (1.0, 0.97, 1.03, 0.99, 1.01)
+
+
+def scaled(text: str, speed: float) -> str:
+    """A perf_analyzer stdout as if the server ran ``speed`` times as fast: throughput times ``speed``,
+    every time in microseconds divided by it."""
+    text = re.sub(r"throughput: ([0-9.]+)", lambda m: f"throughput: {float(m.group(1)) * speed:.4f}", text)
+    return re.sub(r"([0-9]+) usec", lambda m: f"{round(int(m.group(1)) / speed)} usec", text)
+
+
 def level(run: Path, host: str, variant: str, lid: str, *, mode: str = "concurrency", load: float,
           stdout: Path | None = None, csv: Path | None = None, stats: dict[str, Any] | None = None,
           metrics: list[str] | None = None, t0: float = 1000.0, distribution: str | None = None,
-          batch_size: int = 1) -> Path:
+          batch_size: int = 1, repetition: int = 1, speed: float = 1.0) -> Path:
+    """A level folder; ``speed`` scales its perf_analyzer stdout (:func:`scaled`)."""
     d = run / host / variant / lid
     d.mkdir(parents=True)
     argv = ["perf_analyzer", "-m", "food_classifier", "-b", str(batch_size)]
     argv += (["--concurrency-range", f"{load:g}"] if mode == "concurrency" else
              ["--request-rate-range", f"{load:g}", "--request-distribution", distribution or "constant"])
     records.write(d / "level.json", records.LevelRecord(
-        variant=variant, level=lid, mode=mode, load=load, repetition=1, status=records.OK, batch_size=batch_size,
-        start=t0, end=t0 + 10, attempts=[records.Attempt(argv=argv, rc=0, start=t0, end=t0 + 10)]))
+        variant=variant, level=lid, mode=mode, load=load, repetition=repetition, status=records.OK,
+        batch_size=batch_size, start=t0, end=t0 + 10,
+        attempts=[records.Attempt(argv=argv, rc=0, start=t0, end=t0 + 10)]))
     if stdout is not None:
-        (d / "perf.stdout").write_text(stdout.read_text())
+        text = stdout.read_text()
+        (d / "perf.stdout").write_text(scaled(text, speed) if speed != 1 else text)
     if csv is not None:
         (d / "perf.csv").write_text(csv.read_text())
     if stats is not None:
@@ -98,32 +114,44 @@ def manifest(run: Path, experiment: str, objectives: list[dict[str, Any]], **ext
                                                    "objectives": objectives, **extra}))
 
 
-def lab_run(run: Path) -> Path:
+def lab_run(run: Path, repetitions: int = 1, spread: tuple[float, ...] = SPREAD) -> Path:
     """The lab notebook's Triton measurements as one run on one 2-GPU host.
 
     baseline (Python backend, 1 instance on GPU 0) at concurrency 1, 8, 16; dynbatch (the same with
-    dynamic batching) at 8; 2+2 and 4+4 instances over two GPUs at 8; ONNX (1 instance) at 1.
+    dynamic batching) at 8; 2+2 and 4+4 instances over two GPUs at 8; ONNX (1 instance) at 1. With
+    more than one repetition, repetition r is the notebook's output sped up by ``spread[r - 1]``.
     """
-    manifest(run, "lab", [{"name": "most_throughput_at_8", "metric": "throughput", "goal": "max", "at_load": 8}])
+    for r in range(1, repetitions + 1):
+        _lab_repetition(run, r, spread[r - 1])
+    return run
+
+
+def _lab_repetition(run: Path, r: int, speed: float) -> None:
+    def lv(variant_: str, load: int, nb: str, t0: float, **kw: Any) -> None:
+        level(run, h, variant_, f"c{load}_r{r}", load=load, stdout=NB / nb, t0=t0 + 1000 * (r - 1),
+              repetition=r, speed=speed, **kw)
+
     h = "node-1"
-    (run / h).mkdir(parents=True)
-    (run / h / "facts.json").write_text(json.dumps({"host": h, "gpus": 2, "cpus": 56}))
+    if r == 1:
+        manifest(run, "lab", [{"name": "most_throughput_at_8", "metric": "throughput", "goal": "max",
+                               "at_load": 8}])
+        (run / h).mkdir(parents=True)
+        (run / h / "facts.json").write_text(json.dumps({"host": h, "gpus": 2, "cpus": 56}))
     low = gpu_metrics({"GPU-aaaa": 0.22, "GPU-bbbb": 0.0}, {"GPU-aaaa": 1900, "GPU-bbbb": 300})
-    variant(run, h, "baseline", config(instance_group=instances(1), dynamic_batching=None), model="food_classifier")
+    variant(run, h, "baseline", config(instance_group=instances(1), dynamic_batching=None),
+            model="food_classifier")
     for i, (load, nb) in enumerate(((1, "notebook_01.txt"), (8, "notebook_02.txt"), (16, "notebook_03.txt"))):
-        level(run, h, "baseline", f"c{load}_r1", load=load, stdout=NB / nb, stats=stats_snapshot(False),
-              metrics=[low] * 3, t0=1000 + 20 * i)
-    variant(run, h, "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN), model="food_classifier")
-    level(run, h, "dynbatch", "c8_r1", load=8, stdout=NB / "notebook_05.txt", stats=stats_snapshot(True),
-          metrics=[low] * 3, t0=1100)
+        lv("baseline", load, nb, 1000 + 20 * i, stats=stats_snapshot(False), metrics=[low] * 3)
+    variant(run, h, "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN),
+            model="food_classifier")
+    lv("dynbatch", 8, "notebook_05.txt", 1100, stats=stats_snapshot(True), metrics=[low] * 3)
     half = gpu_metrics({"GPU-aaaa": 0.46, "GPU-bbbb": 0.41}, {"GPU-aaaa": 3900, "GPU-bbbb": 3800})
     variant(run, h, "gpus01_2x2", config(instance_group=instances(2, 2)), model="food_classifier")
-    level(run, h, "gpus01_2x2", "c8_r1", load=8, stdout=NB / "notebook_06.txt", metrics=[half] * 3, t0=1200)
+    lv("gpus01_2x2", 8, "notebook_06.txt", 1200, metrics=[half] * 3)
     variant(run, h, "gpus01_4x2", config(instance_group=instances(4, 4)), model="food_classifier")
-    level(run, h, "gpus01_4x2", "c8_r1", load=8, stdout=NB / "notebook_07.txt", metrics=[half] * 3, t0=1300)
+    lv("gpus01_4x2", 8, "notebook_07.txt", 1300, metrics=[half] * 3)
     variant(run, h, "onnx", config(FOOD_ONNX), model="food_classifier_onnx")
-    level(run, h, "onnx", "c1_r1", load=1, stdout=NB / "notebook_08.txt", metrics=[low] * 3, t0=1400)
-    return run
+    lv("onnx", 1, "notebook_08.txt", 1400, metrics=[low] * 3)
 
 
 def fastapi_run(run: Path) -> Path:
@@ -140,8 +168,9 @@ def fastapi_run(run: Path) -> Path:
             lat = [(per + (i % 17) * 0.37 + (9 * per if i % 50 == 0 else 0)) / 1000 for i in range(n)]
             us = sorted(x * 1e6 for x in lat)
             wall = sum(lat) / (1 if senders == 1 else senders)
-            phase = {"phase": "sequential" if senders == 1 else "concurrent", "mode": "concurrency", "load": senders,
-                     "requests": n, "ok": n, "errors": 0, "throughput": n / wall, "latency_avg_us": sum(us) / n,
+            phase = {"phase": "sequential" if senders == 1 else "concurrent", "mode": "concurrency",
+                     "load": senders, "requests": n, "ok": n, "errors": 0, "throughput": n / wall,
+                     "latency_avg_us": sum(us) / n,
                      "p50_us": us[n // 2], "p90_us": us[int(n * 0.9)], "p95_us": us[int(n * 0.95)],
                      "p99_us": us[int(n * 0.99)], "start": 2000.0, "end": 2000.0 + wall, "latencies_s": lat,
                      "error_samples": []}

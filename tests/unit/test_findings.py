@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from report_trees import (
     FOOD_ONNX,
     NB,
     P260,
+    SPREAD,
     config,
     fastapi_run,
     instances,
@@ -30,52 +32,94 @@ from serve_system.results import findings as fnd
 from serve_system.results.compare import compare
 from serve_system.results.report import write_report
 
+QUEUE = "Queue delay grows with concurrency on one instance"
+DYNB = "Dynamic batching raises the average batch and throughput at the same load"
+INST = "More instances raise throughput until the CPU or GPU saturates"
+POIS = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
+ONNX = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
+BEST = "The sweep's objective picks one best variant"
+
 
 def _verdicts(md: str) -> dict[str, str]:
     section = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
-    return {m.group(1): m.group(2) for m in re.finditer(r"^- \*\*(.+?)\*\*: \*\*(.+?)\*\*\.", section, re.MULTILINE)}
+    return {m.group(1): m.group(2)
+            for m in re.finditer(r"^- \*\*(.+?)\*\*: \*\*(.+?)\*\*\.", section, re.MULTILINE)}
 
 
 def test_the_lab_notebooks_own_numbers(tmp_path: Path) -> None:
-    run = lab_run(tmp_path / "lab" / "r1")
+    """The notebook's outputs, each level repeated three times about 3 % apart: every claim decided."""
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
     out = write_report(run)
     md = (run / "report.md").read_text()
     v = _verdicts(md)
     assert set(v.values()) <= set(fnd.VERDICTS) and len(v) == 6
-    assert v["Queue delay grows with concurrency on one instance"] == "held"
-    assert "queue at concurrency 1 -> 0.02 ms (infer 18.57 ms), 8 -> 132.34 ms (infer 18.92 ms), 16 -> 283.04 ms" in md
-    assert v["Dynamic batching raises the average batch and throughput at the same load"] == "held"
-    assert "average batch 1.00 (`baseline`) -> 3.72 (`dynbatch`), throughput 52.4 -> 78.6/s (+50 %)" in md
+    assert v[QUEUE] == "held"
+    assert "queue at concurrency 1 -> 0.02 ms (infer 18.58 ms), 8 -> 132.42 ms (infer 18.93 ms), 16 -> " in md
+    assert v[DYNB] == "held"
+    assert ("average batch 1.00 (`baseline`) -> 3.72 (`dynbatch`), +272 % [+272 %, +272 %], n = 3 per side; "
+            "throughput 52.4 -> 78.6/s, +50 % [+40 %, +61 %], n = 3 per side.") in md
     # the lab's own observation: 4+4 instances were slower than 2+2 with the GPUs far from busy
-    assert v["More instances raise throughput until the CPU or GPU saturates"] == "did not hold"
-    assert "4 -> 8 instances: 192.8 -> 118.7/s (-38 %; at 4: busiest GPU 46 %) flat/falls while not saturated" in md
-    assert "1 -> 4 instances: 52.4 -> 192.8/s (+268 %; at 1: busiest GPU 22 %) rises" in md
-    assert v["Poisson arrivals raise tail latency over constant arrivals at the same rate"] == "not measurable here"
-    assert v["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "held"
-    assert "`baseline` 51.5/s, latency 19.31 ms vs `onnx` 138.4/s (+169 %), 6.70 ms" in md
-    assert v["The sweep's objective picks one best variant"] == "held"
-    assert "`gpus01_2x2` 192.85 vs next `gpus01_4x2` 118.69 (62.5 % apart)" in md
+    assert v[INST] == "did not hold"
+    assert ("4 -> 8 instances: 192.8 -> 118.7/s (-38 % [-43 %, -34 %], n = 3 per side; at 4: busiest GPU "
+            "46 %) flat/falls while not saturated") in md
+    assert ("1 -> 4 instances: 52.4 -> 192.8/s (+268 % [+244 %, +294 %], n = 3 per side; at 1: busiest GPU "
+            "22 %) rises") in md
+    assert v[POIS] == "not measurable here"
+    assert v[ONNX] == "held"
+    assert ("`baseline` 51.5/s, latency 19.32 ms vs `onnx` 138.4/s, 6.71 ms: throughput "
+            "+169 % [+151 %, +187 %], n = 3 per side; latency -65 % [-68 %, -63 %], n = 3 per side") in md
+    assert v[BEST] == "held"
+    assert ("`gpus01_2x2` 192.85 vs next `gpus01_4x2` 118.69: lead +62 % [+52 %, +74 %], n = 3 per side: "
+            "`gpus01_2x2` is the best") in md
+    assert "(mean of 3); lead over `gpus01_4x2` +62 % [+52 %, +74 %], n = 3 per side" in md
+    # what the words mean is said once, above the claims
+    assert "- *inconclusive*: the 95 % interval contains the smallest effect of interest" in md
     summary = json.loads((run / "summary.json").read_text())
     assert [f["verdict"] for f in summary["findings"]] == [f.verdict for f in out["findings"]]
     inst = next(f for f in summary["findings"] if f["key"] == "instances")
     assert [p["instances"] for p in inst["evidence"][0]["points"]] == [1, 4, 8]
-    assert summary["best"][0]["variant"] == "gpus01_2x2" and len(summary["rows"]) == 7
+    assert inst["evidence"][0]["steps"][1]["effect"]["ci_high"] == pytest.approx(-0.34, abs=0.005)
+    assert summary["best"][0]["variant"] == "gpus01_2x2" and len(summary["rows"]) == 21
+
+
+def test_one_repetition_is_inconclusive_and_says_how_to_decide(tmp_path: Path) -> None:
+    run = lab_run(tmp_path / "lab" / "r1")
+    write_report(run)
+    md = (run / "report.md").read_text()
+    v = _verdicts(md)
+    assert v[POIS] == "not measurable here"
+    decided = {k: w for k, w in v.items() if w != "not measurable here"}
+    assert len(decided) == 5 and set(decided.values()) == {"inconclusive"}
+    assert md.count("Inconclusive: one repetition gives no interval: set `repetitions: 3`.") == 5
+    assert "throughput 52.4 -> 78.6/s, +50 %, n = 1 per side, no interval." in md
+    assert "lead +62 %, n = 1 per side, no interval: no winner named" in md
+    assert "lead over `gpus01_4x2` +62 %, n = 1 per side, no interval: not a clear best" in md
+
+
+def _reps(n: int = 3) -> list[tuple[int, float]]:
+    return [(r, SPREAD[r - 1]) for r in range(1, n + 1)]
 
 
 def test_dynamic_batching_that_lowers_throughput_did_not_hold(tmp_path: Path) -> None:
     run = tmp_path / "db" / "r1"
     manifest(run, "db", [{"metric": "throughput", "goal": "max"}])
     variant(run, "n1", "baseline", config(instance_group=instances(1), dynamic_batching=None))
-    level(run, "n1", "baseline", "c8_r1", load=8, stdout=NB / "notebook_06.txt", stats=stats_snapshot(False))
     variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN))
-    level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=NB / "notebook_05.txt", stats=stats_snapshot(True))
-    # at concurrency 1 nothing can be batched: that level is not a comparison
-    level(run, "n1", "baseline", "c1_r1", load=1, stdout=NB / "notebook_01.txt", stats=stats_snapshot(False))
-    level(run, "n1", "dynbatch", "c1_r1", load=1, stdout=NB / "notebook_01.txt", stats=stats_snapshot(True))
+    for r, speed in _reps():
+        kw = {"repetition": r, "speed": speed}
+        level(run, "n1", "baseline", f"c8_r{r}", load=8, stdout=NB / "notebook_06.txt",
+              stats=stats_snapshot(False), **kw)
+        level(run, "n1", "dynbatch", f"c8_r{r}", load=8, stdout=NB / "notebook_05.txt",
+              stats=stats_snapshot(True), **kw)
+        # at concurrency 1 nothing can be batched: that level is not a comparison
+        level(run, "n1", "baseline", f"c1_r{r}", load=1, stdout=NB / "notebook_01.txt",
+              stats=stats_snapshot(False), **kw)
+        level(run, "n1", "dynbatch", f"c1_r{r}", load=1, stdout=NB / "notebook_01.txt",
+              stats=stats_snapshot(True), **kw)
     write_report(run)
     md = (run / "report.md").read_text()
-    assert _verdicts(md)["Dynamic batching raises the average batch and throughput at the same load"] == "did not hold"
-    assert "throughput 192.8 -> 78.6/s (-59 %) - throughput not higher" in md
+    assert _verdicts(md)[DYNB] == "did not hold"
+    assert "throughput 192.8 -> 78.6/s, -59 % [-62 %, -56 %], n = 3 per side - throughput not higher" in md
     assert "concurrency 1 on n1: average batch" not in md
 
 
@@ -85,14 +129,15 @@ def test_claims_follow_the_configurations_not_the_names(tmp_path: Path) -> None:
     manifest(run, "names", [])
     variant(run, "n1", "baseline", config(instance_group=instances(1), dynamic_batching=None))
     level(run, "n1", "baseline", "c8_r1", load=8, stdout=NB / "notebook_02.txt", stats=stats_snapshot(False))
-    variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=None))  # no batching at all
+    # no batching at all
+    variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=None))
     level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=NB / "notebook_05.txt", stats=stats_snapshot(True))
     variant(run, "n1", "onnx", config(instance_group=instances(1)))  # still the Python backend
     level(run, "n1", "onnx", "c8_r1", load=8, stdout=NB / "notebook_09.txt")
     v = _verdicts((write_report(run), (run / "report.md").read_text())[1])
-    assert v["Dynamic batching raises the average batch and throughput at the same load"] == "not measurable here"
-    assert v["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "not measurable here"
-    assert v["Queue delay grows with concurrency on one instance"] == "not measurable here"  # one level each
+    assert v[DYNB] == "not measurable here"
+    assert v[ONNX] == "not measurable here"
+    assert v[QUEUE] == "not measurable here"  # one level each
 
 
 def test_more_instances_than_cpus_count_as_saturated(tmp_path: Path) -> None:
@@ -100,22 +145,50 @@ def test_more_instances_than_cpus_count_as_saturated(tmp_path: Path) -> None:
     manifest(run, "inst", [])
     (run / "n1").mkdir()
     (run / "n1" / "facts.json").write_text(json.dumps({"host": "n1", "gpus": 0, "cpus": 2}))
-    for name, count, nb in (("x1", 1, "notebook_02.txt"), ("x2", 2, "notebook_06.txt"), ("x4", 4, "notebook_07.txt")):
+    for name, count, nb in (("x1", 1, "notebook_02.txt"), ("x2", 2, "notebook_06.txt"),
+                            ("x4", 4, "notebook_07.txt")):
         variant(run, "n1", name, config(instance_group=[{"count": count, "kind": "KIND_CPU"}]))
-        level(run, "n1", name, "c8_r1", load=8, stdout=NB / nb)
+        for r, speed in _reps():
+            level(run, "n1", name, f"c8_r{r}", load=8, stdout=NB / nb, repetition=r, speed=speed)
     write_report(run)
     md = (run / "report.md").read_text()
-    assert _verdicts(md)["More instances raise throughput until the CPU or GPU saturates"] == "held"
-    assert "2 -> 4 instances: 192.8 -> 118.7/s (-38 %; at 2: 2 CPU instances on 2 CPUs) flat/falls, already saturated" in md
+    assert _verdicts(md)[INST] == "held"
+    assert ("2 -> 4 instances: 192.8 -> 118.7/s (-38 % [-43 %, -34 %], n = 3 per side; at 2: 2 CPU "
+            "instances on 2 CPUs) flat/falls, already saturated") in md
 
 
-def test_best_variant_within_noise_is_not_a_clear_best() -> None:
-    rows = [{"host": "n1", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t}
-            for v, t in (("a", 100.0), ("b", 99.0), ("c", 50.0))]
-    f = fnd.best_variant(rows, [{"name": "most", "metric": "throughput", "goal": "max"}])
-    assert f.verdict == "did not hold" and "`a` at concurrency 8 100.00 vs next `b` 99.00 (1.0 % apart" in f.detail
-    only_one = fnd.best_variant(rows[:1], [{"name": "most", "metric": "throughput", "goal": "max"}])
+def _rows(values: dict[str, list[float]]) -> list[dict[str, object]]:
+    return [{"host": "n1", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t,
+             "repetition": i + 1} for v, ts in values.items() for i, t in enumerate(ts)]
+
+
+MOST = [{"name": "most", "metric": "throughput", "goal": "max"}]
+
+
+def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
+    # a and b the same within noise (1 % apart); c far behind
+    rows = _rows({"a": [100.0, 103.0, 98.0], "b": [99.0, 97.0, 101.0], "c": [50.0, 51.0, 49.0]})
+    f = fnd.best_variant(rows, MOST)
+    assert f.verdict == "inconclusive" and f.evidence[0]["winner"] is None
+    assert ("`a` at concurrency 8 100.33 vs next `b` 99.00: lead +1 % [-4 %, +7 %], n = 3 per side: a tie: "
+            "the lead's interval includes zero") in f.detail
+    # decided tie: the two differ by less than the smallest effect
+    tight = _rows({"a": [100.0, 100.5, 99.8, 100.1], "b": [99.7, 100.2, 99.9, 100.0]})
+    f = fnd.best_variant(tight, MOST)
+    assert f.verdict == "did not hold"
+    assert "a tie: they differ by less than the smallest effect (5 %)" in f.detail
+    clear = fnd.best_variant(_rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]}), MOST)
+    assert clear.verdict == "held" and clear.evidence[0]["winner"] == "a"
+    assert "`a` is the best" in clear.detail
+    only_one = fnd.best_variant(rows[:3], MOST)
     assert only_one.verdict == "not measurable here" and "only `a` qualifies" in only_one.detail
+
+
+def test_a_lower_is_better_objective_names_the_lowest() -> None:
+    rows = [{**r, "p99_us": 1e6 / float(r["throughput"])}  # type: ignore[arg-type]
+            for r in _rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]})]
+    f = fnd.best_variant(rows, [{"name": "fast", "metric": "p99_us", "goal": "min"}])
+    assert f.verdict == "held" and f.evidence[0]["winner"] == "a" and "lead -18 % [" in f.detail
 
 
 def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
@@ -124,12 +197,13 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
     variant(run, "n1", "python", config(instance_group=instances(1)))
     level(run, "n1", "python", "c1_r1", load=1, stdout=NB / "notebook_01.txt")
     d = variant(run, "n1", "onnx", config(FOOD_ONNX))
-    records.write(d / "variant.json", records.VariantRecord(name="onnx", model="food_classifier_onnx", version="1",
+    records.write(d / "variant.json", records.VariantRecord(name="onnx", model="food_classifier_onnx",
+                                                            version="1",
                                                             status=records.REFUSED,
                                                             error="unable to find backend 'onnxruntime'"))
     write_report(run)
     md = (run / "report.md").read_text()
-    assert _verdicts(md)["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "not measurable here"
+    assert _verdicts(md)[ONNX] == "not measurable here"
     assert "Not measured: `onnx` refused: unable to find backend 'onnxruntime'" in md
     # a level perf_analyzer could not measure is named where a claim was not measurable
     (run / "n1" / "python" / "c8_r1").mkdir()
@@ -140,35 +214,42 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
         (Path(__file__).parent / "fixtures" / "perf260" / "unstable_count_windows.txt").read_text())
     write_report(run)
     md = (run / "report.md").read_text()
-    assert "1 level(s) of this run were not measured (listed under Not measured), e.g. `python` concurrency 8: " in md
-    assert "(repetitions averaged), measured on a stand-in model: the numbers are real for this model" in md
+    assert ("1 level(s) of this run were not measured (listed under Not measured), e.g. `python` "
+            "concurrency 8: ") in md
+    assert ("(`smallest_effect` in the spec), measured on a stand-in model: the numbers are real for this "
+            "model") in md
 
 
 def test_fastapi_run_plots_its_latency_distribution_and_skips_empty_plots(tmp_path: Path) -> None:
     run = fastapi_run(tmp_path / "fastapi" / "r1")
     out = write_report(run)
     names = sorted(Path(p).name for p in out["plots"])
-    assert names == ["node-1_fastapi_latency.png", "node-1_latency_vs_concurrency.png", "node-1_throughput_latency.png"]
+    assert names == ["node-1_fastapi_latency.png", "node-1_latency_vs_concurrency.png",
+                     "node-1_throughput_latency.png"]
     assert all(Path(p).stat().st_size > 10_000 for p in out["plots"])
     md = (run / "report.md").read_text()
     assert "Not drawn (no data): node-1: server-side latency breakdown" in md
     v = _verdicts(md)
-    assert v["ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"] == "held"
-    assert "FastAPI concurrency 16 on node-1: `pytorch`" in md
+    assert v[ONNX] == "inconclusive"
+    assert ("(PyTorch)**: **inconclusive**. Inconclusive: one repetition gives no interval: set "
+            "`repetitions: 3`. "
+            "FastAPI concurrency 1 on node-1: `pytorch`") in md
 
 
 def test_gpu_plots_are_per_gpu_and_the_busiest_gpu_is_kept(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1")
     out = write_report(run)
     names = {Path(p).name for p in out["plots"]}
-    assert {"node-1_gpu_utilisation.png", "node-1_gpu_memory.png", "node-1_latency_vs_concurrency.png"} <= names
+    assert {"node-1_gpu_utilisation.png", "node-1_gpu_memory.png",
+            "node-1_latency_vs_concurrency.png"} <= names
     rows = json.loads((run / "summary.json").read_text())["rows"]
     base1 = next(r for r in rows if r["variant"] == "baseline" and r["load"] == 1)
     assert base1["gpu_util"] == pytest.approx(0.11) and base1["gpu_util_max"] == pytest.approx(0.22)
     assert "GPU 11% (busiest 22%)" in (run / "report.md").read_text()
 
 
-def test_an_interrupted_run_is_refused_unless_partial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_interrupted_run_is_refused_unless_partial(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     run = lab_run(tmp_path / "lab" / "r1")
     (run / "node-1" / "plan.json").write_text(json.dumps({"variants": [
         {"name": "dynbatch", "levels": [{"id": "c8_r1"}, {"id": "c16_r1"}]}]}))
@@ -195,39 +276,49 @@ def test_compare_reads_what_report_wrote(tmp_path: Path) -> None:
 
 
 def _arrivals(tmp_path: Path, constant_p99_us: int | None, constant_rate: float = 40) -> str:
-    """Poisson at 40 requests/s (a real perf_analyzer 2.60 run) beside a constant-arrivals twin.
+    """Poisson at 40 requests/s (a real perf_analyzer 2.60 run, three times) beside a constant-arrivals twin.
 
-    The twin at 40 requests/s is the same output with its p99 set by the test; at 120 requests/s it
-    is a real rehearsal-node run.
+    The twin at 40 requests/s is the same output with its p99 set by the test (varied by
+    :data:`SPREAD` per repetition); at 120 requests/s it is a real rehearsal-node run.
     """
     run = tmp_path / "arr" / "r1"
     manifest(run, "arr", [])
     cfg = config(instance_group=instances(1), dynamic_batching=None)
     variant(run, "n1", "poisson", cfg)
-    level(run, "n1", "poisson", "rr40_r1", mode="request_rate", load=40, distribution="poisson",
-          stdout=P260 / "rate_40_poisson_grpc.stdout", csv=P260 / "rate_40_poisson_grpc.csv")
     variant(run, "n1", "constant", cfg)
-    if constant_p99_us is None:
-        level(run, "n1", "constant", "rr120_r1", mode="request_rate", load=constant_rate, distribution="constant",
-              stdout=FIX / "rehearsal" / "arrivals_constant_120.stdout", csv=FIX / "rehearsal" / "arrivals_constant_120.csv")
-    else:
-        d = level(run, "n1", "constant", "rr40_r1", mode="request_rate", load=40, distribution="constant")
-        header, values = (P260 / "rate_40_poisson_grpc.csv").read_text().splitlines()
-        cols = values.split(",")
-        cols[header.split(",").index("p99 latency")] = str(constant_p99_us)
-        (d / "perf.csv").write_text(header + "\n" + ",".join(cols) + "\n")
+    for r, speed in _reps():
+        level(run, "n1", "poisson", f"rr40_r{r}", mode="request_rate", load=40, distribution="poisson",
+              stdout=P260 / "rate_40_poisson_grpc.stdout", csv=P260 / "rate_40_poisson_grpc.csv",
+              repetition=r)
+        if constant_p99_us is None:
+            level(run, "n1", "constant", f"rr120_r{r}", mode="request_rate", load=constant_rate,
+                  distribution="constant", stdout=FIX / "rehearsal" / "arrivals_constant_120.stdout",
+                  csv=FIX / "rehearsal" / "arrivals_constant_120.csv", repetition=r)
+        else:
+            d = level(run, "n1", "constant", f"rr40_r{r}", mode="request_rate", load=40,
+                      distribution="constant", repetition=r)
+            header, values = (P260 / "rate_40_poisson_grpc.csv").read_text().splitlines()
+            cols = values.split(",")
+            cols[header.split(",").index("p99 latency")] = str(round(constant_p99_us / speed))
+            (d / "perf.csv").write_text(header + "\n" + ",".join(cols) + "\n")
     write_report(run)
     return (run / "report.md").read_text()
 
 
 def test_poisson_arrivals_against_constant_at_the_same_rate(tmp_path: Path) -> None:
-    claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
+    claim = POIS
     md = _arrivals(tmp_path / "a", 21_000)
     assert _verdicts(md)[claim] == "held"
-    assert "40 requests/s on n1: p99 21.00 ms constant (`constant`) -> 42.44 ms Poisson (`poisson`) (+102 %)" in md
+    assert ("40 requests/s on n1: p99 21.01 ms constant (`constant`) -> 42.44 ms Poisson (`poisson`), "
+            "+102 % [+88 %, +118 %], n = 3 per side") in md
     md = _arrivals(tmp_path / "b", 50_000)
-    assert _verdicts(md)[claim] == "did not hold" and "(-15 %); queue 4.54 ms -> 4.54 ms - not higher" in md
-    md = _arrivals(tmp_path / "c", None, 120)  # different rates are not compared
+    assert _verdicts(md)[claim] == "did not hold"
+    assert "-15 % [-21 %, -9 %], n = 3 per side; queue 4.54 ms -> 4.54 ms - not higher" in md
+    md = _arrivals(tmp_path / "c", 41_500)  # +2 %, within the spread: undecided, with an estimate
+    assert _verdicts(md)[claim] == "inconclusive"
+    assert re.search(r"n = 3 per side; queue 4.54 ms -> 4.54 ms - inconclusive: about \d+ more "
+                     r"repetitions? per side would likely decide it", md)
+    md = _arrivals(tmp_path / "d", None, 120)  # different rates are not compared
     assert _verdicts(md)[claim] == "not measurable here"
 
 
@@ -237,9 +328,50 @@ def test_batches_formed_are_told_where_throughput_was_not_measured(tmp_path: Pat
     variant(run, "n1", "baseline", config(instance_group=instances(1), dynamic_batching=None))
     level(run, "n1", "baseline", "c8_r1", load=8, stdout=NB / "notebook_02.txt", stats=stats_snapshot(False))
     variant(run, "n1", "dynbatch", config(instance_group=instances(1), dynamic_batching=DYN))
-    level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=P260 / "unstable_count_windows.txt", stats=stats_snapshot(True))
+    level(run, "n1", "dynbatch", "c8_r1", load=8, stdout=P260 / "unstable_count_windows.txt",
+          stats=stats_snapshot(True))
     write_report(run)
     md = (run / "report.md").read_text()
-    assert _verdicts(md)["Dynamic batching raises the average batch and throughput at the same load"] == "not measurable here"
+    assert _verdicts(md)[DYNB] == "not measurable here"
     assert ("Triton's statistics alone (no throughput to compare) give average batches concurrency 8: "
             "1.00 (`baseline`) -> 3.72 (`dynbatch`).") in md
+
+
+def test_summary_stats_per_level_and_the_noise_flag(tmp_path: Path) -> None:
+    # repetitions 20 % apart at the dynamic batching level: noisy (cv >= 10 %); the rest about 3 %
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    noisy = lab_run(tmp_path / "noisy" / "r1", repetitions=3, spread=(1.0, 0.8, 1.2))
+    write_report(run)
+    out = write_report(noisy)
+    with (run / "summary_stats.csv").open(newline="") as fh:
+        stats = list(csv.DictReader(fh))
+    thr = next(s for s in stats if (s["variant"], s["load"], s["metric"]) == ("dynbatch", "8", "throughput"))
+    assert (thr["n"], thr["noisy"]) == ("3", "False")
+    assert float(thr["ci_low"]) < float(thr["mean"]) < float(thr["ci_high"])
+    assert float(thr["mean"]) == pytest.approx(78.6, abs=0.1)
+    assert float(thr["cv"]) == pytest.approx(0.03, abs=0.002)
+    # the notebook printed no percentiles
+    assert {s["metric"] for s in stats} == {"throughput", "latency_avg_us"}
+    assert len(json.loads((run / "summary.json").read_text())["stats"]) == len(stats) == 14
+    md = (run / "report.md").read_text()
+    assert "| node-1 | dynbatch | conc 8 | 3 | 78.6 [72.8, 84.5] | 101.29 [93.74, 108.85] | - | - |  |" in md
+    assert "Noisy levels" not in md
+    nmd = (noisy / "report.md").read_text()
+    assert "Noisy levels (7): node-1 / baseline @ conc 1: throughput cv 20 %, latency_avg cv 20 %;" in nmd
+    assert "| **noisy** |" in nmd
+    # the same effect, measured 20 % apart: no longer decided
+    assert _verdicts(nmd)[DYNB] == \
+        "inconclusive"
+    assert len(out["plots"]) == 6
+
+
+def test_the_smallest_effect_comes_from_the_spec_as_run(tmp_path: Path) -> None:
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    doc = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**doc, "spec": {"smallest_effect": 0.6}}))
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert "judged against the smallest effect of interest, 60 % (`smallest_effect` in the spec)" in md
+    # +50 % [+40 %, +61 %] straddles 60 %: inconclusive now
+    assert _verdicts(md)[DYNB] == \
+        "inconclusive"

@@ -61,6 +61,7 @@ def test_both_kinds_load(tmp_path: Path) -> None:
     assert t.goals()[0].as_record() == {"name": "max_throughput", "metric": "throughput", "goal": "max",
                                         "at_load": 8.0, "constraints": {}}
     assert t.warmup.requests == 20 and t.repetitions == 1 and t.on_missing_gpus == "refuse"
+    assert t.smallest_effect == 0.05
     f = load_spec(_write(tmp_path, FASTAPI, "f.yml"))
     assert isinstance(f, FastapiSpec)
     assert [(lv.senders, lv.requests) for lv in f.levels] == [(1, 100), (16, 1000)]
@@ -74,6 +75,9 @@ def test_both_kinds_load(tmp_path: Path) -> None:
     ({"kind": {"a": 1}}, "spec.yml: kind: {'a': 1} is not a kind of spec (use triton or fastapi)"),
     ({"repetitions": 0}, "spec.yml: repetitions: is 0: use a number >= 1"),
     ({"repetitions": "two"}, "spec.yml: repetitions: is 'two': use a whole number"),
+    ({"smallest_effect": 5},
+     "spec.yml: smallest_effect: is 5.0: use a share between 0 and 1, e.g. 0.05 for 5 %"),
+    ({"smallest_effect": "5 %"}, "spec.yml: smallest_effect: is '5 %': use a number"),
     ({"name": "../escape"}, "spec.yml: name: '../escape' is not a plain name"),
     ({"model": "{{ lookup('pipe', 'id') }}"}, "spec.yml: model: \"{{ lookup('pipe', 'id') }}\" holds a Jinja"),
     ({"variants": [{"name": "a"}, {"name": "a"}]}, "spec.yml: variants[1].name: 'a' is a duplicate variant name"),
@@ -103,6 +107,7 @@ def test_bad_triton_specs_refused_in_one_line(tmp_path: Path, change: dict[str, 
     ({"levels": [{"senders": 0, "requests": 10}]}, "f.yml: levels[0].senders: is 0: use a number >= 1"),
     ({"levels": [{"senders": 8, "requests": 4}]}, "f.yml: levels[0].requests: 4 requests for 8 senders"),
     ({"request_timeout_s": -1}, "f.yml: request_timeout_s: is -1: use a number > 0"),
+    ({"smallest_effect": 0}, "f.yml: smallest_effect: is 0.0: use a share between 0 and 1"),
     ({"model": "food_classifier"}, "f.yml: model: unknown key ("),
 ])
 def test_bad_fastapi_specs_refused_in_one_line(tmp_path: Path, change: dict[str, object], expect: str) -> None:

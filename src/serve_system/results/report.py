@@ -27,9 +27,11 @@ from typing import Any
 from ..errors import ServeSystemError
 from ..experiment import records
 from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
+from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from ..experiment.spec.reader import read_objectives
 from . import fastapi_tree as fastapi_results
 from . import findings as fnd
+from . import intervals as iv
 from . import tree as res
 from .cells import cell, ms_cells
 
@@ -56,7 +58,23 @@ def _manifest(run: Path) -> dict[str, Any]:
         raise ServeSystemError(f"{path}: expected a JSON object, found {type(data).__name__}; {fix}")
     # the spec's own rules for objectives (names, metrics, goals, loads, constraints); none: the default
     data["objectives"] = [o.as_record() for o in read_objectives(data.get("objectives"), path)]
+    data["smallest_effect"] = _smallest_effect(data, path)
     return data
+
+
+def _smallest_effect(data: dict[str, Any], path: Path) -> float:
+    """The spec's smallest effect of interest, as the run's manifest keeps it (its own field, or the
+    spec as run); the default where neither has one (runs planned before the field existed)."""
+    spec = data["spec"] if isinstance(data.get("spec"), dict) else {}
+    for field, value in (("smallest_effect", data.get("smallest_effect")),
+                         ("spec.smallest_effect", spec.get("smallest_effect"))):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise ServeSystemError(f"{path}: field '{field}' must be a share between 0 and 1 (0.05 = 5 %), "
+                                   f"found {value!r}; fix it in the spec and plan the run again")
+        return float(value)
+    return DEFAULT_SMALLEST_EFFECT
 
 
 def _host_dirs(run: Path) -> list[Path]:
@@ -93,8 +111,10 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[str, Any], list[dict[str, Any]], list[str]]:
-    """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is written."""
+def check_run(run_dir: str | Path, partial: bool = False
+              ) -> tuple[Path, dict[str, Any], list[dict[str, Any]], list[str]]:
+    """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is
+    written."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
@@ -108,28 +128,39 @@ def check_run(run_dir: str | Path, partial: bool = False) -> tuple[Path, dict[st
                                                                    for r in rows):
         what = f"; missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}" if gaps else ""
         raise ServeSystemError(f"{run}: nothing measured yet (no <host>/<variant>/<level>/level.json){what}; "
-                               "run the experiment (ansible-playbook experiments/NAME.yml -e run_id=...) first")
+                               "run the experiment (ansible-playbook experiments/NAME.yml -e run_id=...) "
+                               "first")
     if gaps and not partial:
         raise ServeSystemError(
-            f"{run}: interrupted run, {len(gaps)} missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}; "
-            f"resume it (run the experiment again with -e run_id={run.name}) or report what is there with --partial")
+            f"{run}: interrupted run, {len(gaps)} missing: {', '.join(gaps[:6])}"
+            f"{' ...' if len(gaps) > 6 else ''}; resume it (run the experiment again with "
+            f"-e run_id={run.name}) or report what is there with --partial")
     return run, manifest, rows, gaps
 
 
 # -- summary ------------------------------------------------------------------------------------
 
 
-def write_summary(run_dir: Path, rows: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> tuple[Path, Path]:
-    """summary.csv (the rows) and summary.json ({experiment, run_id, rows, best, findings})."""
-    csv_path, json_path = run_dir / "summary.csv", run_dir / "summary.json"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(res.COLUMNS))
+def _csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns))
         w.writeheader()
         for r in rows:
-            w.writerow({k: json.dumps(v) if isinstance(v, dict) else ("" if v is None else v) for k, v in r.items()
-                        if k in res.COLUMNS})
-    doc = {"experiment": rows[0]["experiment"] if rows else None, "run_id": rows[0]["run_id"] if rows else None,
-           "rows": rows, **(extra or {})}
+            w.writerow({k: json.dumps(v) if isinstance(v, dict) else ("" if v is None else v)
+                        for k, v in r.items() if k in columns})
+
+
+def write_summary(run_dir: Path, rows: list[dict[str, Any]],
+                  extra: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """summary.csv (the rows: one per repetition), summary_stats.csv (per level and metric: n, mean, sd,
+    95 % interval, cv, noisy; :func:`tree.level_stats`) and summary.json ({experiment, run_id, rows,
+    stats, best, findings, ...})."""
+    csv_path, json_path = run_dir / "summary.csv", run_dir / "summary.json"
+    stats = res.level_stats(rows)
+    _csv(csv_path, res.COLUMNS, rows)
+    _csv(run_dir / "summary_stats.csv", res.STAT_COLUMNS, stats)
+    doc = {"experiment": rows[0]["experiment"] if rows else None,
+           "run_id": rows[0]["run_id"] if rows else None, "rows": rows, "stats": stats, **(extra or {})}
     json_path.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
     return csv_path, json_path
 
@@ -173,9 +204,26 @@ def _variant_colours(variants: list[str]) -> dict[str, Any]:
     return {v: cmap(i % 10) for i, v in enumerate(variants)}
 
 
+#: how every aggregate plot's bars read
+BARS = "bars: 95 % interval over repetitions"
+
+
+def _bars(samples: list[list[float]]) -> tuple[list[float], list[list[float]]]:
+    """Means and matplotlib's asymmetric error bars (the 95 % t interval; none with one repetition)."""
+    means, low, high = [], [], []
+    for xs in samples:
+        sm = iv.summarize(xs)
+        mean = sm.mean if sm.mean is not None else float("nan")
+        means.append(mean)
+        low.append(mean - sm.ci_low if sm.ci_low is not None else 0.0)
+        high.append(sm.ci_high - mean if sm.ci_high is not None else 0.0)
+    return means, [low, high]
+
+
 def _latency_vs_load(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
     for mode in sorted({r["mode"] for r in hr if r.get("mode")}):
-        mr = [r for r in hr if r["mode"] == mode and any(r.get(k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
+        mr = [r for r in hr
+              if r["mode"] == mode and any(r.get(k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
         if not mr:
             p.skipped.append(f"{host}: latency against {mode} (no latency measured)")
             continue
@@ -192,39 +240,44 @@ def _latency_vs_load(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
                         by_load.setdefault(float(r["load"]), []).append(float(r[key]) / 1000)
                 if by_load:
                     xs = sorted(by_load)
-                    ax.plot(xs, [sum(by_load[x]) / len(by_load[x]) for x in xs], linestyle=style, marker="o",
-                            markersize=4, color=colours[v], label=f"{v} {label}")
+                    ys, err = _bars([by_load[x] for x in xs])
+                    ax.errorbar(xs, ys, yerr=err, linestyle=style, marker="o", markersize=4, capsize=3,
+                                color=colours[v], label=f"{v} {label}")
         loads = sorted({float(r["load"]) for r in mr})
         if len(loads) > 1 and loads[-1] / loads[0] >= 8:
             ax.set_xscale("log", base=2)
         ax.set_xticks(loads, [f"{x:g}" for x in loads])
         ax.set_xlabel("concurrent clients" if mode == "concurrency" else "requests per second (request rate)")
         ax.set_ylabel("latency (ms)")
-        ax.set_title(f"{host}: latency against load: p50 solid, p95 dashed, p99 dotted", fontsize=10)
+        ax.set_title(f"{host}: latency against load: p50 solid, p95 dashed, p99 dotted ({BARS})", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=max(1, len(variants) // 4 + 1))
         p.save(fig, f"{host}_latency_vs_{mode}.png")
 
 
 def _throughput_latency(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
-    pts_by_v: dict[str, list[tuple[float, float, float]]] = {}
-    for v in sorted({r["variant"] for r in hr}):
-        kept = sorted((float(r["load"]), float(r["throughput"]), float(r.get("p95_us") or r["latency_avg_us"]))
-                      for r in hr if r["variant"] == v and r.get("throughput") is not None
-                      and (r.get("p95_us") or r.get("latency_avg_us")) is not None)
-        if kept:
-            pts_by_v[v] = kept
+    def lat(r: dict[str, Any]) -> float | None:
+        v = r.get("p95_us") or r.get("latency_avg_us")
+        return None if v is None else float(v) / 1000
+
+    pts_by_v: dict[str, dict[float, list[dict[str, Any]]]] = {}
+    for r in hr:
+        if r.get("throughput") is not None and lat(r) is not None:
+            pts_by_v.setdefault(r["variant"], {}).setdefault(float(r["load"]), []).append(r)
     if not pts_by_v:
         p.skipped.append(f"{host}: throughput against latency (no level with both)")
         return
     fig, ax = p.plt.subplots(figsize=(7, 4.5))
-    for v, pts in pts_by_v.items():
-        ax.plot([q[2] / 1000 for q in pts], [q[1] for q in pts], marker="o", label=v)
-        for load, thr, lat in pts:
-            ax.annotate(f"{load:g}", (lat / 1000, thr), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for v, by_load in sorted(pts_by_v.items()):
+        loads = sorted(by_load)
+        ys, yerr = _bars([[float(r["throughput"]) for r in by_load[x]] for x in loads])
+        xs, xerr = _bars([[lat(r) or 0.0 for r in by_load[x]] for x in loads])
+        ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=3, label=v)
+        for load, x, y in zip(loads, xs, ys, strict=True):
+            ax.annotate(f"{load:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("latency p95 (ms; average where p95 is missing)")
     ax.set_ylabel("throughput (infer/s)")
-    ax.set_title(f"{host}: throughput against latency (labels: load level)")
+    ax.set_title(f"{host}: throughput against latency (labels: load level; {BARS})", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     p.save(fig, f"{host}_throughput_latency.png")
@@ -232,44 +285,61 @@ def _throughput_latency(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
 
 def _breakdown(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
     parts = ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
-    br = sorted((r for r in hr if any(r.get(k) is not None for k in parts)),
-                key=lambda r: (r["variant"], r["mode"] or "", r["load"], r.get("repetition") or 1))
-    if not br:
-        p.skipped.append(f"{host}: server-side latency breakdown (no Triton statistics: e.g. the FastAPI benchmark)")
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for r in hr:
+        if any(r.get(k) is not None for k in parts):
+            groups.setdefault((r["variant"], r["mode"] or "", float(r["load"])), []).append(r)
+    if not groups:
+        p.skipped.append(f"{host}: server-side latency breakdown (no Triton statistics: e.g. the FastAPI "
+                         "benchmark)")
         return
-    fig, ax = p.plt.subplots(figsize=(max(6, 0.6 * len(br) + 2), 4.5))
-    bottoms = [0.0] * len(br)
+    keys = sorted(groups)
+    fig, ax = p.plt.subplots(figsize=(max(6, 0.6 * len(keys) + 2), 4.5))
+    bottoms = [0.0] * len(keys)
     for part in parts:
-        vals = [(r.get(part) or 0) / 1000 for r in br]
-        ax.bar(range(len(br)), vals, bottom=bottoms, label=part.replace("_us", ""))
+        vals = [sum((r.get(part) or 0) / 1000 for r in groups[k]) / len(groups[k]) for k in keys]
+        ax.bar(range(len(keys)), vals, bottom=bottoms, label=part.replace("_us", ""))
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
-    ax.set_xticks(range(len(br)), [f"{r['variant']}\n{r['load']:g}" for r in br], fontsize=7)
+    totals, err = _bars([[sum((r.get(k) or 0) / 1000 for k in parts) for r in groups[key]] for key in keys])
+    ax.errorbar(range(len(keys)), totals, yerr=err, fmt="none", ecolor="black", capsize=4)
+    ax.set_xticks(range(len(keys)), [f"{v}\n{load:g} (n={len(groups[(v, m, load)])})" for v, m, load in keys],
+                  fontsize=7)
     ax.set_ylabel("server time per request (ms)")
-    ax.set_title(f"{host}: server-side latency breakdown")
+    ax.set_title(f"{host}: server-side latency breakdown (mean; {BARS}, on the total)", fontsize=10)
     ax.legend(fontsize=8)
     p.save(fig, f"{host}_latency_breakdown.png")
 
 
 def _batch_sizes(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
-    """Share of requests served in each batch size, per variant and load (Triton's own statistics)."""
-    with_hist = sorted((r for r in hr if r.get("batch_size_histogram")),
-                       key=lambda r: (r["variant"], r["load"], r.get("repetition") or 1))
-    if not with_hist:
+    """Share of requests served in each batch size, per variant and load (Triton's own statistics),
+    the mean over repetitions with its interval."""
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for r in hr:
+        if r.get("batch_size_histogram"):
+            groups.setdefault((r["variant"], float(r["load"])), []).append(r)
+    if not groups:
         p.skipped.append(f"{host}: batch sizes (no Triton statistics)")
         return
-    sizes = sorted({int(k) for r in with_hist for k in r["batch_size_histogram"]})
+    sizes = sorted({int(k) for rs in groups.values() for r in rs for k in r["batch_size_histogram"]})
     fig, ax = p.plt.subplots(figsize=(min(13.0, max(7.0, 0.5 * len(sizes) + 4)), 4.5))
-    width = 0.8 / len(with_hist)
-    for i, r in enumerate(with_hist):
-        h = {int(k): int(v) for k, v in r["batch_size_histogram"].items()}
-        served = sum(k * v for k, v in h.items()) or 1
-        ax.bar([k - 0.4 + (i + 0.5) * width for k in sizes], [100 * k * h.get(k, 0) / served for k in sizes],
-               width=width, label=f"{r['variant']} @ {r['load']:g} (avg {cell(r.get('avg_batch_size'), 2)}"
-                                   f"{'' if r.get('status') == 'ok' else ', ' + str(r.get('status'))})")
+    width = 0.8 / len(groups)
+    for i, ((variant, load), rs) in enumerate(sorted(groups.items())):
+        shares: list[list[float]] = [[] for _ in sizes]
+        for r in rs:
+            h = {int(k): int(v) for k, v in r["batch_size_histogram"].items()}
+            served = sum(k * v for k, v in h.items()) or 1
+            for j, k in enumerate(sizes):
+                shares[j].append(100 * k * h.get(k, 0) / served)
+        means, err = _bars(shares)
+        batches = [float(r["avg_batch_size"]) for r in rs if r.get("avg_batch_size") is not None]
+        avg = cell(sum(batches) / len(batches) if batches else None, 2)
+        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != "ok"})
+        ax.bar([k - 0.4 + (i + 0.5) * width for k in sizes], means, width=width, yerr=err, capsize=2,
+               label=f"{variant} @ {load:g} (avg {avg}, n={len(rs)}{''.join(', ' + b for b in bad)})")
     ax.set_xticks(sizes, [str(k) for k in sizes])
     ax.set_xlabel("batch size executed by Triton")
     ax.set_ylabel("share of requests (%)")
-    ax.set_title(f"{host}: batch sizes formed by Triton")
+    ax.set_title(f"{host}: batch sizes formed by Triton ({BARS})", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     p.save(fig, f"{host}_batch_sizes.png")
@@ -280,7 +350,8 @@ def _spans(ax: Any, samples: dict[str, list[dict[str, Any]]], t0: float) -> None
     for i, (variant, ss) in enumerate(sorted(samples.items(), key=lambda kv: kv[1][0]["t"])):
         a, b = ss[0]["t"] - t0, ss[-1]["t"] - t0
         ax.axvspan(a, b, color="grey", alpha=0.08 if i % 2 else 0.16, lw=0)
-        ax.text((a + b) / 2, 1.0, variant, transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7)
+        ax.text((a + b) / 2, 1.0, variant, transform=ax.get_xaxis_transform(), ha="center", va="bottom",
+                fontsize=7)
 
 
 def _gapped(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -325,9 +396,11 @@ def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -
             ax.legend(fontsize=7)
             p.save(fig, f"{host}_gpu_utilisation.png")
         else:
-            cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"] * 100) for s in samples if "nv_cpu_utilization" in s["cpu"]]
+            cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"] * 100) for s in samples
+                   if "nv_cpu_utilization" in s["cpu"]]
             if not cpu:
-                p.skipped.append(f"{host}: utilisation (its metrics samples report neither GPU nor CPU utilisation)")
+                p.skipped.append(f"{host}: utilisation (its metrics samples report neither GPU nor CPU "
+                                 "utilisation)")
             else:
                 fig, ax = p.plt.subplots(figsize=(9, 4.2))
                 ax.plot(*_gapped(cpu), lw=1.2, marker=".", markersize=3, label="CPU (whole host)")
@@ -338,7 +411,8 @@ def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -
                 ax.set_title(f"{host}: CPU utilisation (Triton reported no GPU)", pad=14)
                 ax.grid(alpha=0.3)
                 p.save(fig, f"{host}_cpu_utilisation.png")
-        mem_gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_memory_used_bytes" in m})
+        mem_gpus = sorted({g for s in samples for g, m in s["gpus"].items()
+                           if "nv_gpu_memory_used_bytes" in m})
         if not mem_gpus:
             continue
         fig, ax = p.plt.subplots(figsize=(9, 4.2))
@@ -361,8 +435,8 @@ def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -
     if not series:
         p.skipped.append("utilisation and GPU memory over time (no metrics.jsonl samples in the run)")
     elif not any_gpu:
-        p.skipped.append("utilisation per GPU and GPU memory over time (Triton reported no GPU: CPU utilisation "
-                         "drawn instead)")
+        p.skipped.append("utilisation per GPU and GPU memory over time (Triton reported no GPU: CPU "
+                         "utilisation drawn instead)")
 
 
 def _fastapi_latency(p: _Plots, run: Path) -> None:
@@ -425,25 +499,84 @@ def _rule(o: dict[str, Any]) -> str:
     if o.get("at_load") is not None:
         rule += f" at load {float(o['at_load']):g}"
     if o.get("constraints"):
-        rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items() for k, b in bd.items())
+        rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items()
+                                     for k, b in bd.items())
     return rule
+
+
+def _standing(ranked: list[dict[str, Any]], smallest: float) -> str:
+    """After the best variant: whether its lead over the next variant is decided, or a tie."""
+    found = fnd.standing(ranked, smallest)
+    if found is None:
+        return ""
+    _, second, e, v = found
+    lead = f"lead over `{second['variant']}` {iv.effect_text(e)}"
+    if v.word == iv.HELD:
+        return f"; {lead}"
+    if v.reason == iv.ONE_REPETITION:
+        return f"; {lead}: not a clear best ({iv.ONE_REPETITION})"
+    return f"; **tied** with `{second['variant']}` ({lead}: the interval includes zero)"
+
+
+def _interval(s: dict[str, Any] | None, scale: float = 1.0, digits: int = 1) -> str:
+    if s is None:
+        return "-"
+    text = cell(s["mean"] / scale, digits)
+    if s["ci_low"] is not None:
+        text += f" [{cell(s['ci_low'] / scale, digits)}, {cell(s['ci_high'] / scale, digits)}]"
+    return text
+
+
+def _per_level(rows: list[dict[str, Any]]) -> list[str]:
+    """## Per level: n, mean and 95 % interval per metric, and the noise flag (cv >= 10 %, pyperf's rule)."""
+    stats = res.level_stats(rows)
+    if not stats:
+        return []
+    by: dict[tuple[str, str, str, Any], dict[str, dict[str, Any]]] = {}
+    for s in stats:
+        by.setdefault((s["host"], s["variant"], s["mode"], s["load"]), {})[s["metric"]] = s
+    intro = ("Each level's repetitions: n, the mean and its 95 % interval (Student's t; none with one "
+             "repetition). A level is *noisy* when a metric's repetitions vary by "
+             f"{iv.NOISY_CV * 100:g} % or more of their mean (coefficient of variation, pyperf's rule): its "
+             "comparisons need more "
+             "repetitions, or a quieter node.")
+    lines = ["## Per level", "", intro, "",
+             "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | noisy |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    noisy_levels = []
+    for (host, variant, mode, load), ms in by.items():
+        n = max(s["n"] for s in ms.values())
+        noisy = [f"{m.removesuffix('_us')} cv {s['cv'] * 100:.0f} %" for m, s in ms.items() if s["noisy"]]
+        where = f"{mode[:4]} {cell(load)}"
+        if noisy:
+            noisy_levels.append(f"{host} / {variant} @ {where}: " + ", ".join(noisy))
+        lines.append(f"| {host} | {variant} | {where} | {n} | {_interval(ms.get('throughput'))} | "
+                     f"{_interval(ms.get('latency_avg_us'), 1000, 2)} | "
+                     f"{_interval(ms.get('p95_us'), 1000, 2)} | "
+                     f"{_interval(ms.get('p99_us'), 1000, 2)} | {'**noisy**' if noisy else ''} |")
+    if noisy_levels:
+        lines += ["", f"Noisy levels ({len(noisy_levels)}): " + "; ".join(noisy_levels) + "."]
+    return lines + [""]
 
 
 def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     """Check the run folder, then write summary.csv/json, plots and report.md; return what was written."""
     run, manifest, rows, gaps = check_run(run_dir, partial)
     objectives = manifest["objectives"]  # checked and completed by check_run
+    smallest = manifest["smallest_effect"]
     winners = [best(rows, o) for o in objectives]
-    found = fnd.evaluate(rows, res.variant_setups(run), objectives)
+    found = fnd.evaluate(rows, res.variant_setups(run), objectives, smallest)
     plots, skipped = make_plots(run, rows)
     csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
                                                     "missing": gaps})
-    lines = [f"# {manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}", ""]
+    title = f"{manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}"
+    lines = [f"# {title}", ""]
     if manifest.get("description"):
         lines += [str(manifest["description"]).strip(), ""]
     stand_in = manifest.get("stand_in") or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
     if stand_in:
-        lines += [f"> **Stand-in model.** {stand_in} Latencies and batching are real; predictions are not.", ""]
+        lines += [f"> **Stand-in model.** {stand_in} Latencies and batching are real; predictions are not.",
+                  ""]
     if manifest.get("start"):
         hosts = manifest.get("hosts") or sorted({r["host"] for r in rows})
         # each host writes host.json (with its end time) when its part of the run is over
@@ -463,23 +596,28 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         if w is None:
             lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies")
         else:
-            lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at {w['mode']} "
-                         f"{w['load']:g} -> {w['metric']} = {cell(w['value'])} (mean of {w['repetitions']})")
-    lines += ["", *fnd.markdown(found, stand_in)]
+            lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
+                         f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
+                         f"(mean of {w['repetitions']})"
+                         + _standing(fnd.rank(rows, o), smallest))
+    lines += ["", *fnd.markdown(found, stand_in, smallest)]
+    lines += _per_level(rows)
     lines += ["## Measurements", "",
-              ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | queue ms | "
-               "infer ms | avg batch | util |"),
+              ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | "
+               "queue ms | infer ms | avg batch | util |"),
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         util, busiest = r.get("gpu_util"), r.get("gpu_util_max")
         if util is not None:
-            util_s = f"GPU {util * 100:.0f}%" + (f" (busiest {busiest * 100:.0f}%)" if busiest is not None else "")
+            util_s = f"GPU {util * 100:.0f}%" + (f" (busiest {busiest * 100:.0f}%)" if busiest is not None
+                                                 else "")
         else:
             util_s = f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-"
         ms = ms_cells(r)
         load = f"{r['mode'][:4] if r.get('mode') else ''} {cell(r.get('load'))}".strip()
         lines.append(f"| {r['host']} | {r['variant']} | {load} | {cell(r.get('repetition'))} | {r['status']}"
-                     f"{' (retried)' if r.get('retried') else ''} | {cell(r.get('throughput'))} | {ms('latency_avg_us')} | "
+                     f"{' (retried)' if r.get('retried') else ''} | {cell(r.get('throughput'))} | "
+                     f"{ms('latency_avg_us')} | "
                      f"{ms('p95_us')} | {ms('p99_us')} | {ms('queue_us')} | {ms('compute_infer_us')} | "
                      f"{cell(r.get('avg_batch_size'), 2)} | {util_s} |")
     problems = [r for r in rows if r["status"] != "ok"]
@@ -487,7 +625,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += ["", "## Not measured", ""]
         for r in problems:
             lines.append(f"- {r['host']} / {r['variant']}"
-                         f"{' @ ' + cell(r.get('load')) if r.get('load') is not None else ''}: {r['status']}: "
+                         f"{' @ ' + cell(r.get('load')) if r.get('load') is not None else ''}: "
+                         f"{r['status']}: "
                          f"{(r.get('error') or '').strip()}")
         for f in manifest.get("failures") or []:
             lines.append(f"- {f}")
@@ -503,11 +642,15 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
         if skipped:
             lines += ["", "Not drawn (no data): " + "; ".join(skipped) + "."]
-    lines += ["", ("Files: `summary.csv` (one row per host x variant x load x repetition; times in microseconds), "
-                   "`summary.json` (the same rows, the best variants and the findings with their numbers). Raw "
-                   "perf_analyzer output, stats and metrics are under each `<host>/<variant>/<level>/`."), ""]
+    lines += ["", ("Files: `summary.csv` (one row per host x variant x load x repetition; times in "
+                   "microseconds), `summary_stats.csv` (one row per host x variant x load x metric over the "
+                   "repetitions: n, mean, sd, ci_low and ci_high of the 95 % interval (Student's t), cv and "
+                   "noisy), `summary.json` (the rows, those statistics as `stats`, the best variants and the "
+                   "findings with their effects and intervals). Raw perf_analyzer output, stats and metrics "
+                   "are under each `<host>/<variant>/<level>/`."), ""]
     md = run / "report.md"
     md.write_text("\n".join(lines), encoding="utf-8")
-    return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path), "report": str(md),
+    return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path),
+            "report": str(md),
             "plots": [str(p) for p in plots], "skipped": skipped, "best": winners, "findings": found,
             "missing": gaps}

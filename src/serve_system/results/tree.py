@@ -26,6 +26,7 @@ from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment import records
 from . import fastapi_tree as fastapi_results
+from . import intervals
 from . import stats as statsmod
 
 #: summary columns, in order
@@ -34,9 +35,41 @@ COLUMNS: tuple[str, ...] = (
     "throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
-    "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s", "stand_in",
+    "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s",
+    "stand_in",
     "errors",
 )
+
+#: the metrics summarised per level over its repetitions (summary_stats.csv, error bars, noise)
+STAT_METRICS: tuple[str, ...] = ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us")
+#: summary_stats.csv's columns: one row per host x variant x load level x metric (tidy)
+STAT_COLUMNS: tuple[str, ...] = (
+    "experiment", "run_id", "host", "variant", "mode", "load", "metric", "n", "mean", "sd", "ci_low",
+    "ci_high", "cv", "noisy",
+)
+
+
+def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (host, variant, mode, load) and metric of :data:`STAT_METRICS`: n, mean, sd, the 95 %
+    interval of the mean (Student's t, :func:`intervals.summarize`), the coefficient of variation and
+    whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("load") is not None:
+            key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
+                   r["load"])
+            groups.setdefault(key, []).append(r)
+    out = []
+    for key, rs in sorted(groups.items(), key=lambda kv: (kv[0][2:5], float(kv[0][5]))):
+        for metric in STAT_METRICS:
+            vals = [float(r[metric]) for r in rs if r.get(metric) is not None]
+            if not vals:
+                continue
+            s = intervals.summarize(vals)
+            out.append({**dict(zip(STAT_COLUMNS[:6], key, strict=True)), "metric": metric, "n": s.n,
+                        "mean": s.mean, "sd": s.sd, "ci_low": s.ci_low, "ci_high": s.ci_high, "cv": s.cv,
+                        "noisy": s.noisy})
+    return out
 
 
 def read_json(path: Path) -> Any:
@@ -94,7 +127,8 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
         return row
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
-        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok") else "failed",
+        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok")
+                          else "failed",
                           "error": meta.get("error") or "the benchmark client wrote no bench.json"}
         row.update({k: v for k, v in bench.items() if k in COLUMNS})
         if meta.get("status") == "failed" and row["status"] == "ok":
@@ -108,7 +142,8 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
     if match is None:
         row["status"] = meta.get("status") if meta.get("status") not in (None, "ok") else "failed"
-        row["error"] = meta.get("error") or _last_error(stdout) or "perf_analyzer reported nothing for this level"
+        row["error"] = (meta.get("error") or _last_error(stdout)
+                        or "perf_analyzer reported nothing for this level")
     else:
         row["status"] = match.status
         row["error"] = match.error

@@ -85,6 +85,21 @@ RelPath = Annotated[str, AfterValidator(_rel_path)]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
 Repetitions = Annotated[int, Field(ge=1, le=100, strict=True)]
+#: the smallest relative effect a claim must show to hold (the report's verdicts; 0.05 = 5 %)
+DEFAULT_SMALLEST_EFFECT = 0.05
+
+
+def _smallest_effect(value: float) -> float:
+    if not 0 < value < 1:
+        raise ValueError(f"is {value!r}: use a share between 0 and 1, e.g. 0.05 for 5 %")
+    return value
+
+
+SmallestEffect = Annotated[float, Field(strict=True), AfterValidator(_smallest_effect), WithJsonSchema({
+    "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,
+    "description": "the smallest relative effect of interest: a finding holds when its 95 % interval lies "
+                   "wholly beyond it (0.05 = 5 %)"})]
+
 #: the most perf_analyzer runs one spec may plan per host (variants x levels x repetitions)
 MAX_RUNS = 10_000
 
@@ -114,7 +129,8 @@ def expand_levels(levels: Any) -> list[float]:
             raise ValueError(f"a range has only start, end, step (got {', '.join(map(str, levels))})")
         rng: dict[str, Any] = levels
         try:
-            start, end, step = (float(rng["start"]), float(rng.get("end", rng["start"])), float(rng.get("step", 1)))
+            start, end, step = (float(rng["start"]), float(rng.get("end", rng["start"])),
+                                float(rng.get("step", 1)))
         except (KeyError, TypeError, ValueError):
             raise ValueError("a range needs numeric start (and end, step)") from None
         if step <= 0 or end < start or start <= 0:
@@ -168,7 +184,8 @@ class Perf(_Model):
 
     protocol: Literal["http", "grpc"] | None = None
     batch_size: PosInt | None = None
-    input_data: RelPath | None = Field(default=None, description="'random', 'zero' or a JSON file (spec-relative)")
+    input_data: RelPath | None = Field(default=None,
+                                       description="'random', 'zero' or a JSON file (spec-relative)")
     shapes: dict[str, list[PosInt]] | None = None
     warmup_request_count: NonNegInt | None = None
     request_count: NonNegInt | None = None
@@ -234,7 +251,8 @@ class Variant(_Model):
 
     name: Name
     description: str | None = None
-    config: dict[str, Any] | None = Field(default=None, description="top-level ModelConfig keys replaced (null removes one)")
+    config: dict[str, Any] | None = Field(
+        default=None, description="top-level ModelConfig keys replaced (null removes one)")
     model: Name | None = None
     version: Version | None = None
     base_config: RelPath | None = None
@@ -261,13 +279,15 @@ class TritonSpec(_Model):
     description: str | None = None
     model: Name = Field(description="the model's name in Triton")
     version: Version = "1"
-    base_config: RelPath | None = Field(default=None, description="config.pbtxt the variants override (spec-relative)")
+    base_config: RelPath | None = Field(
+        default=None, description="config.pbtxt the variants override (spec-relative)")
     base_config_text: str | None = None
     on_missing_gpus: Literal["refuse", "adapt"] = "refuse"
     stand_in: str | None = None
     load: Load
     perf: Perf = Perf()
     repetitions: Repetitions = 1
+    smallest_effect: SmallestEffect = DEFAULT_SMALLEST_EFFECT
     warmup: Warmup = Warmup()
     objectives: list[Objective] | None = None
     objective: Objective | None = Field(default=None, description="one objective (older form of objectives)")
@@ -346,6 +366,7 @@ class FastapiSpec(_Model):
     variants: Annotated[list[FastapiVariant], Field(min_length=1)]
     levels: Annotated[list[FastapiLevel], Field(min_length=1)]
     repetitions: Repetitions = 1
+    smallest_effect: SmallestEffect = DEFAULT_SMALLEST_EFFECT
     warmup: FastapiWarmup = FastapiWarmup()
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
 
@@ -370,7 +391,8 @@ def json_schema() -> dict[str, Any]:
     """The JSON Schema of a spec file (either kind), for editors and ``serve-system schema``."""
     triton = TritonSpec.model_json_schema(by_alias=True)
     fastapi = FastapiSpec.model_json_schema(by_alias=True)
-    defs = {**triton.pop("$defs", {}), **fastapi.pop("$defs", {}), "TritonSpec": triton, "FastapiSpec": fastapi}
+    defs = {**triton.pop("$defs", {}), **fastapi.pop("$defs", {}), "TritonSpec": triton,
+            "FastapiSpec": fastapi}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "serve-system experiment spec",

@@ -1,0 +1,273 @@
+"""How sure a number is: summaries with 95 % intervals, effects between two variants, and verdicts.
+
+Pure functions over lists of samples (one sample per repetition of a level); nothing here reads
+files. The choices, and why:
+
+- **Summary** (:func:`summarize`): n, mean, sample standard deviation and the 95 % interval of the
+  mean by Student's t (``mean +- t(0.975, n - 1) * sd / sqrt(n)``), as pyperf does. Not a bootstrap:
+  a run has 2 to 10 repetitions per level, and a bootstrap over so few values can only resample
+  n**n arrangements of them; its percentile interval is too narrow (with n = 3 it covers the true
+  mean far less often than 95 %), while t widens the interval for the uncertainty of a standard
+  deviation estimated from few values. Each repetition's number is itself an average over
+  thousands of requests, so it is close to normally distributed, which is what t assumes. One
+  repetition gives no spread and no interval.
+- **Effect** (:func:`effect`): B against A as a ratio, ``B / A - 1`` (+0.30 is "30 % more"), with a
+  95 % interval by Welch's t on the logarithms of the samples: the difference of the mean logs,
+  with Welch's standard error and degrees of freedom (no equal-variance assumption), mapped back
+  with ``exp``. So the effect is the ratio of the geometric means, its interval is asymmetric
+  (a halving and a doubling are equally far from "no change") and never goes below -100 %. It
+  needs two repetitions per side and positive samples (throughput and latencies are).
+- **Verdict** (:func:`decide`): a claim says B moves a metric in one direction ("up": more
+  throughput; "down": less latency) by at least the spec's smallest effect of interest ``s``
+  (``smallest_effect``, 5 % by default). With the effect's interval [lo, hi]:
+
+  - *held*: the interval lies wholly beyond the smallest effect in the claimed direction
+    (up: lo > +s; down: hi < -s);
+  - *did not hold*: the interval excludes an improvement as large as the smallest effect
+    (up: hi < +s; down: lo > -s): any change there is, is smaller than what matters, or the other way;
+  - *inconclusive*: the interval contains the smallest effect; with it an estimate of how many more
+    repetitions per side would likely decide it (the interval's half-width shrinks as 1/sqrt(n):
+    the n at which the current spread would leave the threshold outside the interval).
+- **Winner** (:func:`lead`): the best variant is named only when its lead over the runner-up has
+  an interval that excludes zero; otherwise the two are tied.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from scipy import stats as _st
+
+HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = "held", "did not hold", "inconclusive", "not measurable here"
+#: the verdict words, in the report's order
+VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE)
+#: what each word means (the report prints these)
+MEANINGS = {
+    HELD: "the 95 % interval of the effect lies wholly beyond the smallest effect of interest in the "
+          "claimed direction",
+    NOT_HELD: "the 95 % interval excludes an improvement as large as the smallest effect of interest "
+              "(the effect is smaller, or goes the other way)",
+    INCONCLUSIVE: "the 95 % interval contains the smallest effect of interest (or there is no interval: "
+                  "one repetition per side); more repetitions would likely decide it",
+    NOT_MEASURABLE: "the run has no data for the claim (its variants or loads were not measured here)",
+}
+LEVEL = 0.95
+#: a level whose repetitions' standard deviation is at least this share of their mean is noisy (pyperf)
+NOISY_CV = 0.10
+#: the most repetitions per side an estimate names (a spec allows at most 100)
+MAX_REPETITIONS = 100
+ONE_REPETITION = "one repetition gives no interval: set `repetitions: 3`"
+
+Direction = Literal["up", "down"]
+
+
+def _t(df: float) -> float:
+    return float(_st.t.ppf(0.5 + LEVEL / 2, df))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """n samples of one metric: mean, sample standard deviation, 95 % interval (None where n < 2)."""
+
+    n: int
+    mean: float | None
+    sd: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    @property
+    def cv(self) -> float | None:
+        """Coefficient of variation (sd / mean); None without a spread or with a zero mean."""
+        if self.sd is None or not self.mean:
+            return None
+        return self.sd / abs(self.mean)
+
+    @property
+    def noisy(self) -> bool:
+        return self.cv is not None and self.cv >= NOISY_CV
+
+
+def summarize(samples: Sequence[float]) -> Summary:
+    xs = [float(x) for x in samples]
+    n = len(xs)
+    if n == 0:
+        return Summary(0, None, None, None, None)
+    mean = math.fsum(xs) / n
+    if n == 1:
+        return Summary(1, mean, None, None, None)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = _t(n - 1) * sd / math.sqrt(n)
+    return Summary(n, mean, sd, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """B against A: ``change`` = B / A - 1 (ratio of geometric means), its 95 % interval [low, high].
+
+    ``low``/``high`` are None with ``reason`` saying why (one repetition, non-positive samples).
+    ``d``, ``var_a``, ``var_b`` are the log-scale difference and variances (for :func:`more_repetitions`).
+    """
+
+    n_a: int
+    n_b: int
+    change: float | None
+    low: float | None
+    high: float | None
+    reason: str | None = None
+    d: float = 0.0
+    var_a: float = 0.0
+    var_b: float = 0.0
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+
+def _var(xs: list[float]) -> float:
+    m = math.fsum(xs) / len(xs)
+    return math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def _welch(var_a: float, n_a: int, var_b: float, n_b: int) -> tuple[float, float]:
+    """(standard error, degrees of freedom) of a difference of two means (Welch-Satterthwaite)."""
+    qa, qb = var_a / n_a, var_b / n_b
+    se = math.sqrt(qa + qb)
+    if se == 0:
+        return 0.0, float(n_a + n_b - 2)
+    df = (qa + qb) ** 2 / (qa**2 / (n_a - 1) + qb**2 / (n_b - 1))
+    return se, df
+
+
+def effect(a: Sequence[float], b: Sequence[float]) -> Effect:
+    """The relative effect of B against A with its 95 % interval (Welch's t on log samples)."""
+    xa, xb = [float(x) for x in a], [float(x) for x in b]
+    na, nb = len(xa), len(xb)
+    if not na or not nb:
+        return Effect(na, nb, None, None, None, "no samples on one side")
+    if min(xa + xb) <= 0:
+        ma, mb = math.fsum(xa) / na, math.fsum(xb) / nb
+        return Effect(na, nb, (mb / ma - 1) if ma > 0 else None, None, None,
+                      "a sample is zero or negative: no ratio interval")
+    la, lb = [math.log(x) for x in xa], [math.log(x) for x in xb]
+    d = math.fsum(lb) / nb - math.fsum(la) / na
+    change = math.expm1(d)
+    if na < 2 or nb < 2:
+        return Effect(na, nb, change, None, None, ONE_REPETITION, d)
+    va, vb = _var(la), _var(lb)
+    se, df = _welch(va, na, vb, nb)
+    half = _t(df) * se
+    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, va, vb)
+
+
+def more_repetitions(e: Effect, target: float) -> int | None:
+    """About how many more repetitions per side would leave ``target`` (a change, e.g. +0.05) outside
+    the interval, if the spread stays as measured; None when no number up to :data:`MAX_REPETITIONS`
+    per side would (the effect sits on the threshold) or there is no spread to go by."""
+    if not e.has_interval or target <= -1:
+        return None
+    dist = abs(e.d - math.log1p(target))
+    have = min(e.n_a, e.n_b)
+    if dist == 0:
+        return None
+    for m in range(have + 1, MAX_REPETITIONS + 1):
+        se, df = _welch(e.var_a, m, e.var_b, m)
+        if _t(df) * se < dist:
+            return m - have
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    word: str
+    #: more repetitions per side that would likely decide an inconclusive verdict (None: no estimate)
+    more: int | None = None
+    #: why it is inconclusive (e.g. one repetition)
+    reason: str | None = None
+
+
+def _inconclusive(e: Effect, targets: Sequence[float]) -> Verdict:
+    if not e.has_interval:
+        return Verdict(INCONCLUSIVE, None, e.reason)
+    guesses = [m for t in targets if (m := more_repetitions(e, t)) is not None]
+    if not guesses:
+        return Verdict(INCONCLUSIVE, None, f"the effect lies so close to the threshold that deciding would "
+                                           f"take more than {MAX_REPETITIONS} repetitions per side")
+    return Verdict(INCONCLUSIVE, min(guesses), None)
+
+
+def decide(e: Effect, direction: Direction, smallest: float) -> Verdict:
+    """held / did not hold / inconclusive for the claim "B moves the metric ``direction`` by at
+    least ``smallest``" (see the module's text)."""
+    s = smallest if direction == "up" else -smallest
+    if e.has_interval:
+        assert e.low is not None and e.high is not None
+        beyond = e.low > s if direction == "up" else e.high < s
+        short = e.high < s if direction == "up" else e.low > s
+        if beyond:
+            return Verdict(HELD)
+        if short:
+            return Verdict(NOT_HELD)
+    return _inconclusive(e, [s])
+
+
+def lead(e: Effect, goal: Literal["max", "min"], smallest: float) -> Verdict:
+    """The winner's lead over the runner-up (``e``: the winner B against the runner-up A).
+
+    held: the interval excludes zero (a winner); did not hold: it includes zero and lies within
+    +-smallest (a tie, decided: they differ by less than what matters); inconclusive otherwise.
+    """
+    if e.has_interval:
+        assert e.low is not None and e.high is not None
+        if (e.low > 0) if goal == "max" else (e.high < 0):
+            return Verdict(HELD)
+        if e.low > -smallest and e.high < smallest:
+            return Verdict(NOT_HELD)
+    return _inconclusive(e, [0.0, smallest if e.d >= 0 else -smallest])
+
+
+def combine(words: Sequence[str]) -> str:
+    """One verdict of several comparisons: did not hold if any did not; held if all held; else
+    inconclusive."""
+    if not words:
+        return NOT_MEASURABLE
+    if NOT_HELD in words:
+        return NOT_HELD
+    return HELD if all(w == HELD for w in words) else INCONCLUSIVE
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:+.0f} %"
+
+
+def sides(e: Effect) -> str:
+    return f"n = {e.n_a} per side" if e.n_a == e.n_b else f"n = {e.n_a} and {e.n_b}"
+
+
+def effect_text(e: Effect) -> str:
+    """``+30 % [+22 %, +38 %], n = 3 per side``; without an interval
+    ``+30 %, n = 1 per side, no interval``."""
+    if e.change is None:
+        return f"no effect ({e.reason})"
+    if not e.has_interval:
+        why = "no interval" if e.reason == ONE_REPETITION else f"no interval: {e.reason}"
+        return f"{pct(e.change)}, {sides(e)}, {why}"
+    assert e.low is not None and e.high is not None
+    return f"{pct(e.change)} [{pct(e.low)}, {pct(e.high)}], {sides(e)}"
+
+
+def describe(what: str, e: Effect) -> str:
+    """``throughput +30 % [+22 %, +38 %], n = 3 per side`` (no interval: says so)."""
+    return f"{what} {effect_text(e)}"
+
+
+def explain(v: Verdict) -> str:
+    """The reason an inconclusive verdict gives, or ''."""
+    if v.word != INCONCLUSIVE:
+        return ""
+    if v.reason:
+        return f"inconclusive: {v.reason}"
+    more = f"about {v.more} more repetition{'s' if v.more != 1 else ''}"
+    return f"inconclusive: {more} per side would likely decide it"

@@ -1,0 +1,119 @@
+"""The statistics behind the verdicts, on synthetic samples with a known effect."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from serve_system.results import intervals as iv
+
+SMALLEST = 0.05
+
+
+def _samples(rng: np.random.Generator, mean: float, cv: float, n: int) -> list[float]:
+    """n repetitions of a level whose mean is ``mean`` and whose spread is ``cv`` of it (log-normal)."""
+    return [float(x) for x in mean * np.exp(rng.normal(0.0, cv, n) - cv**2 / 2)]
+
+
+def test_a_summary_is_the_t_interval_of_the_mean() -> None:
+    s = iv.summarize([100.0, 104.0, 98.0])
+    assert (s.n, s.mean) == (3, pytest.approx(100.6667, abs=1e-4))
+    assert s.sd == pytest.approx(3.0551, abs=1e-4)
+    low, high = st.t.interval(0.95, 2, loc=s.mean, scale=s.sd / math.sqrt(3))
+    assert (s.ci_low, s.ci_high) == (pytest.approx(low), pytest.approx(high))
+    assert s.cv == pytest.approx(0.0303, abs=1e-4) and not s.noisy
+    assert iv.summarize([80.0, 100.0, 120.0]).noisy  # cv 20 %: pyperf would warn
+    one = iv.summarize([42.0])
+    assert (one.n, one.mean, one.sd, one.ci_low, one.ci_high, one.cv) == (1, 42.0, None, None, None, None)
+    assert iv.summarize([]).mean is None
+
+
+def test_the_interval_covers_a_known_effect_about_95_times_in_100() -> None:
+    rng = np.random.default_rng(17)
+    true = 1.30  # B serves 30 % more
+    covered = 0
+    for _ in range(600):
+        e = iv.effect(_samples(rng, 100, 0.05, 3), _samples(rng, 100 * true, 0.05, 3))
+        assert e.low is not None and e.high is not None
+        covered += e.low <= true - 1 <= e.high
+    assert 0.92 <= covered / 600 <= 0.98
+
+
+def test_the_effect_is_a_ratio_with_an_asymmetric_interval() -> None:
+    a, b = [100.0, 104.0, 98.0], [130.0, 128.0, 135.0]
+    e = iv.effect(a, b)
+    geo = math.exp(np.mean(np.log(b)) - np.mean(np.log(a))) - 1
+    assert e.change == pytest.approx(geo) and e.low is not None and e.high is not None
+    assert e.low < e.change < e.high and (e.high - e.change) > (e.change - e.low)  # wider upwards
+    assert iv.describe("throughput", e) == "throughput +30 % [+22 %, +39 %], n = 3 per side"
+    # the same comparison the other way round: the reciprocal, still a positive ratio
+    back = iv.effect(b, a)
+    assert back.low == pytest.approx(1 / (1 + e.high) - 1) and back.low > -1
+
+
+def test_a_strong_effect_is_held() -> None:
+    rng = np.random.default_rng(1)
+    e = iv.effect(_samples(rng, 100, 0.04, 3), _samples(rng, 150, 0.04, 3))
+    assert iv.decide(e, "up", SMALLEST) == iv.Verdict(iv.HELD)
+    # a latency claim: B's latency 40 % lower
+    lat = iv.effect(_samples(rng, 20_000, 0.04, 3), _samples(rng, 12_000, 0.04, 3))
+    assert iv.decide(lat, "down", SMALLEST).word == iv.HELD
+    assert iv.decide(lat, "up", SMALLEST).word == iv.NOT_HELD
+
+
+def test_a_strong_opposite_effect_did_not_hold() -> None:
+    rng = np.random.default_rng(2)
+    e = iv.effect(_samples(rng, 100, 0.04, 3), _samples(rng, 60, 0.04, 3))
+    assert iv.decide(e, "up", SMALLEST).word == iv.NOT_HELD
+    # no effect, measured tightly: any improvement is smaller than the smallest effect of interest
+    flat = iv.effect(_samples(rng, 100, 0.005, 5), _samples(rng, 100, 0.005, 5))
+    assert flat.high is not None and flat.high < SMALLEST
+    assert iv.decide(flat, "up", SMALLEST).word == iv.NOT_HELD
+
+
+def test_a_small_noisy_effect_is_inconclusive_with_how_many_more_repetitions() -> None:
+    rng = np.random.default_rng(3)
+    e = iv.effect(_samples(rng, 100, 0.06, 3), _samples(rng, 112, 0.06, 3))
+    v = iv.decide(e, "up", SMALLEST)
+    assert v.word == iv.INCONCLUSIVE and v.more is not None and v.more > 0 and v.reason is None
+    assert iv.explain(v) == f"inconclusive: about {v.more} more repetitions per side would likely decide it"
+    # measuring that many more with the same spread would likely leave the threshold outside the interval
+    e2 = iv.effect(_samples(rng, 100, 0.06, 3 + v.more), _samples(rng, 112, 0.06, 3 + v.more))
+    assert e2.high is not None and e2.low is not None
+    assert (e2.high - e2.low) < (e.high or 0) - (e.low or 0)
+
+
+def test_one_repetition_gives_no_interval_and_says_what_to_set() -> None:
+    e = iv.effect([100.0], [150.0])
+    assert e.change == pytest.approx(0.5) and not e.has_interval
+    v = iv.decide(e, "up", SMALLEST)
+    assert (v.word, v.more, v.reason) == (iv.INCONCLUSIVE, None, iv.ONE_REPETITION)
+    assert iv.explain(v) == "inconclusive: one repetition gives no interval: set `repetitions: 3`"
+    assert iv.effect_text(e) == "+50 %, n = 1 per side, no interval"
+    bad = iv.effect([0.0, 1.0], [2.0, 3.0])
+    assert not bad.has_interval and "zero or negative" in (bad.reason or "")
+
+
+def test_no_effect_names_no_winner() -> None:
+    rng = np.random.default_rng(4)
+    winners = 0
+    for _ in range(200):
+        a, b = _samples(rng, 100, 0.05, 3), _samples(rng, 100, 0.05, 3)
+        top, runner = (b, a) if np.mean(b) >= np.mean(a) else (a, b)
+        winners += iv.lead(iv.effect(runner, top), "max", SMALLEST).word == iv.HELD
+    assert winners / 200 <= 0.08  # a winner from noise about 5 times in 100 (the interval's level)
+    strong = iv.effect(_samples(rng, 100, 0.03, 3), _samples(rng, 125, 0.03, 3))
+    assert iv.lead(strong, "max", SMALLEST).word == iv.HELD
+    tie = iv.lead(iv.effect([100.0, 101.0, 99.0], [100.5, 99.5, 100.0]), "max", SMALLEST)
+    assert tie.word == iv.NOT_HELD  # within +-5 %: a decided tie
+
+
+def test_combine_several_comparisons() -> None:
+    assert iv.combine([iv.HELD, iv.HELD]) == iv.HELD
+    assert iv.combine([iv.HELD, iv.INCONCLUSIVE]) == iv.INCONCLUSIVE
+    assert iv.combine([iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE]) == iv.NOT_HELD
+    assert iv.combine([]) == iv.NOT_MEASURABLE
+    assert set(iv.MEANINGS) == set(iv.VERDICTS)

@@ -117,3 +117,13 @@ def test_combine_several_comparisons() -> None:
     assert iv.combine([iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE]) == iv.NOT_HELD
     assert iv.combine([]) == iv.NOT_MEASURABLE
     assert set(iv.MEANINGS) == set(iv.VERDICTS)
+
+
+def test_a_lead_inside_the_smallest_effect_names_no_winner() -> None:
+    # +2 % with a tight interval that excludes zero: a real but unimportant difference is a tie
+    small = iv.effect([100.0, 100.2, 99.8, 100.1], [102.0, 102.1, 101.9, 102.0])
+    assert small.low is not None and small.low > 0 and small.high is not None and small.high < SMALLEST
+    assert iv.lead(small, "max", SMALLEST).word == iv.NOT_HELD
+    # the same lead beyond the smallest effect: a winner
+    big = iv.effect([100.0, 100.2, 99.8, 100.1], [110.0, 110.1, 109.9, 110.0])
+    assert iv.lead(big, "max", SMALLEST).word == iv.HELD

@@ -216,15 +216,16 @@ def decide(e: Effect, direction: Direction, smallest: float) -> Verdict:
 def lead(e: Effect, goal: Literal["max", "min"], smallest: float) -> Verdict:
     """The winner's lead over the runner-up (``e``: the winner B against the runner-up A).
 
-    held: the interval excludes zero (a winner); did not hold: it includes zero and lies within
-    +-smallest (a tie, decided: they differ by less than what matters); inconclusive otherwise.
+    did not hold: the interval lies within +-smallest (a tie, decided: they differ by less than what
+    matters, even where the interval excludes zero: a difference inside the smallest effect of
+    interest names no winner); held: otherwise, when it excludes zero (a winner); inconclusive else.
     """
     if e.has_interval:
         assert e.low is not None and e.high is not None
-        if (e.low > 0) if goal == "max" else (e.high < 0):
-            return Verdict(HELD)
         if e.low > -smallest and e.high < smallest:
             return Verdict(NOT_HELD)
+        if (e.low > 0) if goal == "max" else (e.high < 0):
+            return Verdict(HELD)
     return _inconclusive(e, [0.0, smallest if e.d >= 0 else -smallest])
 
 

@@ -73,7 +73,7 @@ def test_both_kinds_load(tmp_path: Path) -> None:
     ({"varaints": []}, "spec.yml: varaints: unknown key (did you mean 'variants'?"),
     ({"kind": "tritn"}, "spec.yml: kind: 'tritn' is not a kind of spec (did you mean 'triton'?"),
     ({"kind": {"a": 1}}, "spec.yml: kind: {'a': 1} is not a kind of spec (use triton or fastapi)"),
-    ({"repetitions": 0}, "spec.yml: repetitions: is 0: use a number >= 1"),
+    ({"repetitions": 0}, "spec.yml: repetitions: is 0: use a whole number from 1 to 100, or auto"),
     ({"repetitions": "two"}, "spec.yml: repetitions: is 'two': use a whole number"),
     ({"smallest_effect": 5},
      "spec.yml: smallest_effect: is 5.0: use a share between 0 and 1, e.g. 0.05 for 5 %"),

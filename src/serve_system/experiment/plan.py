@@ -30,7 +30,17 @@ from . import tritonconfig as tc
 from .records import LevelPlan, VariantPlan
 from .runner import BUNDLE_MAIN
 from .spec.messages import SpecError
-from .spec.models import AnySpec, FastapiSpec, Objective, TritonSpec, Variant, check_name, expand_levels
+from .spec.models import (
+    AUTO_START,
+    AnySpec,
+    Budget,
+    FastapiSpec,
+    Objective,
+    TritonSpec,
+    Variant,
+    check_name,
+    expand_levels,
+)
 from .spec.reader import repo_root, resolve
 
 #: Triton's endpoints and the run's folder as the node's client container sees them (the serve_stack
@@ -155,7 +165,7 @@ def plan(
         levels = expand_levels(load.get("levels"))
         version = v.version or spec.version
         lplans = []
-        for rep in range(1, spec.repetitions + 1):
+        for rep in range(1, spec.max_repetitions + 1):
             for lv in levels:
                 lid = level_id(mode, lv, rep)
                 csv_path = f"{node_work_dir}/{vname}/{lid}/perf.csv"
@@ -343,6 +353,10 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints())
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)
+        if isinstance(spec, TritonSpec) and spec.repetitions == "auto":
+            budget = spec.budget or Budget()
+            hplan.adaptive = {"start": min(AUTO_START, budget.repetitions), "max": budget.repetitions,
+                              "minutes": budget.minutes}
         rec.write(hdir / "plan.json", hplan)
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
         out[host] = rec.to_json(hplan)
@@ -370,6 +384,7 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     hosts: dict[str, Any] = {}
     for host, hplan in plans.items():
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
+        adaptive = hplan.get("adaptive")
         if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
             groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
         else:  # one call per load: the endpoint is brought up with the variant's runtime first
@@ -379,16 +394,20 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
                       for r, names in enumerate(rounds, 1) for n in names if n in by_name]
         batches = []
         for i, (group, rep) in enumerate(groups):
-            levels = [lv for v in group for lv in v["levels"] if rep is None or lv["repetition"] == rep]
-            picked = [f"--variant={v['name']}" for v in group] + ([f"--repetition={rep}"] if rep else [])
+            reps = [rep] if rep else list(range(1, adaptive["start"] + 1)) if adaptive else []
+            levels = [lv for v in group for lv in v["levels"] if not reps or lv["repetition"] in reps]
+            picked = [f"--variant={v['name']}" for v in group] + [f"--repetition={r}" for r in reps]
             batches.append({
                 "variants": [v["name"] for v in group],
-                "args": picked + (["--restore"] if i == len(groups) - 1 else []),
+                # the last call restores the baseline (auto: the role's last call, once it is decided)
+                "args": picked + (["--restore"] if i == len(groups) - 1 and not adaptive else []),
                 "explain_args": ["--triton-log", *(a for a in picked if a.startswith("--variant="))],
                 "runtime": group[0]["runtime"] if group else None,
                 "todo": sum(not lv["done"] for lv in levels),
             })
-        hosts[host] = {"models": hplan["models"], "batches": batches}
+        hosts[host] = {"models": hplan["models"], "batches": batches,
+                       # auto: the rounds the role may add, each asked of serve-system decide
+                       "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}
     return {"experiment": spec.name, "kind": kind, "run_dir": str(run), "run_subdir": f"{spec.name}/{run.name}",
             "level_wait_s": int(level_wait), "token": time.strftime("%Y%m%dT%H%M%S", time.gmtime()),
             "hosts": hosts}

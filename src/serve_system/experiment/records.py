@@ -109,6 +109,10 @@ class HostPlan:
     #: in that order, then r + 1), shuffled per repetition from ``seed``; empty: each variant once in order
     rounds: list[list[str]] = field(default_factory=list)
     seed: int | None = None
+    #: ``repetitions: auto``: the repetitions every variant gets first (``start``), the most
+    #: (``max``: the rounds planned) and the measured minutes after which none is added (or None);
+    #: None: every planned repetition is measured
+    adaptive: dict[str, Any] | None = None
     #: where the runner reaches the services, as the client container sees them: ``triton`` (HTTP API),
     #: ``metrics`` (Prometheus text), ``fastapi`` (the endpoint)
     endpoints: dict[str, str] = field(default_factory=dict)

@@ -279,9 +279,9 @@ class Runner:
     def stats(self, v: rec.VariantPlan) -> tuple[int, Any]:
         return self.triton.call("GET", f"/v2/models/{v.model}/versions/{v.version}/stats")
 
-    def measure(self, names: list[str], restore: bool, repetition: int | None = None) -> int:
+    def measure(self, names: list[str], restore: bool, repetitions: list[int] | None = None) -> int:
         """Measure the named variants in the plan's order (its rounds: repetition 1 of every variant,
-        then repetition 2, ...; ``repetition`` picks one), restore the baseline if asked, pack, say END.
+        then repetition 2, ...; ``repetitions`` picks some), restore the baseline if asked, pack, say END.
         Each variant's levels of one repetition follow a fresh load of its config and a warm-up."""
         unknown = [n for n in names if n not in {v.name for v in self.plan.variants}]
         if unknown:
@@ -290,7 +290,7 @@ class Runner:
             return 2
         chosen = {v.name: v for v in self.plan.variants if v.name in names}
         self.pending = {n: [lv for lv in v.levels if not lv.done and not rec.level_done(self.home / n / lv.id)
-                            and (repetition is None or lv.repetition == repetition)]
+                            and (not repetitions or lv.repetition in repetitions)]
                         for n, v in chosen.items()}
         self.total = sum(len(p) for p in self.pending.values())
         self.n = 0
@@ -300,7 +300,7 @@ class Runner:
         refused: set[str] = set()
         try:
             for rep, name in self.steps():
-                if name in chosen and name not in refused and (repetition is None or rep in (None, repetition)):
+                if name in chosen and name not in refused and (rep is None or not repetitions or rep in repetitions):
                     m, f = self.step(chosen[name], rep)
                     if m is None:
                         refused.add(name)
@@ -655,8 +655,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triton-log", action="store_true",
                     help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
                          "refused loads (of --variant, or of every variant)")
-    ap.add_argument("--repetition", type=int, default=None, metavar="N",
-                    help="measure only the levels of repetition N (a FastAPI plan's calls; default: all)")
+    ap.add_argument("--repetition", type=int, action="append", default=[], metavar="N",
+                    help="measure only the levels of repetition N (repeat; default: all)")
     ap.add_argument("--follow", type=Path, metavar="LOG",
                     help="wait for level --seq's event (or the end) in a running call's --log file; print it")
     ap.add_argument("--seq", type=int, default=1, help="with --follow: the level's number in the call")

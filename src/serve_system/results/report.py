@@ -45,7 +45,8 @@ AVG_AND_PERCENTILES = AVG + PERCENTILES
 # -- checks (nothing is written before they pass) -----------------------------------------------
 
 
-def _manifest(run: Path) -> dict[str, Any]:
+def read_manifest(run: Path) -> dict[str, Any]:
+    """The run's manifest.json, its objectives and smallest effect checked (the defaults without one)."""
     path = run / "manifest.json"
     if not path.exists():
         return {"objectives": list(DEFAULT_OBJECTIVES)}
@@ -118,7 +119,7 @@ def check_run(run_dir: str | Path, partial: bool = False
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
-    manifest = _manifest(run)
+    manifest = read_manifest(run)
     if not (run / "manifest.json").exists() and not _host_dirs(run):
         raise ServeSystemError(f"{run}: empty run folder (no manifest.json, no <host>/ folder); give "
                                "results/<experiment>/<run-id> as an experiment playbook wrote it")

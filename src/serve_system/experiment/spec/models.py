@@ -85,6 +85,19 @@ RelPath = Annotated[str, AfterValidator(_rel_path)]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
 Repetitions = Annotated[int, Field(ge=1, le=100, strict=True)]
+#: ``repetitions: auto`` starts with this many repetitions of every variant, then adds one at a time
+#: to the variants whose comparisons are still inconclusive, within the spec's ``budget``
+AUTO_START = 3
+
+
+def _repetitions_or_auto(value: Any) -> int | str:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100):
+        return value
+    raise ValueError(f"is {value!r}: use a whole number from 1 to 100, or auto")
+
+
+RepetitionsOrAuto = Annotated[int | str, BeforeValidator(_repetitions_or_auto), WithJsonSchema({
+    "anyOf": [{"type": "integer", "minimum": 1, "maximum": 100}, {"const": "auto"}]})]
 #: the smallest relative effect a claim must show to hold (the report's verdicts; 0.05 = 5 %)
 DEFAULT_SMALLEST_EFFECT = 0.05
 
@@ -261,6 +274,16 @@ class Variant(_Model):
     perf: Perf | None = None
 
 
+class Budget(_Model):
+    """What ``repetitions: auto`` may spend on one host: at most ``repetitions`` of any variant, and no
+    new repetition once the levels measured so far took ``minutes``."""
+
+    repetitions: Annotated[int, Field(ge=AUTO_START, le=100, strict=True)] = Field(
+        default=6, description=f"the most repetitions of a variant (from {AUTO_START}, the first ones)")
+    minutes: Annotated[float, Field(gt=0, le=10_000)] | None = Field(
+        default=None, description="no new repetition once the measured levels took this long")
+
+
 class Sweep(_Model):
     """Variants generated from a grid: every combination of the grid's values."""
 
@@ -286,7 +309,11 @@ class TritonSpec(_Model):
     stand_in: str | None = None
     load: Load
     perf: Perf = Perf()
-    repetitions: Repetitions = 1
+    repetitions: RepetitionsOrAuto = Field(
+        default=1, description="repetitions of every level (interleaved across variants), or auto: "
+                               f"{AUTO_START}, then more of the variants whose comparisons are undecided, "
+                               "within budget")
+    budget: Budget | None = Field(default=None, description="with repetitions: auto: what it may spend")
     smallest_effect: SmallestEffect = DEFAULT_SMALLEST_EFFECT
     warmup: Warmup = Warmup()
     objectives: list[Objective] | None = None
@@ -313,6 +340,14 @@ class TritonSpec(_Model):
     def all_variants(self) -> list[Variant]:
         """The variants listed, then those the sweep generates."""
         return self._expanded
+
+    @property
+    def max_repetitions(self) -> int:
+        """The repetitions planned (``auto``: the budget's most; the runs beyond the first come only
+        for undecided comparisons)."""
+        if isinstance(self.repetitions, int):
+            return self.repetitions
+        return (self.budget or Budget()).repetitions
 
     def goals(self) -> list[Objective]:
         if self.objectives:

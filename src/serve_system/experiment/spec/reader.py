@@ -285,7 +285,9 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
             errs.append(f"{where}: {fld if v.load and v.load.levels is not None else 'load'}.levels: "
                         "concurrency levels are whole numbers >= 1")
         levels.update(lv)
-        runs += len(lv) * spec.repetitions
+        runs += len(lv) * spec.max_repetitions
+    if spec.budget is not None and spec.repetitions != "auto":
+        errs.append(f"{where}: budget: only with repetitions: auto: set repetitions: auto, or remove budget")
     if runs > MAX_RUNS:
         errs.append(f"{where}: variants: {runs} perf_analyzer runs (variants x levels x repetitions): keep a "
                     f"spec under {MAX_RUNS}, split it into several")

@@ -1,0 +1,24 @@
+"""``serve-system decide RUN_DIR --host NAME``: whether a ``repetitions: auto`` run needs another
+repetition on a host, and of which variants (JSON for the ``experiment`` role; see
+:mod:`serve_system.results.adaptive`). The host's fetched records are put into the results first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..results import adaptive
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("decide", help="repetitions: auto: the next runner call of a host, or why none (used by "
+                                      "the playbooks)")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--host", required=True, help="the host (its folder under RUN_DIR)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    print(json.dumps(adaptive.next_round(args.run_dir, args.host)))
+    return 0

@@ -1,0 +1,85 @@
+"""``repetitions: auto``: whether one host's run needs another repetition, and of which variants.
+
+After the first repetitions (every variant, :data:`~..experiment.spec.models.AUTO_START` of them), the
+``experiment`` role asks :func:`next_round` (``serve-system decide``) after each runner call: the
+findings are judged on everything measured so far, and the variants of every comparison still
+*inconclusive* get one more repetition, in the plan's next round and its order. It stops when every
+claim is decided (held, did not hold, or not measurable here), or the budget is spent: the plan's
+last round, or the measured minutes (the levels' own time, ``budget.minutes``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import ServeSystemError
+from ..experiment import records
+from . import findings as fnd
+from . import tree
+from .report import read_manifest
+
+
+def undecided_variants(found: list[fnd.Finding]) -> set[str]:
+    """The variants of the comparisons that are still inconclusive."""
+    out: set[str] = set()
+    for f in found:
+        for ev in f.evidence:
+            if ev.get("verdict") != fnd.INCONCLUSIVE:
+                continue
+            for key in ("variant", "without", "with", "constant", "poisson", "python", "onnx"):
+                if isinstance(ev.get(key), str):
+                    out.add(ev[key])
+            for key in ("best", "next"):
+                if isinstance(ev.get(key), dict) and isinstance(ev[key].get("variant"), str):
+                    out.add(ev[key]["variant"])
+            out.update(p["variant"] for p in ev.get("points") or [] if isinstance(p.get("variant"), str))
+    return out
+
+
+def next_round(run_dir: Path, host: str) -> dict[str, Any]:
+    """The host's next runner call, or why there is none.
+
+    Returns ``{"decided": bool, "text": what the role prints, "batch": a batch like ``plan --role``'s
+    (None when decided)}``. The fetched archives are put into the results first.
+    """
+    try:
+        records.collect_run(run_dir)
+        hplan = records.read(run_dir / host / "plan.json", records.HostPlan)
+    except records.RecordError as exc:
+        raise ServeSystemError(str(exc)) from None
+    if not hplan.adaptive:
+        return {"decided": True, "text": f"{host}: every planned repetition is measured", "batch": None}
+    manifest = read_manifest(run_dir)
+    rows = [r for r in tree.collect(run_dir) if r["host"] == host]
+    setups = {k: v for k, v in tree.variant_setups(run_dir).items() if k[0] == host}
+    found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"])
+    open_claims = [f.key for f in found if f.verdict == fnd.INCONCLUSIVE]
+    undecided = undecided_variants(found) & {v.name for v in hplan.variants}
+    if not open_claims or not undecided:
+        return {"decided": True, "batch": None,
+                "text": f"{host}: every claim is decided" if not open_claims else
+                        f"{host}: {', '.join(open_claims)} undecided, but no variant's repetition can decide it"}
+    done = records.done_levels(run_dir / host)
+    measured = {(v.name, lv.repetition) for v in hplan.variants for lv in v.levels if (v.name, lv.id) in done}
+    minutes = sum(float(r["duration_s"]) for r in rows if r.get("duration_s") is not None) / 60
+    budget = hplan.adaptive.get("minutes")
+    if budget is not None and minutes >= budget:
+        return {"decided": True, "batch": None,
+                "text": f"{host}: {', '.join(open_claims)} still undecided; the budget is spent "
+                        f"({minutes:.1f} of {budget:g} measured minutes)"}
+    for r, names in enumerate(hplan.rounds, 1):
+        todo = [n for n in names if n in undecided and (n, r) not in measured]
+        if not todo:
+            continue
+        by_name = {v.name: v for v in hplan.variants}
+        levels = [lv for n in todo for lv in by_name[n].levels if lv.repetition == r and (n, lv.id) not in done]
+        picked = [f"--variant={n}" for n in todo]
+        return {"decided": False,
+                "text": (f"{host}: {', '.join(open_claims)} undecided: repetition {r} of {', '.join(todo)} "
+                         f"({minutes:.1f} measured minutes so far)"),
+                "batch": {"variants": todo, "args": [*picked, f"--repetition={r}"],
+                          "explain_args": ["--triton-log", *picked], "runtime": None, "todo": len(levels)}}
+    return {"decided": True, "batch": None,
+            "text": f"{host}: {', '.join(open_claims)} still undecided; the budget is spent "
+                    f"({len(hplan.rounds)} repetitions)"}

@@ -47,7 +47,7 @@ pytestmark = pytest.mark.integration
 
 SPECS = REPO / "experiments" / "specs"
 #: the shipped Triton specs; FastAPI specs are run by test_fastapi_stack.py
-TRITON_SPECS = ("arrivals", "backends", "blip", "dli_bert", "dynbatch", "instances", "mnist_cpu_sweep")
+TRITON_SPECS = ("arrivals", "backends", "blip", "dli_bert", "dynbatch", "instances", "mnist_cpu_sweep", "noise")
 SHORT_PERF = {"measurement_mode": "count_windows", "measurement_request_count": 12, "max_trials": 5,
               "stability_percentage": 60, "retries": 1}
 #: perf settings that make a run long (fixed request counts, time windows): dropped
@@ -91,6 +91,7 @@ def short_form(path: Path) -> dict[str, Any]:
     out["perf"] = {**(out.get("perf") or {}), **SHORT_PERF}
     out["warmup"] = {"requests": 4}
     out["repetitions"] = 1
+    out.pop("budget", None)  # repetitions: auto's budget goes with it
     measured = {lv for h in holders for lv in (h.get("load") or {}).get("levels", [])}
     for objective in out.get("objectives") or []:
         if objective.get("at_load") is not None:

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Do the verdicts survive a re-run? The three targets of the verdicts work, side by side in one run.
+
+On one rehearsal node (an inventory's host):
+
+1. A/A: ``experiments/noise.yml`` (the same config as two variants, interleaved, ``repetitions:
+   auto``) run ``--aa-runs`` times: how many runs name a clear best variant (target: none).
+2. ``experiments/dynbatch.yml`` as shipped, ``--runs`` times: each finding's verdict per run; a finding
+   that is *held* in one run and *did not hold* in another contradicts itself (target: none).
+3. Its cost: each shipped run is paired with a run of the spec as it was before repetitions and
+   intervals (one repetition, 5 s windows: ``--plain-interval-ms``), in turn (plain, shipped, plain,
+   ...); the median ratio of their wall times (target: <= 1.5).
+
+    .venv/bin/python bench/noise.py -i inventory/hosts.yml --limit NODE [--aa-runs 10] [--runs 5]
+
+It is long (about 3 min per run on a rehearsal node): run it in the background.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def plain_spec(dest: Path, interval_ms: int) -> Path:
+    """The shipped dynbatch spec as it ran before: one repetition, no budget, ``interval_ms`` windows."""
+    spec = yaml.safe_load((HERE / "experiments" / "specs" / "dynbatch.yml").read_text())
+    spec["repetitions"] = 1
+    spec.pop("budget", None)
+    spec["perf"].update(input_data="food_input.json", measurement_interval_ms=interval_ms)
+    (dest / "model_repository" / "food_classifier").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HERE / "model_repository" / "food_classifier" / "config.pbtxt",
+                    dest / "model_repository" / "food_classifier" / "config.pbtxt")
+    shutil.copyfile(HERE / "experiments" / "files" / "food_input.json", dest / "food_input.json")
+    path = dest / "dynbatch.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run(playbook: str, inventory: Path, limit: str, results: Path, run_id: str, spec: Path | None = None) -> float:
+    """One playbook run (fresh run id); its wall seconds."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(HERE / "ansible.cfg"), PYTHONUNBUFFERED="1")
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+           str(HERE / "experiments" / playbook), "--limit", limit, "-e", f"run_id={run_id}",
+           "-e", f"experiment_results_dir={results}"]
+    if spec is not None:
+        cmd += ["-e", f"experiment_spec={spec}"]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    (results / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"{playbook}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
+    return wall
+
+
+def findings(results: Path, experiment: str, run_id: str) -> dict[str, str]:
+    doc = json.loads((results / experiment / run_id / "summary.json").read_text())
+    return {f["key"]: f["verdict"] for f in doc["findings"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-i", "--inventory", type=Path, required=True)
+    ap.add_argument("--limit", required=True, help="the rehearsal node to run on")
+    ap.add_argument("--aa-runs", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=5, help="runs of the shipped dynbatch spec (and of the plain one)")
+    ap.add_argument("--plain-interval-ms", type=int, default=5000)
+    ap.add_argument("--results", type=Path, default=Path("/tmp/serve-system-bench-noise"))
+    args = ap.parse_args()
+    args.results.mkdir(parents=True, exist_ok=True)
+    inv = args.inventory.resolve()
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+
+    clear = []
+    for i in range(args.aa_runs):
+        rid = f"aa-{stamp}-{i}"
+        run("noise.yml", inv, args.limit, args.results, rid)
+        verdict = findings(args.results, "noise", rid).get("best_variant")
+        clear.append(verdict == "held")
+        print(f"A/A run {i + 1}: best_variant {verdict}", flush=True)
+
+    plain = plain_spec(args.results / "plain_spec", args.plain_interval_ms)
+    walls: list[tuple[float, float]] = []
+    seen: dict[str, list[str]] = {}
+    for i in range(args.runs):
+        w_plain = run("dynbatch.yml", inv, args.limit, args.results, f"plain-{stamp}-{i}", plain)
+        rid = f"shipped-{stamp}-{i}"
+        w_shipped = run("dynbatch.yml", inv, args.limit, args.results, rid)
+        walls.append((w_plain, w_shipped))
+        for key, verdict in findings(args.results, "dynbatch", rid).items():
+            seen.setdefault(key, []).append(verdict)
+        print(f"dynbatch run {i + 1}: plain {w_plain:.0f} s, shipped {w_shipped:.0f} s; "
+              + ", ".join(f"{k} {v[-1]}" for k, v in seen.items()), flush=True)
+
+    print()
+    print(f"1. A/A: a clear best named in {sum(clear)} of {len(clear)} runs (target 0)")
+    flips = [k for k, v in seen.items() if "held" in v and "did not hold" in v]
+    for key, verdicts in seen.items():
+        print(f"   {key}: " + " / ".join(verdicts))
+    print(f"2. dynbatch, {len(walls)} runs: {len(flips)} finding(s) held in one run and not in another "
+          f"(target 0){': ' + ', '.join(flips) if flips else ''}")
+    if walls:
+        ratios = [s / p for p, s in walls]
+        print(f"3. wall time shipped / plain: median {statistics.median(ratios):.2f}x "
+              f"(min {min(ratios):.2f}, max {max(ratios):.2f}; plain median {statistics.median(p for p, _ in walls):.0f} s)"
+              " (target <= 1.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

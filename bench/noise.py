@@ -8,7 +8,8 @@ On one rehearsal node (an inventory's host):
 2. ``experiments/dynbatch.yml`` as shipped, ``--runs`` times: each finding's verdict per run; a finding
    that is *held* in one run and *did not hold* in another contradicts itself (target: none).
 3. Its cost: each shipped run is paired with a run of the spec as it was before repetitions and
-   intervals (one repetition, 5 s windows: ``--plain-interval-ms``), in turn (plain, shipped, plain,
+   intervals (one repetition, 5 s windows: ``--plain-interval-ms``, perf_analyzer's own stability
+   rule), in turn (plain, shipped, plain,
    ...); the median ratio of their wall times (target: <= 1.5).
 
     .venv/bin/python bench/noise.py -i inventory/hosts.yml --limit NODE [--aa-runs 10] [--runs 5]
@@ -39,6 +40,8 @@ def plain_spec(dest: Path, interval_ms: int) -> Path:
     spec["repetitions"] = 1
     spec.pop("budget", None)
     spec["perf"].update(input_data="food_input.json", measurement_interval_ms=interval_ms)
+    for key in ("stability_percentage", "max_trials"):  # perf_analyzer's defaults, as before
+        spec["perf"].pop(key, None)
     (dest / "model_repository" / "food_classifier").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(HERE / "model_repository" / "food_classifier" / "config.pbtxt",
                     dest / "model_repository" / "food_classifier" / "config.pbtxt")
@@ -70,6 +73,23 @@ def findings(results: Path, experiment: str, run_id: str) -> dict[str, str]:
     return {f["key"]: f["verdict"] for f in doc["findings"]}
 
 
+def positions(results: Path, run_id: str, host: str) -> list[tuple[float, float]]:
+    """(first, second) pairs of an A/A run: per round and load, the throughput of the variant measured
+    first in that round and of the one measured second (the plan's recorded order)."""
+    run = results / "noise" / run_id
+    rounds = json.loads((run / host / "plan.json").read_text())["rounds"]
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    tput = {(r["variant"], r["repetition"], r["load"]): r["throughput"] for r in rows
+            if r["status"] == "ok" and r.get("throughput")}
+    pairs = []
+    for rep, order in enumerate(rounds, 1):
+        for load in sorted({r["load"] for r in rows}):
+            got = [tput.get((v, rep, load)) for v in order[:2]]
+            if got[0] and got[1]:
+                pairs.append((float(got[0]), float(got[1])))
+    return pairs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-i", "--inventory", type=Path, required=True)
@@ -84,11 +104,13 @@ def main() -> int:
     stamp = time.strftime("%Y%m%dT%H%M%S")
 
     clear = []
+    order: list[tuple[float, float]] = []
     for i in range(args.aa_runs):
         rid = f"aa-{stamp}-{i}"
         run("noise.yml", inv, args.limit, args.results, rid)
         verdict = findings(args.results, "noise", rid).get("best_variant")
         clear.append(verdict == "held")
+        order += positions(args.results, rid, args.limit)
         print(f"A/A run {i + 1}: best_variant {verdict}", flush=True)
 
     plain = plain_spec(args.results / "plain_spec", args.plain_interval_ms)
@@ -106,6 +128,16 @@ def main() -> int:
 
     print()
     print(f"1. A/A: a clear best named in {sum(clear)} of {len(clear)} runs (target 0)")
+    if len(order) >= 2:  # the same config measured first and second in a round: the order effect
+        import math
+
+        from serve_system.results import intervals as iv
+
+        s = iv.summarize([math.log(b / a) for a, b in order])  # paired: each round and load its own ratio
+        span = (f" [{math.exp(s.ci_low) - 1:+.1%}, {math.exp(s.ci_high) - 1:+.1%}]"
+                if s.ci_low is not None and s.ci_high is not None else "")
+        print(f"   order effect: the config measured second in a round against the same config measured "
+              f"first: throughput {math.exp(s.mean or 0.0) - 1:+.1%}{span}, n = {s.n} (rounds x loads)")
     flips = [k for k, v in seen.items() if "held" in v and "did not hold" in v]
     for key, verdicts in seen.items():
         print(f"   {key}: " + " / ".join(verdicts))

@@ -129,7 +129,8 @@ def test_resume_marks_done_levels(tmp_path: Path) -> None:
     assert not any(lv.done for lv in plans[1].levels)
 
 
-EXPECTED = {"dynbatch", "instances", "backends", "arrivals", "dli_bert", "blip", "mnist_cpu_sweep", "fastapi"}
+EXPECTED = {"dynbatch", "instances", "backends", "arrivals", "dli_bert", "blip", "mnist_cpu_sweep", "fastapi",
+            "noise"}
 
 
 def test_every_shipped_spec_is_valid_on_a_two_gpu_node() -> None:

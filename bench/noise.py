@@ -51,7 +51,8 @@ def plain_spec(dest: Path, interval_ms: int) -> Path:
     return path
 
 
-def run(playbook: str, inventory: Path, limit: str, results: Path, run_id: str, spec: Path | None = None) -> float:
+def run(playbook: str, inventory: Path, limit: str, results: Path, run_id: str,
+        spec: Path | None = None) -> float:
     """One playbook run (fresh run id); its wall seconds."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(HERE / "ansible.cfg"), PYTHONUNBUFFERED="1")
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
@@ -64,7 +65,8 @@ def run(playbook: str, inventory: Path, limit: str, results: Path, run_id: str, 
     wall = time.monotonic() - started
     (results / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise SystemExit(f"{playbook}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
+        raise SystemExit(
+            f"{playbook}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
     return wall
 
 
@@ -95,7 +97,8 @@ def main() -> int:
     ap.add_argument("-i", "--inventory", type=Path, required=True)
     ap.add_argument("--limit", required=True, help="the rehearsal node to run on")
     ap.add_argument("--aa-runs", type=int, default=10)
-    ap.add_argument("--runs", type=int, default=5, help="runs of the shipped dynbatch spec (and of the plain one)")
+    ap.add_argument("--runs", type=int, default=5,
+                    help="runs of the shipped dynbatch spec (and of the plain one)")
     ap.add_argument("--plain-interval-ms", type=int, default=5000)
     ap.add_argument("--results", type=Path, default=Path("/tmp/serve-system-bench-noise"))
     args = ap.parse_args()
@@ -146,8 +149,8 @@ def main() -> int:
     if walls:
         ratios = [s / p for p, s in walls]
         print(f"3. wall time shipped / plain: median {statistics.median(ratios):.2f}x "
-              f"(min {min(ratios):.2f}, max {max(ratios):.2f}; plain median {statistics.median(p for p, _ in walls):.0f} s)"
-              " (target <= 1.5)")
+              f"(min {min(ratios):.2f}, max {max(ratios):.2f}; plain median "
+              f"{statistics.median(p for p, _ in walls):.0f} s) (target <= 1.5)")
     return 0
 
 

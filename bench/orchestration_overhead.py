@@ -9,7 +9,8 @@ older ``triton_experiment`` role or the ``experiment`` one), so both are measure
 same node in one run. ``--run-dir`` only reads runs
 already made (each with its ``wall_s`` in bench.json or manifest start..host end).
 
-    .venv/bin/python bench/orchestration_overhead.py -i inventory/hosts.yml --limit NODE [--before-repo /work/main]
+    .venv/bin/python bench/orchestration_overhead.py -i inventory/hosts.yml --limit NODE \\
+        [--before-repo /work/main]
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def run(repo: Path, inventory: Path, limit: str, results: Path, run_id: str, spe
     wall = time.monotonic() - started
     (results / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise SystemExit(f"{repo}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
+        raise SystemExit(
+            f"{repo}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
     return wall
 
 
@@ -96,7 +98,8 @@ def main() -> int:
     ap.add_argument("--before-repo", type=Path, help="another checkout to measure first (the old engine)")
     ap.add_argument("--results", type=Path, default=Path("/tmp/serve-system-bench-overhead"))
     ap.add_argument("--short", action="store_true",
-                    help="dynbatch with 2 s windows and a 60 %% stability band (a quicker, noisier comparison)")
+                    help="dynbatch with 2 s windows and a 60 %% stability band (a quicker, noisier "
+                         "comparison)")
     args = ap.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
     spec = short_spec(args.results / "short_spec") if args.short else None
@@ -110,10 +113,12 @@ def main() -> int:
         perf, n, warm = perf_seconds(args.results / "dynbatch" / run_id / args.limit)
         rows.append((label, repo, wall, perf, n))
         print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "
-              f"overhead {wall - perf:.1f} s = {(wall - perf) / wall * 100:.1f} % of the wall time", flush=True)
+              f"overhead {wall - perf:.1f} s = {(wall - perf) / wall * 100:.1f} % of the wall time",
+              flush=True)
         if warm is not None:  # the spec's warm-up requests are perf_analyzer runs too (not part of any level)
-            print(f"{'':>6}  with the warm-ups' perf_analyzer runs ({warm:.1f} s) counted as measurement: overhead "
-                  f"{wall - perf - warm:.1f} s = {(wall - perf - warm) / wall * 100:.1f} %", flush=True)
+            print(f"{'':>6}  with the warm-ups' perf_analyzer runs ({warm:.1f} s) counted as measurement: "
+                  f"overhead {wall - perf - warm:.1f} s = {(wall - perf - warm) / wall * 100:.1f} %",
+                  flush=True)
             loads = triton_seconds(args.results / "dynbatch" / run_id / args.limit)
             if loads is not None:  # Triton loading each variant and the baseline again: the spec's own work
                 print(f"{'':>6}  and Triton's own loads and restore ({loads:.1f} s) too: orchestration "

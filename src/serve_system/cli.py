@@ -19,8 +19,8 @@ from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "collect", "decide",
-    "import_logs", "stats_delta", "report", "compare",
+    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "collect",
+    "decide", "import_logs", "stats_delta", "report", "compare",
 )
 
 

@@ -62,7 +62,8 @@ def render_model(
     config = tc.load_pbtxt(src / "config.pbtxt")
     name = src.name
     if config.name and config.name != name:
-        raise ServeSystemError(f"{src / 'config.pbtxt'}: name {config.name!r} must match its directory {name!r}")
+        raise ServeSystemError(
+            f"{src / 'config.pbtxt'}: name {config.name!r} must match its directory {name!r}")
     config.name = name
     files: dict[str, bytes] = {}
     own_weights: list[str] = []
@@ -84,7 +85,8 @@ def render_model(
         config.platform = ""
         config.backend = "python"
         served_by = "serve-system ONNX shim (Python backend + onnxruntime, CPU)"
-        _set_param(config, "serve_system_served_by", "onnx_python_shim: Triton has no onnxruntime backend here")
+        _set_param(config, "serve_system_served_by",
+                   "onnx_python_shim: Triton has no onnxruntime backend here")
         files["1/model.py"] = SHIM.read_bytes()
 
     config, moved = tc.adapt_to_host(config, gpus)
@@ -146,7 +148,8 @@ def render(
 
 def has_weights(model_dir: Path) -> bool:
     """The model's source directory holds a weights file (model.onnx, food11.pth, ...)."""
-    return model_dir.is_dir() and any(p.is_file() and p.name.endswith(WEIGHT_SUFFIXES) for p in model_dir.rglob("*"))
+    return model_dir.is_dir() and any(p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)
+                                      for p in model_dir.rglob("*"))
 
 
 def sync_tree(dest: Path, wanted: dict[str, bytes]) -> bool:
@@ -171,5 +174,6 @@ def sync_tree(dest: Path, wanted: dict[str, bytes]) -> bool:
 
 
 def format_table(rows: list[ModelRow]) -> list[str]:
-    return [f"{r.model}: backend={r.backend} served_by={r.served_by} instances={r.instances} weights={r.weights}"
+    return [f"{r.model}: backend={r.backend} served_by={r.served_by} instances={r.instances} "
+            f"weights={r.weights}"
             for r in rows]

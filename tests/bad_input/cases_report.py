@@ -24,11 +24,13 @@ def _level(**over: object) -> str:
     return json.dumps({k: v for k, v in meta.items() if v is not ...})
 
 
-def _run(level_json: str | bytes | None = None, manifest: str | None = None, **extra: str | bytes) -> dict[str, str | bytes]:
+def _run(level_json: str | bytes | None = None, manifest: str | None = None,
+         **extra: str | bytes) -> dict[str, str | bytes]:
     files: dict[str, str | bytes] = {
         f"{RUN}/manifest.json": manifest if manifest is not None else json.dumps(
             {"experiment": "demo", "run_id": "r1", "hosts": ["node-1"]}),
-        f"{RUN}/node-1/baseline/variant.json": json.dumps({"name": "baseline", "model": "food_classifier", "version": "1",
+        f"{RUN}/node-1/baseline/variant.json": json.dumps({"name": "baseline", "model": "food_classifier",
+                                                           "version": "1",
                                                                     "status": "measured"}),
         f"{LEVEL}/perf.stdout": PERF,
     }
@@ -40,10 +42,12 @@ def _run(level_json: str | bytes | None = None, manifest: str | None = None, **e
 
 def _plan(levels: list[str]) -> str:
     return json.dumps({"host": "node-1", "variants": [{"name": "baseline", "levels": [
-        {"id": lid, "mode": "concurrency", "load": int(lid[1:].split("_")[0]), "repetition": 1} for lid in levels]}]})
+        {"id": lid, "mode": "concurrency", "load": int(lid[1:].split("_")[0]), "repetition": 1}
+        for lid in levels]}]})
 
 
-def _report(case_id: str, files: dict[str, str | bytes], *expect: str, argv: tuple[str, ...] = ()) -> BadInput:
+def _report(case_id: str, files: dict[str, str | bytes], *expect: str,
+            argv: tuple[str, ...] = ()) -> BadInput:
     return BadInput(case_id, ("serve-system", "report", *(argv or (f"{{tmp}}/{RUN}",))), expect, files)
 
 
@@ -73,10 +77,12 @@ CASES: list[BadInput] = [
             {f"{RUN}/manifest.json": json.dumps({"experiment": "demo", "run_id": "r1", "hosts": ["node-1"]}),
              f"{RUN}/node-1/plan.json": _plan(["c1_r1", "c8_r1"]),
              f"{RUN}/node-1/baseline/config.pbtxt": 'name: "food_classifier"\n'},
-            "{tmp}/results/demo/r1", "nothing measured yet", "node-1/baseline/c1_r1", "ansible-playbook experiments"),
+            "{tmp}/results/demo/r1", "nothing measured yet", "node-1/baseline/c1_r1",
+            "ansible-playbook experiments"),
     _report("report-interrupted-planned-level-missing",
             _run(_level(), **{f"{RUN}/node-1/plan.json": _plan(["c8_r1", "c16_r1"]),
-                              f"{RUN}/node-1/host.json": json.dumps({"host": "node-1", "end": "2026-11-22T05:00:00Z"})}),
+                              f"{RUN}/node-1/host.json": json.dumps(
+                                  {"host": "node-1", "end": "2026-11-22T05:00:00Z"})}),
             "interrupted run", "node-1/baseline/c16_r1", "-e run_id=r1", "--partial"),
     _report("report-interrupted-host-never-finished",
             _run(_level(), **{f"{RUN}/node-1/plan.json": _plan(["c8_r1"])}),
@@ -85,27 +91,33 @@ CASES: list[BadInput] = [
             _run(_level(), **{f"{RUN}/node-1/baseline/c16_r1/perf.stdout": "Concurrency: 16\n"}),
             "interrupted run", "node-1/baseline/c16_r1 (started, no level.json)", "--partial"),
     _report("report-interrupted-host-of-manifest-absent",
-            _run(_level(), manifest=json.dumps({"experiment": "demo", "run_id": "r1", "hosts": ["node-1", "node-2"]})),
+            _run(_level(),
+                 manifest=json.dumps({"experiment": "demo", "run_id": "r1", "hosts": ["node-1", "node-2"]})),
             "interrupted run", "node-2/ (a host of manifest.json without results)", "--partial"),
     # -- report: level.json ------------------------------------------------------------------------
     _report("report-level-load-not-a-number", _run(_level(load="eight")),
-            f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "positive number", "'eight'", "re-run the experiment"),
+            f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "positive number", "'eight'",
+            "re-run the experiment"),
     _report("report-level-load-numeric-string", _run(_level(load="8")),
             f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "'8'"),
-    _report("report-level-load-missing", _run(_level(load=...)), f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "None"),
-    _report("report-level-load-negative", _run(_level(load=-8)), f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "-8"),
+    _report("report-level-load-missing", _run(_level(load=...)), f"{{tmp}}/{LEVEL}/level.json",
+            "field 'load'", "None"),
+    _report("report-level-load-negative", _run(_level(load=-8)), f"{{tmp}}/{LEVEL}/level.json",
+            "field 'load'", "-8"),
     _report("report-level-load-zero", _run(_level(load=0)), f"{{tmp}}/{LEVEL}/level.json", "field 'load'"),
-    _report("report-level-load-boolean", _run(_level(load=True)), f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "True"),
+    _report("report-level-load-boolean", _run(_level(load=True)), f"{{tmp}}/{LEVEL}/level.json",
+            "field 'load'", "True"),
     _report("report-level-load-nan", _run(_level().replace('"load": 8', '"load": NaN')),
             f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "nan"),
     _report("report-level-not-json", _run('{"mode": "concurrency", "load": 8'),
             f"{{tmp}}/{LEVEL}/level.json", "unreadable level record", "delete the level folder"),
     _report("report-level-binary", _run(b"\xff\xfe\x00\x01level\x00"), f"{{tmp}}/{LEVEL}/level.json",
             "not valid UTF-8 JSON"),
-    _report("report-level-is-a-list", _run("[8, 16]"), f"{{tmp}}/{LEVEL}/level.json", "expected a JSON object", "list"),
+    _report("report-level-is-a-list", _run("[8, 16]"), f"{{tmp}}/{LEVEL}/level.json",
+            "expected a JSON object", "list"),
     # -- report: manifest.json ---------------------------------------------------------------------
-    _report("report-manifest-not-json", _run(_level(), manifest="{experiment: demo"), f"{{tmp}}/{RUN}/manifest.json",
-            "not valid UTF-8 JSON"),
+    _report("report-manifest-not-json", _run(_level(), manifest="{experiment: demo"),
+            f"{{tmp}}/{RUN}/manifest.json", "not valid UTF-8 JSON"),
     _report("report-manifest-is-a-list", _run(_level(), manifest="[]"), f"{{tmp}}/{RUN}/manifest.json",
             "expected a JSON object"),
     _report("report-smallest-effect-out-of-range",
@@ -115,13 +127,16 @@ CASES: list[BadInput] = [
     _report("report-objectives-not-a-list", _run(_level(), manifest=json.dumps({"objectives": "throughput"})),
             f"{{tmp}}/{RUN}/manifest.json", "objectives", "not a list", "re-plan"),
     _report("report-objective-unknown-metric",
-            _run(_level(), manifest=json.dumps({"objectives": [{"name": "x", "metric": "speed", "goal": "max"}]})),
+            _run(_level(),
+                 manifest=json.dumps({"objectives": [{"name": "x", "metric": "speed", "goal": "max"}]})),
             f"{{tmp}}/{RUN}/manifest.json", "objectives[0].metric", "'speed'", "'throughput'"),
     _report("report-objective-bad-goal",
-            _run(_level(), manifest=json.dumps({"objectives": [{"metric": "throughput", "goal": "biggest"}]})),
+            _run(_level(),
+                 manifest=json.dumps({"objectives": [{"metric": "throughput", "goal": "biggest"}]})),
             f"{{tmp}}/{RUN}/manifest.json", "objectives[0].goal", "'biggest'", "use 'max' or 'min'"),
     _report("report-objective-at-load-text",
-            _run(_level(), manifest=json.dumps({"objectives": [{"metric": "throughput", "at_load": "eight"}]})),
+            _run(_level(),
+                 manifest=json.dumps({"objectives": [{"metric": "throughput", "at_load": "eight"}]})),
             f"{{tmp}}/{RUN}/manifest.json", "objectives[0].at_load", "'eight'"),
     _report("report-objective-bad-constraint",
             _run(_level(), manifest=json.dumps({"objectives": [{"metric": "throughput",
@@ -138,26 +153,32 @@ CASES: list[BadInput] = [
     _compare("compare-out-onto-a-folder", REPORTED, (f"{{tmp}}/{RUN}", "--out", "{tmp}"),
              "--out {tmp}", "is a folder"),
     _compare("compare-out-and-csv-same-file", REPORTED,
-             (f"{{tmp}}/{RUN}", "--out", "{tmp}/c.txt", "--csv", "{tmp}/c.txt"), "--out and --csv", "two different files"),
-    _compare("compare-out-onto-the-runs-summary", REPORTED, (f"{{tmp}}/{RUN}", "--out", f"{{tmp}}/{RUN}/summary.json"),
+             (f"{{tmp}}/{RUN}", "--out", "{tmp}/c.txt", "--csv", "{tmp}/c.txt"), "--out and --csv",
+             "two different files"),
+    _compare("compare-out-onto-the-runs-summary", REPORTED,
+             (f"{{tmp}}/{RUN}", "--out", f"{{tmp}}/{RUN}/summary.json"),
              f"--out {{tmp}}/{RUN}/summary.json", "own report file", "elsewhere"),
-    _compare("compare-run-folder-missing", {}, ("{tmp}/results/none/r1",), "{tmp}/results/none/r1", "no such run folder"),
+    _compare("compare-run-folder-missing", {}, ("{tmp}/results/none/r1",), "{tmp}/results/none/r1",
+             "no such run folder"),
     _compare("compare-not-reported-yet", {f"{RUN}/manifest.json": "{}"}, (f"{{tmp}}/{RUN}",),
              f"{{tmp}}/{RUN}/summary.json", "no summary", "serve-system report"),
     _compare("compare-summary-not-json", {f"{RUN}/summary.json": "[{"}, (f"{{tmp}}/{RUN}",),
              f"{{tmp}}/{RUN}/summary.json", "not valid UTF-8 JSON", "re-run `serve-system report"),
     _compare("compare-summary-binary", {f"{RUN}/summary.json": b"\x89PNG\r\n\x1a\n\x00"}, (f"{{tmp}}/{RUN}",),
              f"{{tmp}}/{RUN}/summary.json", "not valid UTF-8 JSON"),
-    _compare("compare-summary-rows-not-a-list", {f"{RUN}/summary.json": _summary({"rows": 5})}, (f"{{tmp}}/{RUN}",),
-             f"{{tmp}}/{RUN}/summary.json", "field 'rows'", "list of rows"),
+    _compare("compare-summary-rows-not-a-list", {f"{RUN}/summary.json": _summary({"rows": 5})},
+             (f"{{tmp}}/{RUN}",), f"{{tmp}}/{RUN}/summary.json", "field 'rows'", "list of rows"),
     _compare("compare-summary-row-not-an-object", {f"{RUN}/summary.json": _summary({"rows": [ROW, "x"]})},
              (f"{{tmp}}/{RUN}",), f"{{tmp}}/{RUN}/summary.json", "rows[1] must be an object"),
-    _compare("compare-summary-load-text", {f"{RUN}/summary.json": _summary({"rows": [{**ROW, "load": "sixteen"}]})},
+    _compare("compare-summary-load-text",
+             {f"{RUN}/summary.json": _summary({"rows": [{**ROW, "load": "sixteen"}]})},
              (f"{{tmp}}/{RUN}",), f"{{tmp}}/{RUN}/summary.json", "rows[0].load", "number or null"),
     _compare("compare-summary-throughput-text",
              {f"{RUN}/summary.json": _summary([{**ROW, "throughput": "fast"}])},
              (f"{{tmp}}/{RUN}",), f"{{tmp}}/{RUN}/summary.json", "rows[0].throughput"),
     _compare("compare-load-zero", REPORTED, (f"{{tmp}}/{RUN}", "--load", "0"), "--load 0", "positive number"),
-    _compare("compare-load-negative", REPORTED, (f"{{tmp}}/{RUN}", "--load=-16"), "--load -16", "positive number"),
-    _compare("compare-load-nan", REPORTED, (f"{{tmp}}/{RUN}", "--load", "nan"), "--load nan", "positive number"),
+    _compare("compare-load-negative", REPORTED, (f"{{tmp}}/{RUN}", "--load=-16"), "--load -16",
+             "positive number"),
+    _compare("compare-load-nan", REPORTED, (f"{{tmp}}/{RUN}", "--load", "nan"), "--load nan",
+             "positive number"),
 ]

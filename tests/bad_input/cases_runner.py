@@ -8,20 +8,25 @@ import tarfile
 
 from .corpus import BadInput
 
-LEVEL = {"variant": "v", "level": "c1_r1", "mode": "concurrency", "load": 1.0, "repetition": 1, "status": "ok",
-         "start": 1.0, "end": 2.0, "attempts": [{"argv": ["perf_analyzer"], "rc": 0, "start": 1.0, "end": 2.0}]}
+LEVEL = {"variant": "v", "level": "c1_r1", "mode": "concurrency", "load": 1.0, "repetition": 1,
+         "status": "ok",
+         "start": 1.0, "end": 2.0,
+         "attempts": [{"argv": ["perf_analyzer"], "rc": 0, "start": 1.0, "end": 2.0}]}
 VARIANT = {"name": "v", "model": "m", "version": "1", "status": "measured"}
 RUN = "results/demo/r1"
-SPEC = ("name: demo\nmodel: m\nbase_config_text: |\n  name: \"m\"\n  backend: \"python\"\n  max_batch_size: 8\n"
-        "load: {levels: [1]}\nperf: {measurement_interval_ms: 600000}\nvariants: [{name: v}]\n")
+SPEC = ("name: demo\nmodel: m\nbase_config_text: |\n  name: \"m\"\n  backend: \"python\"\n  max_batch_size: "
+        "8\nload: {levels: [1]}\nperf: {measurement_interval_ms: 600000}\nvariants: [{name: v}]\n")
 
 
-def _report(id: str, level: dict | None = None, variant: dict | str | None = None, *expect: str) -> BadInput:  # type: ignore[type-arg]
-    files: dict[str, str | bytes] = {f"{RUN}/manifest.json": json.dumps({"experiment": "demo", "run_id": "r1"}),
-                                     f"{RUN}/n1/v/variant.json": (variant if isinstance(variant, str)
-                                                                  else json.dumps(variant or VARIANT)),
-                                     f"{RUN}/n1/v/c1_r1/level.json": json.dumps(level or LEVEL)}
-    return BadInput(id=f"runner-{id}", argv=("serve-system", "report", "{tmp}/" + RUN), files=files, expect=expect)
+def _report(id: str, level: dict | None = None, variant: dict | str | None = None,  # type: ignore[type-arg]
+            *expect: str) -> BadInput:
+    files: dict[str, str | bytes] = {
+        f"{RUN}/manifest.json": json.dumps({"experiment": "demo", "run_id": "r1"}),
+        f"{RUN}/n1/v/variant.json": (variant if isinstance(variant, str)
+                                     else json.dumps(variant or VARIANT)),
+        f"{RUN}/n1/v/c1_r1/level.json": json.dumps(level or LEVEL)}
+    return BadInput(id=f"runner-{id}", argv=("serve-system", "report", "{tmp}/" + RUN), files=files,
+                    expect=expect)
 
 
 PLAN = json.dumps({"host": "n1", "gpus": 0, "experiment": "demo", "run_id": "r1", "variants": []})
@@ -38,20 +43,25 @@ def _archive(name: str) -> bytes:
 
 
 def _collect(id: str, files: dict[str, str | bytes], *expect: str) -> BadInput:
-    return BadInput(id=f"runner-collect-{id}", argv=("serve-system", "collect", "{tmp}/results.tar.gz", "--host-dir",
+    return BadInput(id=f"runner-collect-{id}",
+                    argv=("serve-system", "collect", "{tmp}/results.tar.gz", "--host-dir",
                                                      "{tmp}/" + RUN + "/n1"), files=files, expect=expect)
 
 
 CASES: list[BadInput] = [
-    _collect("escaping-member", {"results.tar.gz": _archive("../../escape.json"), f"{RUN}/n1/plan.json": PLAN},
+    _collect("escaping-member",
+             {"results.tar.gz": _archive("../../escape.json"), f"{RUN}/n1/plan.json": PLAN},
              "{tmp}/results.tar.gz: ../../escape.json: not a record of this host's plan"),
     _collect("not-an-archive", {"results.tar.gz": b"not gzip", f"{RUN}/n1/plan.json": PLAN},
              "{tmp}/results.tar.gz: not a readable archive of records"),
     _collect("no-plan", {"results.tar.gz": _archive("host.json")},
              "{tmp}/" + RUN + "/n1/plan.json: cannot read"),
-    BadInput(id="runner-collect-run-escaping-member", argv=("serve-system", "collect", "--run-dir", "{tmp}/" + RUN),
-             files={f"{RUN}/n1/.fetch/results.tar.gz": _archive("../../escape.json"), f"{RUN}/n1/plan.json": PLAN},
-             expect=("{tmp}/" + RUN + "/n1/.fetch/results.tar.gz: ../../escape.json: not a record of this host's plan",)),
+    BadInput(id="runner-collect-run-escaping-member",
+             argv=("serve-system", "collect", "--run-dir", "{tmp}/" + RUN),
+             files={f"{RUN}/n1/.fetch/results.tar.gz": _archive("../../escape.json"),
+                    f"{RUN}/n1/plan.json": PLAN},
+             expect=("{tmp}/" + RUN
+                     + "/n1/.fetch/results.tar.gz: ../../escape.json: not a record of this host's plan",)),
     BadInput(id="runner-report-collect-not-an-archive",
              argv=("serve-system", "report", "--collect", "--partial", "{tmp}/" + RUN),
              files={f"{RUN}/n1/.fetch/results.tar.gz": b"not gzip", f"{RUN}/n1/plan.json": PLAN},
@@ -62,19 +72,21 @@ CASES: list[BadInput] = [
             "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: end: missing"),
     _report("level-load-text", {**LEVEL, "load": "eight"}, None,
             "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: field 'load' must be a positive number"),
-    _report("level-attempts-argv", {**LEVEL, "attempts": [{"argv": "perf_analyzer", "rc": 0, "start": 1, "end": 2}]},
+    _report("level-attempts-argv",
+            {**LEVEL, "attempts": [{"argv": "perf_analyzer", "rc": 0, "start": 1, "end": 2}]},
             None, "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: attempts[0].argv: expected a list"),
     _report("variant-not-json", None, "{not json", "{tmp}/" + RUN + "/n1/v/variant.json: not a JSON record"),
     _report("variant-no-status", None, {k: v for k, v in VARIANT.items() if k != "status"},
             "{tmp}/" + RUN + "/n1/v/variant.json: status: missing"),
     BadInput(id="runner-lease-too-short",
-             argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host", "n1=0",
-                   "--lease-end", "2000-01-01T00:00:00Z"),
+             argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host",
+                   "n1=0", "--lease-end", "2000-01-01T00:00:00Z"),
              files={"spec.yml": SPEC},
-             expect=("{tmp}/spec.yml: lease:", "after the lease ends at 2000-01-01T00:00:00Z", "ignore_lease_end")),
+             expect=("{tmp}/spec.yml: lease:", "after the lease ends at 2000-01-01T00:00:00Z",
+                     "ignore_lease_end")),
     BadInput(id="runner-lease-not-a-time",
-             argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host", "n1=0",
-                   "--lease-end", "tomorrow"),
+             argv=("serve-system", "plan", "{tmp}/spec.yml", "--run-dir", "{tmp}/results/demo/r1", "--host",
+                   "n1=0", "--lease-end", "tomorrow"),
              files={"spec.yml": SPEC},
              expect=("{tmp}/spec.yml: lease: serve_lease_end 'tomorrow' is not an ISO 8601 time",)),
 ]

@@ -47,7 +47,8 @@ pytestmark = pytest.mark.integration
 
 SPECS = REPO / "experiments" / "specs"
 #: the shipped Triton specs; FastAPI specs are run by test_fastapi_stack.py
-TRITON_SPECS = ("arrivals", "backends", "blip", "dli_bert", "dynbatch", "instances", "mnist_cpu_sweep", "noise")
+TRITON_SPECS = ("arrivals", "backends", "blip", "dli_bert", "dynbatch", "instances", "mnist_cpu_sweep",
+                "noise")
 SHORT_PERF = {"measurement_mode": "count_windows", "measurement_request_count": 12, "max_trials": 5,
               "stability_percentage": 60, "retries": 1}
 #: perf settings that make a run long (fixed request counts, time windows): dropped
@@ -76,7 +77,8 @@ def short_form(path: Path) -> dict[str, Any]:
     holders = [out, *(out.get("variants") or [])]
     if out.get("sweep"):
         holders.append(out["sweep"])
-        out["sweep"]["grid"] = {k: list(dict.fromkeys([v[0], v[-1]])) for k, v in out["sweep"]["grid"].items()}
+        out["sweep"]["grid"] = {k: list(dict.fromkeys([v[0], v[-1]])) for k,
+                                v in out["sweep"]["grid"].items()}
     for holder in holders:
         if holder.get("base_config"):
             holder["base_config"] = str(resolve(path, holder["base_config"]))
@@ -122,7 +124,8 @@ def test_short_forms_are_valid_and_short() -> None:
             for v in exp.plan(spec, 0):
                 assert 1 <= len(v.levels) <= 2, (name, v.name, [lv.load for lv in v.levels])
                 for lv in v.levels:
-                    assert lv.load <= (30 if lv.mode == "request_rate" else MAX_CONCURRENCY), (name, v.name, lv.load)
+                    assert lv.load <= (30 if lv.mode == "request_rate" else MAX_CONCURRENCY), (name, v.name,
+                                                                                               lv.load)
                     assert "--measurement-request-count" in lv.argv and "--request-count" not in lv.argv
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -140,7 +143,8 @@ def spec_dir() -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("name", TRITON_SPECS)
-def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path: Path, spec_dir: Path,  # type: ignore[no-untyped-def]
+def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path: Path,
+                                                     spec_dir: Path,  # type: ignore[no-untyped-def]
                                                      name: str) -> None:
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
@@ -183,10 +187,12 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
     # the plan made on the node's own base configs (rendered for a node without GPU)
     host_plan = records.read(run / node.name / "plan.json", records.HostPlan)
     assert {v.name for v in host_plan.variants} == {v.name for v in planned}
-    adapted = [f"{node.name}/{v.name}: {n}" for v in host_plan.variants for n in v.notes if "->" in n or "dropped" in n]
+    adapted = [f"{node.name}/{v.name}: {n}" for v in host_plan.variants for n in v.notes if "->" in n
+               or "dropped" in n]
     # every variant the lab ran on a GPU says it ran on CPU here
     on_gpu = [v.name for v in planned if any("KIND_GPU" in n for n in v.notes)]
-    assert all(any(n.startswith(f"{node.name}/{name}: ") and "KIND_CPU" in n for n in adapted) for name in on_gpu), \
+    assert all(any(n.startswith(f"{node.name}/{name}: ") and "KIND_CPU" in n for n in adapted)
+               for name in on_gpu), \
         (on_gpu, adapted)
     if adapted:
         listed = md.split("\n## Adapted to the host\n", 1)[1]

@@ -44,7 +44,8 @@ def _write(tmp_path: Path, name: str, spec: dict) -> Path:  # type: ignore[type-
     return p
 
 
-def _dynbatch(tmp_path: Path, name: str = "dynbatch", levels: list[int] | None = None) -> dict:  # type: ignore[type-arg]
+def _dynbatch(tmp_path: Path, name: str = "dynbatch",
+              levels: list[int] | None = None) -> dict:  # type: ignore[type-arg]
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "dynbatch.yml").read_text())
     spec["name"] = name
     spec["load"]["levels"] = levels or [1, 8]
@@ -54,7 +55,8 @@ def _dynbatch(tmp_path: Path, name: str = "dynbatch", levels: list[int] | None =
 
 
 def _common(spec: Path, results: Path, run_id: str) -> list[str]:
-    return ["-e", f"experiment_spec={spec}", "-e", f"experiment_results_dir={results}", "-e", f"run_id={run_id}"]
+    return ["-e", f"experiment_spec={spec}", "-e", f"experiment_results_dir={results}", "-e",
+            f"run_id={run_id}"]
 
 
 def _level(path: Path) -> records.LevelRecord:
@@ -67,15 +69,18 @@ def _node_file(cluster, node, path: str) -> str:  # type: ignore[no-untyped-def]
 
 def _progress(cluster, node) -> dict:  # type: ignore[no-untyped-def, type-arg]
     try:
-        return json.loads(_node_file(cluster, node, "/opt/serve-system/work/progress.json"))  # type: ignore[no-any-return]
+        return json.loads(
+            _node_file(cluster, node, "/opt/serve-system/work/progress.json"))  # type: ignore[no-any-return]
     except ValueError:
         return {}
 
 
-def _start_playbook(playbook: str, inventory: Path, *extra: str, limit: str, log: Path) -> subprocess.Popen:  # type: ignore[type-arg]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", PYTHONUNBUFFERED="1")
-    cmd = [ansible_bin("ansible-playbook"), "-i", str(inventory), str(REPO / "experiments" / playbook), *extra,
-           "--limit", limit]
+def _start_playbook(playbook: str, inventory: Path, *extra: str, limit: str,
+                    log: Path) -> subprocess.Popen:  # type: ignore[type-arg]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PYTHONUNBUFFERED="1")
+    cmd = [ansible_bin("ansible-playbook"), "-i", str(inventory), str(REPO / "experiments" / playbook),
+           *extra, "--limit", limit]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
@@ -89,7 +94,8 @@ def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyp
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster,
+                                             tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
     spec = _dynbatch(tmp_path)
@@ -123,13 +129,16 @@ def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster, tmp_path: Path) 
 
     refused = records.read(host / "bad_priority" / "variant.json", records.VariantRecord)
     assert refused.status == "refused" and "failed to load" in (refused.error or "")
-    assert "serve_system_engine=pytorch but" in (refused.error or "")  # the load's own reason, from Triton's log
+    assert "serve_system_engine=pytorch but" in (refused.error
+                                                 or "")  # the load's own reason, from Triton's log
 
     unstable = _level(host / "unstable" / "c1_r1")
     assert unstable.status == "failed" and len(unstable.attempts) == 2
     assert unstable.attempts[1].reason == "unstable measurement: retried with a longer window"
-    first_count = unstable.attempts[0].argv[unstable.attempts[0].argv.index("--measurement-request-count") + 1]
-    retry_count = unstable.attempts[1].argv[unstable.attempts[1].argv.index("--measurement-request-count") + 1]
+    first_count = unstable.attempts[0].argv[unstable.attempts[0].argv.index("--measurement-request-count")
+                                            + 1]
+    retry_count = unstable.attempts[1].argv[unstable.attempts[1].argv.index("--measurement-request-count")
+                                            + 1]
     assert (int(first_count), int(retry_count)) == (20, 40)
     assert (host / "unstable" / "c1_r1" / "perf.stdout.attempt1").exists()
 
@@ -162,7 +171,8 @@ def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster, tmp_path: Path) 
     assert progress["state"] == "finished" and progress["run_id"] == "it1"
 
 
-def test_triton_killed_and_playbook_sigkilled_mid_level(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_triton_killed_and_playbook_sigkilled_mid_level(
+    rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Triton dies during a level (recorded, the run goes on); then the playbook itself is SIGKILLed
     during a level and run again with the same run id: nothing lost, nothing measured twice."""
     cluster = rehearsal_cluster
@@ -175,13 +185,16 @@ def test_triton_killed_and_playbook_sigkilled_mid_level(rehearsal_cluster, tmp_p
     path = _write(tmp_path, "faults", spec)
     results = tmp_path / "results"
     log = tmp_path / "first.log"
-    proc = _start_playbook("dynbatch.yml", cluster.inventory, *_common(path, results, "it2"), limit=node.name, log=log)
+    proc = _start_playbook("dynbatch.yml", cluster.inventory, *_common(path, results, "it2"), limit=node.name,
+                           log=log)
     try:
         # 1. kill Triton 2 s into the first level (Docker's restart policy brings it back)
         _wait_for(lambda: _progress(cluster, node).get("level") == "c1_r1" and
-                  _progress(cluster, node).get("run_id") == "it2", 900, "the first level to start")  # Ansible is slow on a busy 2-core machine
+                  _progress(cluster, node).get("run_id") == "it2", 900,
+                  "the first level to start")  # Ansible is slow on a busy 2-core machine
         time.sleep(2)
-        pid = cluster.exec(node, "docker", "inspect", "--format", "{{.State.Pid}}", "triton_server").stdout.strip()
+        pid = cluster.exec(node, "docker", "inspect", "--format", "{{.State.Pid}}",
+                           "triton_server").stdout.strip()
         cluster.exec(node, "kill", "-9", pid)
         # 2. SIGKILL the playbook during the third level (the second one must be complete)
         _wait_for(lambda: _progress(cluster, node).get("level") == "c4_r1", 900, "the third level to start")
@@ -210,7 +223,8 @@ def test_triton_killed_and_playbook_sigkilled_mid_level(rehearsal_cluster, tmp_p
     assert "Triton" in next(r["error"] for r in rows if r["load"] == 1 and r["repetition"] == 1)
 
 
-def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster,
+                                                     tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The shipped A/A spec (the same config as two variants), short, with repetitions: auto: the
     role asks serve-system decide after the first 3 interleaved repetitions and stops within the budget;
     the report names no best variant; every level is measured once."""
@@ -237,13 +251,15 @@ def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster, tmp_path
     reps = sorted((r["variant"], r["repetition"]) for r in rows)
     assert len(reps) == len(set(reps)) and {("first", 3), ("again", 3)} <= set(reps), reps
     assert all(r["status"] == "ok" for r in rows), [(r["variant"], r["error"]) for r in rows]
-    best = next(f for f in json.loads((run / "summary.json").read_text())["findings"] if f["key"] == "best_variant")
+    best = next(f for f in json.loads((run / "summary.json").read_text())["findings"]
+                if f["key"] == "best_variant")
     assert best["verdict"] != "held", best["detail"]  # no clear best between two identical configs
     assert records.read(run / node.name / "host.json", records.HostRecord).baseline_restored
     assert (run / "summary_stats.csv").is_file() and "## Per level" in (run / "report.md").read_text()
 
 
-def test_backends_onnx_variants_without_memory_loss(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_backends_onnx_variants_without_memory_loss(rehearsal_cluster,
+                                                    tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "backends.yml").read_text())
@@ -255,8 +271,8 @@ def test_backends_onnx_variants_without_memory_loss(rehearsal_cluster, tmp_path:
             keep.append(v)
     spec["variants"] = keep
     path = _write(tmp_path, "backends", spec)
-    res = run_playbook("../experiments/backends.yml", cluster.inventory, *_common(path, tmp_path / "r", "it3"),
-                       limit=node.name)
+    res = run_playbook("../experiments/backends.yml", cluster.inventory,
+                       *_common(path, tmp_path / "r", "it3"), limit=node.name)
     assert res.rc == 0, res.tail(80)
     run = tmp_path / "r" / "backends" / "it3"
     rows = json.loads((run / "summary.json").read_text())["rows"]
@@ -268,15 +284,19 @@ def test_backends_onnx_variants_without_memory_loss(rehearsal_cluster, tmp_path:
         assert all(a.max_rss_mb is not None and a.max_rss_mb < 4096 for a in lrec.attempts)
 
 
-def test_invalid_spec_stops_before_any_node_is_touched(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_spec_stops_before_any_node_is_touched(
+    rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     spec = _dynbatch(tmp_path, "dynbatch_invalid")
     spec["variants"][1]["config"]["dynamic_batching"]["preferred_batch_size"] = [4, 32]
     p = _write(tmp_path, "bad", spec)
-    res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *_common(p, tmp_path / "results", "bad"))
+    res = run_playbook("../experiments/dynbatch.yml", cluster.inventory,
+                       *_common(p, tmp_path / "results", "bad"))
     assert res.rc != 0
-    assert "dynbatch: config.dynamic_batching.preferred_batch_size: preferred batch size 32 > max_batch_size 16" \
+    assert ("dynbatch: config.dynamic_batching.preferred_batch_size: preferred batch size 32 > "
+            "max_batch_size 16") \
         in res.flat  # Ansible's YAML output wraps long lines
     for node in cluster.nodes:
-        assert cluster.exec(node, "test", "-e", "/opt/serve-system/work/dynbatch_invalid", check=False).returncode != 0
+        assert cluster.exec(node, "test", "-e", "/opt/serve-system/work/dynbatch_invalid",
+                            check=False).returncode != 0
     assert not (tmp_path / "results" / "dynbatch_invalid" / "bad").exists()

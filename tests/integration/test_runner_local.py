@@ -76,14 +76,18 @@ def _config(t: LocalTriton) -> dict:  # type: ignore[type-arg]
     return requests.get(f"{t.url}/v2/models/echo_local/config", timeout=10).json()
 
 
-def _runner(image: str, node: Path, triton: LocalTriton, *args: str, stdin: str = "") -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    """The node-side runner in the client image (host network), as the role runs it in the jupyter container."""
+def _runner(image: str, node: Path, triton: LocalTriton, *args: str,
+            stdin: str = "") -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """The node-side runner in the client image (host network), as the role runs it in the jupyter
+    container."""
     env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
     argv = ["podman", "run", "--rm", "-i", "--network", "host", "-v", f"{node}:{node}", image, "python3",
             str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", triton.url,
             "--metrics", f"http://127.0.0.1:{triton.metrics}/metrics", "--metrics-interval", "0.5",
-            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240", *args]
-    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=900, env=env, input=stdin)
+            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240",
+            *args]
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=900, env=env,
+                          input=stdin)
 
 
 def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: Path) -> None:
@@ -97,9 +101,10 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     work_dir = tmp_path / "node_work"  # the node's work folder; the run's folder is /work/<experiment>/<run>
     node = work_dir / "local_triton" / "r1"
     run_dir = tmp_path / "results" / "local_triton" / "r1"
-    plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir", str(run_dir),
-                           "--host", "local=0", "--url", f"127.0.0.1:{triton.http}", "--node-work-dir", str(node),
-                           "--quiet"], check=False, capture_output=True, text=True)
+    plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir",
+                           str(run_dir),
+                           "--host", "local=0", "--url", f"127.0.0.1:{triton.http}", "--node-work-dir",
+                           str(node), "--quiet"], check=False, capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr
     node.mkdir(parents=True)  # the node bundle, as the role copies it
     shutil.copyfile(run_dir / "local" / ".node.pyz", node / ".node.pyz")
@@ -118,7 +123,8 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert records.summarize_events(proc.stdout)["refused"], proc.stdout
     # as the role does for a refused variant: Triton's log on stdin
-    proc = _runner(image, node, triton, "--triton-log", "--variant", "bad_priority", stdin=triton.log.read_text())
+    proc = _runner(image, node, triton, "--triton-log", "--variant", "bad_priority",
+                   stdin=triton.log.read_text())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     refused = records.read(node / "bad_priority" / "variant.json", records.VariantRecord)
     assert refused.status == "refused" and "echo_local_refuse=yes: refusing to load" in (refused.error or "")

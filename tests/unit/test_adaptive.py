@@ -22,7 +22,8 @@ ROUNDS = [["dynbatch", "baseline", "onnx", "gpus01_4x2", "gpus01_2x2"],
 
 def _plan(run: Path, adaptive_: dict[str, object] | None) -> None:
     variants = [records.VariantPlan(
-        name=n, model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[], input_data=None,
+        name=n, model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
+        input_data=None,
         perf={}, levels=[records.LevelPlan(id=f"c{load}_r{r}", mode="concurrency", load=load, repetition=r,
                                            argv=["perf_analyzer"], retry_argv=[])
                          for r in range(1, 5) for load in loads]) for n, loads in LOADS.items()]

@@ -22,8 +22,8 @@ def _run(tmp: Path, experiment: str, rows: list[dict]) -> Path:
 
 def test_fastapi_beside_triton_at_one_load(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     fastapi = _run(tmp_path, "fastapi", [
-        {"variant": "onnx", "load": 1, "repetition": 1, "throughput": 20.0, "p50_us": 50_000, "p95_us": 60_000,
-         "p99_us": 70_000, "errors": 0},
+        {"variant": "onnx", "load": 1, "repetition": 1, "throughput": 20.0, "p50_us": 50_000,
+         "p95_us": 60_000, "p99_us": 70_000, "errors": 0},
         {"variant": "onnx", "load": 16, "repetition": 1, "throughput": 40.0, "p50_us": 400_000,
          "p95_us": 500_000, "p99_us": 600_000, "errors": 2},
         {"variant": "onnx", "load": 16, "repetition": 2, "throughput": 44.0, "p50_us": 380_000,
@@ -45,14 +45,16 @@ def test_fastapi_beside_triton_at_one_load(tmp_path: Path, capsys) -> None:  # t
     assert main(["compare", str(fastapi), str(triton), "--load", "16", "--out", str(out),
                  "--csv", str(tmp_path / "c.csv")]) == 0
     text = capsys.readouterr().out
-    assert "| fastapi (r1) | n1 | onnx | concurrency 16 | ok | 42.0 | 390.00 | 490.00 | 590.00 | 1 | 1.00 |" in text
+    assert ("| fastapi (r1) | n1 | onnx | concurrency 16 | ok | 42.0 | 390.00 | 490.00 | 590.00 | 1 | 1.00 "
+            "|") in text
     assert "| dynbatch (r1) | n1 | batch16 | concurrency 16 | ok | 168.0 |" in text and "4.00" in text
     assert "unavailable: torch cannot be imported" in text
     assert out.read_text() == text
     assert (tmp_path / "c.csv").read_text().splitlines()[0].startswith("experiment,run_id,host,variant")
 
 
-def test_a_run_without_summary_says_what_to_do(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_without_summary_says_what_to_do(tmp_path: Path,
+                                               capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["compare", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "no summary; run `serve-system report" in err and len(err.strip().splitlines()) == 1

@@ -68,8 +68,8 @@ def test_refuse_policy_stops_before_anything_runs(tmp_path: Path) -> None:
     p = _write(tmp_path, _spec(on_missing_gpus="refuse"))
     with pytest.raises(SpecError) as exc:
         exp.plan(load_spec(p), 0)
-    assert exc.value.lines[0] == (f"{p}: baseline: instance_group: uses 1 GPU(s), the host has 0: run it on a "
-                                  "GPU node, or set on_missing_gpus: adapt")
+    assert exc.value.lines[0] == (f"{p}: baseline: instance_group: uses 1 GPU(s), the host has 0: run it "
+                                  "on a GPU node, or set on_missing_gpus: adapt")
     assert len(exc.value.lines) == 2
 
 
@@ -95,7 +95,8 @@ def test_validation_messages_name_spec_variant_field(tmp_path: Path) -> None:
         exp.plan(load_spec(_write(tmp_path, data)), 1)
     lines = exc.value.lines
     assert lines[0] == (f"{p}: big: config.dynamic_batching.preferred_batch_size: preferred batch size 32 > "
-                        "max_batch_size 16 (Triton: dynamic batching preferred size must be <= max batch size)")
+                        "max_batch_size 16 (Triton: dynamic batching preferred size must be <= max batch "
+                        "size)")
     assert lines[1].startswith(f"{p}: typo: config: ") and '"instance_groups"' in lines[1]
     assert lines[2] == (f"{p}: shape: perf.shapes.IMAGE: the model has no input named 'IMAGE' "
                         "(its inputs: INPUT_IMAGE)")
@@ -115,11 +116,13 @@ def test_level_ranges() -> None:
 def test_sweep_expands_typed_values(tmp_path: Path) -> None:
     data = _spec(variants=None, sweep={"name": "i{n}_d{d}", "grid": {"n": [1, 2], "d": [100, 200]},
                                        "config": {"instance_group": [{"count": "{n}", "kind": "KIND_CPU"}],
-                                                  "dynamic_batching": {"max_queue_delay_microseconds": "{d}"}}})
+                                                  "dynamic_batching": {
+                                                      "max_queue_delay_microseconds": "{d}"}}})
     spec = load_spec(_write(tmp_path, data))
     assert [v.name for v in spec.all_variants] == ["i1_d100", "i1_d200", "i2_d100", "i2_d200"]
     plans = exp.plan(spec, 0)
-    assert "count: 2" in plans[3].config_pbtxt and "max_queue_delay_microseconds: 200" in plans[3].config_pbtxt
+    assert ("count: 2" in plans[3].config_pbtxt
+            and "max_queue_delay_microseconds: 200" in plans[3].config_pbtxt)
 
 
 def test_resume_marks_done_levels(tmp_path: Path) -> None:
@@ -176,15 +179,16 @@ def test_node_base_configs_keep_their_serving_edits(tmp_path: Path) -> None:
         'input [ { name: "input" data_type: TYPE_FP32 dims: [3, 224, 224] } ]\n'
         'output [ { name: "output" data_type: TYPE_FP32 dims: [11] } ]\n'
         'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
-        'parameters { key: "serve_system_served_by" value { string_value: "onnx_python_shim: no onnxruntime" } }\n'
-        'parameters { key: "serve_system_weights" value { string_value: "stand-in: generated" } }\n')
+        'parameters { key: "serve_system_served_by" value { string_value: "onnx_python_shim: no onnxruntime" '
+        '} }\nparameters { key: "serve_system_weights" value { string_value: "stand-in: generated" } }\n')
     plans = exp.plan(load_spec(SPECS / "arrivals.yml"), 0, repository=tmp_path / "node_base")
     dyn = plans[2]
     assert 'backend: "python"' in dyn.config_pbtxt and "preferred_batch_size: 4" in dyn.config_pbtxt
     assert dyn.stand_in == "stand-in: generated"
     assert dyn.notes[0] == "served by: onnx_python_shim: no onnxruntime"
     assert any("KIND_GPU x1 -> KIND_CPU x1" in n for n in dyn.notes)  # the variant itself asked for GPU 0
-    with pytest.raises(SpecError, match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
+    with pytest.raises(SpecError,
+                       match="python: base_config: .*/food_classifier/config.pbtxt:1:1: cannot read"):
         exp.plan(load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")
 
 
@@ -200,8 +204,10 @@ def test_a_base_moved_off_gpus_at_deploy_is_an_adaptation_of_the_variants_that_r
         'output [ { name: "FOOD_LABEL" data_type: TYPE_STRING dims: [1] } ]\n'
         'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
         f'parameters {{ key: "serve_system_instances" value {{ string_value: "{moved}" }} }}\n')
-    plans = {p.name: p for p in exp.plan(load_spec(SPECS / "instances.yml"), 0, repository=tmp_path / "node_base")}
+    plans = {p.name: p
+             for p in exp.plan(load_spec(SPECS / "instances.yml"), 0, repository=tmp_path / "node_base")}
     assert all(moved not in p.notes for p in plans.values())  # each variant sets its own instance groups
     assert plans["gpus01_2x2"].notes[0] == "instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)"
-    dyn = {p.name: p for p in exp.plan(load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
+    dyn = {p.name: p
+           for p in exp.plan(load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
     assert dyn["baseline"].notes == [moved] and dyn["dynbatch"].notes == [moved]

@@ -74,11 +74,13 @@ def test_validate_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     bad = tmp_path / "s.yml"
     bad.write_text((specs / "dli_bert.yml").read_text().replace("percentile: 85", "percentil: 85"))
     assert main(["validate", str(bad)]) == 1
-    assert capsys.readouterr().err.startswith(f"{bad}: perf.percentil: unknown key (did you mean 'percentile'?")
+    assert capsys.readouterr().err.startswith(
+        f"{bad}: perf.percentil: unknown key (did you mean 'percentile'?")
 
 
 def test_import_seed_logs_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["import", "--json", str(FIX / "perf" / "notebook_05.txt"), str(FIX / "perf" / "blip_01.txt")]) == 0
+    assert main(
+        ["import", "--json", str(FIX / "perf" / "notebook_05.txt"), str(FIX / "perf" / "blip_01.txt")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 5
     nb = rows[0]
@@ -95,7 +97,8 @@ def test_import_unmeasured_level_and_csv(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["import", "--json", "-b", "1", str(p260 / "unstable_count_windows.txt"),
                  str(p260 / "rate_40_poisson_grpc.csv")]) == 0
     bad, rate = (json.loads(line) for line in capsys.readouterr().out.splitlines())
-    assert bad["status"] == "unmeasured" and bad["throughput"] is None and "stable measurement" in bad["error"]
+    assert (bad["status"] == "unmeasured" and bad["throughput"] is None
+            and "stable measurement" in bad["error"])
     assert rate["mode"] == "request_rate" and rate["load"] == 40 and rate["p95_us"] == 38509
     assert rate["batch_size"] == 1
 
@@ -130,7 +133,8 @@ def _fake_run(run: Path) -> None:
     (run / "manifest.json").write_text(json.dumps({
         "experiment": "demo", "run_id": "r1", "stand_in": "Generated stand-in weights.",
         "objectives": [{"name": "fast", "metric": "throughput", "goal": "max", "at_load": 4},
-                       {"name": "tight", "metric": "p99_us", "goal": "min", "constraints": {"throughput": {"min": 10000}}}]}))
+                       {"name": "tight", "metric": "p99_us", "goal": "min",
+                        "constraints": {"throughput": {"min": 10000}}}]}))
     after = json.loads((FIX / "notebook_stats_after.json").read_text())
     for variant in ("a", "b"):
         for load in (1, 4):
@@ -140,11 +144,13 @@ def _fake_run(run: Path) -> None:
             (d / "perf.csv").write_text((p260 / "concurrency_1_4.csv").read_text())
             (d / "stats_after.json").write_text(json.dumps(after))
             attempts = [records.Attempt(argv=["perf_analyzer"], rc=0, start=10.0, end=12.0),
-                        records.Attempt(argv=["perf_analyzer"], rc=0, start=12.0, end=15.5, reason="unstable")]
+                        records.Attempt(argv=["perf_analyzer"], rc=0, start=12.0, end=15.5,
+                                        reason="unstable")]
             records.write(d / "level.json", records.LevelRecord(
-                variant=variant, level=f"c{load}_r1", mode="concurrency", load=load, repetition=1, status="ok",
-                start=10.0, end=15.5, attempts=attempts))
-            (d / "metrics.jsonl").write_text(json.dumps({"t": 1.0, "text": "nv_cpu_utilization 0.5\n"}) + "\n")
+                variant=variant, level=f"c{load}_r1", mode="concurrency", load=load, repetition=1,
+                status="ok", start=10.0, end=15.5, attempts=attempts))
+            (d / "metrics.jsonl").write_text(json.dumps({"t": 1.0, "text": "nv_cpu_utilization 0.5\n"})
+                                             + "\n")
         records.write(run / "node-1" / variant / "variant.json", records.VariantRecord(
             name=variant, model="food_classifier", version="1", status="measured"))
     ref = run / "node-1" / "c_refused"
@@ -163,7 +169,8 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     a4 = next(r for r in rows if r["variant"] == "a" and r["load"] == 4)
     assert a4["throughput"] == 158.156 and a4["queue_us"] == 15154 and a4["p99_us"] == 158118
     assert a4["avg_batch_size"] == round(1436 / 386, 4) and a4["batch_size_histogram"]["2"] == 127
-    assert a4["retried"] is True and a4["duration_s"] == 5.5 and a4["cpu_util"] == 0.5 and a4["gpu_util"] is None
+    assert (a4["retried"] is True and a4["duration_s"] == 5.5 and a4["cpu_util"] == 0.5
+            and a4["gpu_util"] is None)
     assert rows[-1]["status"] == "refused"
     md = (run / "report.md").read_text()
     assert "Stand-in model" in md and "default priority level out of range" in md
@@ -172,11 +179,13 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert sorted(p.name for p in (run / "plots").iterdir()) == [
         "node-1_batch_sizes.png", "node-1_cpu_utilisation.png", "node-1_latency_breakdown.png",
         "node-1_latency_vs_concurrency.png", "node-1_throughput_latency.png"]
-    assert (run / "summary.csv").read_text().splitlines()[0].split(",")[:4] == ["experiment", "run_id", "host", "variant"]
+    assert (run / "summary.csv").read_text().splitlines()[0].split(",")[:4] == ["experiment", "run_id",
+                                                                                "host", "variant"]
 
 
 def test_best_respects_constraints() -> None:
-    rows = [{"host": "h", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t, "p95_us": p}
+    rows = [{"host": "h", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t,
+             "p95_us": p}
             for v, t, p in (("x", 100.0, 9000.0), ("y", 300.0, 60000.0), ("z", 200.0, 20000.0))]
     assert report.best(rows, {"metric": "throughput", "goal": "max"})["variant"] == "y"  # type: ignore[index]
     b = report.best(rows, {"metric": "throughput", "goal": "max", "constraints": {"p95_us": {"max": 50000}}})
@@ -201,15 +210,16 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"node-1", "node-2"} and out["node-1"]["models"] == ["food_classifier"]
     v1 = {v["name"]: v for v in out["node-1"]["variants"]}
-    assert _todo(v1["dynbatch"]) == 3 and "KIND_CPU" in (run / "node-1" / "dynbatch" / "config.pbtxt").read_text()
+    assert _todo(v1["dynbatch"]) == 3 and "KIND_CPU" in (
+        run / "node-1" / "dynbatch" / "config.pbtxt").read_text()
     assert "KIND_GPU" in (run / "node-2" / "dynbatch" / "config.pbtxt").read_text()
     assert v1["baseline"]["input_data"].endswith("experiments/files/food_input.json")
     assert "/work/dynbatch/r1/food_input.json" in v1["baseline"]["levels"][0]["argv"]
     assert json.loads((run / "manifest.json").read_text())["objectives"][0]["name"] == "most_throughput_at_8"
     # the node bundle: a zip application of the runner with the plan and its inputs
     with zipfile.ZipFile(run / "node-1" / ".node.pyz") as z:
-        assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "records.py", "fastapi_bench.py",
-                                     "food_input.json"}
+        assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "records.py",
+                                     "fastapi_bench.py", "food_input.json"}
         assert json.loads(z.read("plan.json")) == out["node-1"]
     # run as the node runs it: its data members are put beside it, then the runner answers
     node = tmp_path / "node"
@@ -245,23 +255,26 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     spec = repo / "experiments" / "specs" / "dynbatch.yml"
     results = tmp_path / "results"
     (tmp_path / "playbooks").mkdir()  # the role gives <playbook_dir>/../results
-    args = ["plan", str(spec), "--results-dir", str(tmp_path / "playbooks" / ".." / "results"), "--run-id", "r2", "--host", "node-1=0",
+    args = ["plan", str(spec), "--results-dir", str(tmp_path / "playbooks" / ".." / "results"), "--run-id",
+            "r2", "--host", "node-1=0",
             "--node-work-root", "/work", "--role", "--perf-timeout", "10", "--ready-timeout", "5"]
     assert main(args) == 0
     view = json.loads(capsys.readouterr().out)
     run = results / "dynbatch" / "r2"
     assert {k: view[k] for k in ("experiment", "kind", "run_dir", "run_subdir", "level_wait_s")} == {
-        "experiment": "dynbatch", "kind": "triton", "run_dir": str(run.resolve()), "run_subdir": "dynbatch/r2",
-        "level_wait_s": 40}
+        "experiment": "dynbatch", "kind": "triton", "run_dir": str(run.resolve()),
+        "run_subdir": "dynbatch/r2", "level_wait_s": 40}
     host = view["hosts"]["node-1"]
     assert host["models"] == ["food_classifier"]
     # a Triton plan is one runner call: every variant, then the baseline restored
     assert host["batches"] == [{
-        "variants": ["baseline", "dynbatch"], "args": ["--variant=baseline", "--variant=dynbatch", "--restore"],
+        "variants": ["baseline", "dynbatch"],
+        "args": ["--variant=baseline", "--variant=dynbatch", "--restore"],
         "explain_args": ["--triton-log", "--variant=baseline", "--variant=dynbatch"], "runtime": None,
         "todo": 6}]
     plan = records.read(run / "node-1" / "plan.json", records.HostPlan)
-    assert plan.endpoints == {"triton": "http://triton_server:8000", "metrics": "http://triton_server:8002/metrics",
+    assert plan.endpoints == {"triton": "http://triton_server:8000",
+                              "metrics": "http://triton_server:8002/metrics",
                               "fastapi": "http://fastapi_server:8000"}
     assert "/work/dynbatch/r2/food_input.json" in plan.variants[0].levels[0].argv
     # -e variants=dynbatch (a comma list or repeated): the calls measure only those
@@ -272,13 +285,15 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     shutil.rmtree(results)
     assert main([*args, "--only", "dynbatch,nope"]) == 1
     err = capsys.readouterr().err
-    assert err == (f"{spec}: variants: no variant named 'nope' (-e variants): give one of baseline, dynbatch\n")
+    assert err == (
+        f"{spec}: variants: no variant named 'nope' (-e variants): give one of baseline, dynbatch\n")
     assert not results.exists()
     assert main(["plan", str(spec), "--results-dir", str(results), "--role"]) == 1
     assert capsys.readouterr().err == "--results-dir: give the run id too (--run-id NAME)\n"
 
 
-def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "experiments", repo / "experiments")
     shutil.copytree(FIX / "model_repository", repo / "model_repository")
@@ -290,8 +305,8 @@ def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path, capsys: 
     results = tmp_path / "results"
 
     def rounds(run_id: str, host: str = "node-1") -> tuple[list[list[str]], int | None]:
-        assert main(["plan", str(spec), "--results-dir", str(results), "--run-id", run_id, "--host", f"{host}=0",
-                     "--quiet"]) == 0
+        assert main(["plan", str(spec), "--results-dir", str(results), "--run-id", run_id, "--host",
+                     f"{host}=0", "--quiet"]) == 0
         hp = records.read(results / "dynbatch" / run_id / host / "plan.json", records.HostPlan)
         return hp.rounds, hp.seed
 

@@ -22,7 +22,8 @@ def _write(level: Path, phases: list[dict]) -> Path:
 def _phase(latencies: list[float], errors: list[str], senders: int = 16, wall: float = 2.0) -> dict:
     p = fb.Phase("concurrent" if senders > 1 else "sequential", senders, len(latencies) + len(errors),
                  latencies_s=latencies, errors=errors, wall_s=wall, start=100.0, end=100.0 + wall)
-    return {**p.summary(), "start": p.start, "end": p.end, "latencies_s": latencies, "error_samples": errors[:20]}
+    return {**p.summary(), "start": p.start, "end": p.end, "latencies_s": latencies,
+            "error_samples": errors[:20]}
 
 
 def test_a_measured_level_maps_to_the_summary_columns(tmp_path: Path) -> None:
@@ -57,9 +58,10 @@ def test_missing_or_broken_output(tmp_path: Path) -> None:
 def test_the_clients_real_output_is_read(tmp_path: Path) -> None:
     """The client's file, written by the client itself (against a port nobody listens on)."""
     level = tmp_path / "c2_r1"
-    out = subprocess.run([sys.executable, fb.__file__, "--url", "http://127.0.0.1:9/predict", "--sequential", "0",
-                          "--concurrent", "3", "--senders", "2", "--timeout", "2", "--out",
-                          str(level / "bench.json")], check=False, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, fb.__file__, "--url", "http://127.0.0.1:9/predict", "--sequential",
+                          "0", "--concurrent", "3", "--senders", "2", "--timeout", "2", "--out",
+                          str(level / "bench.json")], check=False, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 1
     f = bench_fields(level)
     assert f is not None and f["status"] == "failed" and f["errors"] == 3 and "ConnectionError" in f["error"]
@@ -92,8 +94,8 @@ def test_the_summary_holds_fastapi_rows_in_the_triton_schema(tmp_path: Path) -> 
     assert c16["status"] == "ok" and c16["mode"] == "concurrency" and c16["errors"] == 0
     assert c16["throughput"] == pytest.approx(3 / 0.25) and c16["p50_us"] == pytest.approx(200_000.0)
     assert by[("onnx", 1)]["throughput"] == pytest.approx(2 / 0.03)
-    assert set(results.COLUMNS) >= {"experiment", "host", "variant", "mode", "load", "repetition", "throughput",
-                                    "latency_avg_us", "p50_us", "p95_us", "p99_us", "errors"}
+    assert set(results.COLUMNS) >= {"experiment", "host", "variant", "mode", "load", "repetition",
+                                    "throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us", "errors"}
     out = write_report(run)
     assert out["rows"] == 3
     text = (run / "report.md").read_text()

@@ -46,7 +46,8 @@ def test_render_for_a_cpu_rehearsal_node(tmp_path: Path) -> None:
     assert table["food_classifier"].served_by == "Triton Python backend"
     assert json.loads((tmp_path / "models.json").read_text())[0]["model"] == "food_classifier"
     # the same render again changes nothing; the model table is stable
-    assert render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="python_shim", standin=MODELS)[0] is False
+    assert render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="python_shim",
+                  standin=MODELS)[0] is False
 
 
 def test_render_for_a_gpu_node_keeps_the_lab_config(tmp_path: Path) -> None:
@@ -78,7 +79,8 @@ def test_bad_config_names_the_file(tmp_path: Path) -> None:
     bad.mkdir(parents=True)
     (bad / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batchsize: 4\n')
     with pytest.raises(ServeSystemError, match=r"m/config.pbtxt:3:1: .*no field named \"max_batchsize\""):
-        render(tmp_path / "src", tmp_path / "out", models=["m"], gpus=0, onnx_serving="onnxruntime", standin=[])
+        render(tmp_path / "src", tmp_path / "out", models=["m"], gpus=0, onnx_serving="onnxruntime",
+               standin=[])
 
 
 def test_cli_render_prints_json_for_the_role(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -85,10 +85,12 @@ Request concurrency: 1
     Inference count: 260
     Execution count: 260
     Successful request count: 260
-    Avg request latency: 3600 usec (overhead 20 usec + queue 30 usec + compute input 10 usec + compute infer 3530 usec + compute output 10 usec)
+    Avg request latency: 3600 usec (overhead 20 usec + queue 30 usec + compute input 10 usec + \
+compute infer 3530 usec + compute output 10 usec)
 
 Request concurrency: 4
-Failed to obtain stable measurement within 10 measurement windows for concurrency 4. Please try to increase the --measurement-interval.
+Failed to obtain stable measurement within 10 measurement windows for concurrency 4. \
+Please try to increase the --measurement-interval.
 Inferences/Second vs. Client Average Batch Latency
 Concurrency: 1, throughput: 259.7 infer/sec, latency 3840 usec
 """
@@ -114,7 +116,9 @@ def test_request_rate_summary() -> None:
         ("request_rate", 120, 7012), ("request_rate", 180, 9120)]
 
 
-CSV = """Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,request/response,response wait
+CSV = """Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,\
+Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,\
+p95 latency,p99 latency,Avg latency,request/response,response wait
 4,900.5,20,300,1500,15,2600,10,5,4400,5000,5300,6000,4450,3,4400
 1,300.2,18,250,20,14,2900,11,4,3200,3400,3500,3900,3217,3,3150
 """
@@ -137,9 +141,11 @@ def test_csv_without_avg_latency_sums_components() -> None:
 
 def test_build_argv_concurrency_and_rate() -> None:
     argv = perf.build_argv(model="food_classifier_onnx", url="triton_server:8000", mode="concurrency", load=8,
-                           perf={"batch_size": 1, "shapes": {"input": [3, 224, 224]}, "warmup_request_count": 500,
+                           perf={"batch_size": 1, "shapes": {"input": [3, 224, 224]},
+                                 "warmup_request_count": 500,
                                  "request_count": 20000, "percentile": 95}, csv_path="/work/x/perf.csv")
-    assert argv[:7] == ["perf_analyzer", "-m", "food_classifier_onnx", "-u", "triton_server:8000", "-i", "http"]
+    assert argv[:7] == ["perf_analyzer", "-m", "food_classifier_onnx", "-u", "triton_server:8000", "-i",
+                        "http"]
     s = " ".join(argv)
     assert "--concurrency-range 8" in s and "--shape input:3,224,224" in s
     assert "--warmup-request-count 500 --request-count 20000" in s and "--percentile 95" in s
@@ -174,7 +180,8 @@ def test_real_260_stdout_and_csv_agree() -> None:
     assert [lv.load for lv in out] == [lv.load for lv in csv_levels] == [1, 4]
     for a, b in zip(out, csv_levels):
         assert a.throughput == b.throughput
-        assert (a.p50_us, a.p99_us, a.latency_avg_us, a.queue_us) == (b.p50_us, b.p99_us, b.latency_avg_us, b.queue_us)
+        assert (a.p50_us, a.p99_us, a.latency_avg_us, a.queue_us) == (b.p50_us, b.p99_us, b.latency_avg_us,
+                                                                      b.queue_us)
     both = perf.combine(csv_levels, out)
     assert both[1].server_latency_us == 21204 and both[1].client_send_us == 109
 

@@ -1,4 +1,5 @@
-"""The experiment's records (round trip, one-line refusals), the resume rule, the runner's caps, the lease guard."""
+"""The experiment's records (round trip, one-line refusals), the resume rule, the runner's caps, the lease
+guard."""
 
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ from serve_system.experiment.plan import Targets, estimate_seconds, lease_proble
 
 def _level(**kw: object) -> records.LevelRecord:
     base: dict[str, object] = {
-        "variant": "baseline", "level": "c8_r1", "mode": "concurrency", "load": 8.0, "repetition": 1, "status": "ok",
-        "start": 100.0, "end": 112.5, "batch_size": 1,
+        "variant": "baseline", "level": "c8_r1", "mode": "concurrency", "load": 8.0, "repetition": 1,
+        "status": "ok", "start": 100.0, "end": 112.5, "batch_size": 1,
         "attempts": [records.Attempt(argv=["perf_analyzer", "-m", "m"], rc=0, start=100.0, end=105.0,
                                   reason=None, max_rss_mb=41.5),
                   records.Attempt(argv=["perf_analyzer", "-m", "m", "--measurement-interval", "10000"], rc=0,
-                                  start=105.0, end=112.5, reason="unstable measurement: retried with a longer window")],
+                                  start=105.0, end=112.5,
+                                  reason="unstable measurement: retried with a longer window")],
         "provenance": {"git_commit": "abc", "config_sha256": "f00", "images": {"triton_server": "sha256:1"}}}
     base.update(kw)
     return records.LevelRecord(**base)  # type: ignore[arg-type]
@@ -32,16 +34,19 @@ def test_records_round_trip(tmp_path: Path) -> None:
     lv = _level()
     records.write(tmp_path / "level.json", lv)
     assert records.read(tmp_path / "level.json", records.LevelRecord) == lv
-    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", kind="triton", models=["m"], variants=[
-        records.VariantPlan(name="v", model="m", version="1", config_pbtxt="name: 'm'", load_body={"parameters": {}},
+    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", kind="triton", models=["m"],
+                            variants=[
+        records.VariantPlan(name="v", model="m", version="1", config_pbtxt="name: 'm'",
+                            load_body={"parameters": {}},
                             notes=[], input_data=None, perf={"batch_size": 1}, levels=[
                                 records.LevelPlan(id="c1_r1", mode="concurrency", load=1.0, repetition=1,
-                                                  argv=["perf_analyzer"], retry_argv=[["perf_analyzer", "-x"]])])])
+                                                  argv=["perf_analyzer"],
+                                                  retry_argv=[["perf_analyzer", "-x"]])])])
     records.write(tmp_path / "plan.json", plan)
     back = records.read(tmp_path / "plan.json", records.HostPlan)
     assert back == plan and back.variants[0].todo == 1
-    prog = records.Progress(experiment="e", run_id="r", variant="v", level="c1_r1", levels_done=1, levels_total=3,
-                            state="running", updated=time.time())
+    prog = records.Progress(experiment="e", run_id="r", variant="v", level="c1_r1", levels_done=1,
+                            levels_total=3, state="running", updated=time.time())
     records.write(tmp_path / "progress.json", prog)
     assert set(json.loads((tmp_path / "progress.json").read_text())) == {
         "experiment", "run_id", "variant", "level", "levels_done", "levels_total", "state", "updated"}
@@ -53,7 +58,8 @@ def test_records_round_trip(tmp_path: Path) -> None:
     (lambda d: d["attempts"][1].update(argv="perf_analyzer"), "attempts[1].argv: expected a list"),
     (lambda d: d.update(repetition=True), "repetition: expected a whole number"),
 ])
-def test_a_malformed_record_is_refused_in_one_line(tmp_path: Path, edit, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_malformed_record_is_refused_in_one_line(tmp_path: Path, edit,
+                                                   field: str) -> None:  # type: ignore[no-untyped-def]
     data = records.to_json(_level())
     edit(data)
     path = tmp_path / "level.json"
@@ -87,16 +93,19 @@ def test_the_resume_rule(tmp_path: Path) -> None:
 
 
 def test_runner_caps_memory_and_time(tmp_path: Path) -> None:
-    hog = [sys.executable, "-c", "import time\nx=[]\nwhile True:\n x.append(bytearray(20_000_000)); time.sleep(0.05)"]
+    hog = [sys.executable, "-c",
+           "import time\nx=[]\nwhile True:\n x.append(bytearray(20_000_000)); time.sleep(0.05)"]
     attempt, _ = runner.run_capped(hog, tmp_path, memory_mb=200, timeout_s=60)
     assert attempt.reason is not None and attempt.reason.startswith("killed by the runner: memory cap 200 MB")
     assert attempt.max_rss_mb is not None and attempt.max_rss_mb > 150 and attempt.end - attempt.start < 30
     slow = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
     attempt, out = runner.run_capped(slow, tmp_path, memory_mb=500, timeout_s=1)
     assert attempt.reason == "killed by the runner: time cap 1 s reached" and "started" in out
-    ok, out = runner.run_capped([sys.executable, "-c", "print('fine')"], tmp_path, memory_mb=500, timeout_s=30)
+    ok, out = runner.run_capped([sys.executable, "-c", "print('fine')"], tmp_path, memory_mb=500,
+                                timeout_s=30)
     assert ok.rc == 0 and ok.reason is None and out.strip() == "fine"
-    killed, _ = runner.run_capped([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+    killed, _ = runner.run_capped([sys.executable, "-c",
+                                   "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
                                   tmp_path, memory_mb=500, timeout_s=30)
     assert killed.rc == -9 and killed.reason is not None and "SIGKILL" in killed.reason
 
@@ -122,8 +131,10 @@ def test_estimate_counts_pending_levels_only() -> None:
 def _refused_run(tmp_path: Path) -> Path:
     """A host's node folder after a runner call: two variants of one model refused at different times."""
     lp = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
-    variants = [records.VariantPlan(name=n, model="food", version="1", config_pbtxt="", load_body={}, notes=[],
-                                    levels=[lp], input_data=None, perf={}) for n in ("first", "second", "fine")]
+    variants = [records.VariantPlan(name=n, model="food", version="1", config_pbtxt="", load_body={},
+                                    notes=[],
+                                    levels=[lp], input_data=None, perf={})
+                for n in ("first", "second", "fine")]
     plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=variants, models=["food"],
                             endpoints=Targets().endpoints())
     records.write(tmp_path / "plan.json", plan)
@@ -131,7 +142,8 @@ def _refused_run(tmp_path: Path) -> Path:
         records.write(tmp_path / name / "variant.json", records.VariantRecord(
             name=name, model="food", version="1", status="refused", error="HTTP 400: failed to load 'food'",
             load_started=t0, switch_seconds=1.5))
-    records.write(tmp_path / "fine" / "variant.json", records.VariantRecord(name="fine", model="food", version="1",
+    records.write(tmp_path / "fine" / "variant.json",
+                  records.VariantRecord(name="fine", model="food", version="1",
                                                                            status="measured"))
     records.write(tmp_path / "fine" / "c1_r1" / "level.json", _level(variant="fine", level="c1_r1"))
     (tmp_path / "fine" / "c8_r1").mkdir()  # an interrupted level: no record, not brought home
@@ -143,13 +155,16 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
     # `docker logs --timestamps`: each refusal's lines were written while its own load was under way
     lines = [
         "2026-11-22T09:00:00.200000000Z I1122 09:00:00.2 1 model_lifecycle.cc:473] loading: food:1",
-        "2026-11-22T09:00:01.000000000Z E1122 09:00:01.0 1 model_lifecycle.cc:654] failed to load 'food': first reason",
-        "2026-11-22T09:01:40.500000000Z E1122 09:01:40.5 1 model_lifecycle.cc:654] failed to load 'food': second reason",
-        "2026-11-22T09:10:00.000000000Z E1122 09:10:00.0 1 model_lifecycle.cc:654] failed to load 'food': later",
+        ("2026-11-22T09:00:01.000000000Z E1122 09:00:01.0 1 model_lifecycle.cc:654] failed to load 'food': "
+         "first reason"),
+        ("2026-11-22T09:01:40.500000000Z E1122 09:01:40.5 1 model_lifecycle.cc:654] failed to load 'food': "
+         "second reason"),
+        ("2026-11-22T09:10:00.000000000Z E1122 09:10:00.0 1 model_lifecycle.cc:654] failed to load 'food': "
+         "later"),
     ]
     log = "\n".join(lines)
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan), "--triton-log",
-                           "--progress", str(tmp_path / "progress.json")],
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan),
+                           "--triton-log", "--progress", str(tmp_path / "progress.json")],
                           input=log, capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
     first = records.read(tmp_path / "first" / "variant.json", records.VariantRecord)
@@ -166,13 +181,15 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
 
     with tarfile.open(tmp_path / "results.tar.gz") as tar:
         names = set(tar.getnames())
-    assert {"first/variant.json", "second/variant.json", "fine/variant.json", "fine/c1_r1/level.json"} <= names
+    assert {"first/variant.json", "second/variant.json", "fine/variant.json",
+            "fine/c1_r1/level.json"} <= names
     assert not any(n.startswith("fine/c8_r1") for n in names)
 
 
 def test_runner_refuses_an_unknown_variant_in_one_line(tmp_path: Path) -> None:
     plan = _refused_run(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan), "--variant", "fine",
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan),
+                           "--variant", "fine",
                            "--variant", "nope", "--progress", str(tmp_path / "progress.json")],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 2
@@ -197,7 +214,8 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
     ctl = tmp_path / "ctl"
     assert records.unpack(archive, ctl, ["first", "second", "fine"]) == 6
     assert records.done_levels(ctl) == {("fine", "c1_r1")} and not (ctl / "fine" / "c8_r1").exists()
-    assert (ctl / "fine" / "c1_r1" / "perf.csv").read_text() == (node / "fine" / "c1_r1" / "perf.csv").read_text()
+    assert (ctl / "fine" / "c1_r1" / "perf.csv").read_text() == (
+        node / "fine" / "c1_r1" / "perf.csv").read_text()
     assert records.read(ctl / "host.json", records.HostRecord).baseline_restored
     assert order.index("fine/c1_r1/level.json") < order.index("fine/c1_r1/perf.csv")  # packed in folder order
 
@@ -230,7 +248,8 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
         shutil.copyfile(node / "plan.json", run / host / "plan.json")
         shutil.copyfile(archive, run / host / records.FETCHED)
     assert records.collect_run(run) == [("n1", 6), ("n2", 6)]
-    assert records.done_levels(run / "n2") == {("fine", "c1_r1")} and not (run / "n1" / records.FETCHED).exists()
+    assert records.done_levels(run / "n2") == {("fine", "c1_r1")} and not (
+        run / "n1" / records.FETCHED).exists()
     assert records.collect_run(run) == []  # nothing fetched since: nothing to do
 
 
@@ -245,9 +264,11 @@ def test_events_round_trip_and_summary_for_the_role() -> None:
     out = "\n".join([
         _event(kind="waiting", text="waiting for an earlier runner"),
         _event(variant="a", level="c1_r1", seq=1, total=2, status="ok", text="n1 a c1_r1 1/2: ok; ETA x"),
-        _event(kind="variant", variant="bad", status="refused", error="HTTP 400", text="n1 bad: refused: HTTP 400"),
+        _event(kind="variant", variant="bad", status="refused", error="HTTP 400",
+               text="n1 bad: refused: HTTP 400"),
         "a stray line (kept, not guessed at)",
-        _event(variant="a", level="c8_r1", seq=2, total=2, status="failed", error="killed", text="n1 a c8_r1 2/2"),
+        _event(variant="a", level="c8_r1", seq=2, total=2, status="failed", error="killed",
+               text="n1 a c8_r1 2/2"),
         _event(kind="variant", variant="a", status="measured", measured=2, text="n1 a: 2 level(s) measured"),
         _event(kind="end", status="ok", measured=2, host_record=True, restored=True, text="n1: 2 level(s)"),
     ])
@@ -300,19 +321,20 @@ def test_follow_says_when_the_runner_is_gone(tmp_path: Path) -> None:
 
     log = tmp_path / "call.log"
     log.write_text(_event(seq=1, total=3, text="first") + "\n" + '{"kind": "le')  # a half-written line
-    (tmp_path / "call.err").write_text("Traceback (most recent call last):\nOSError: [Errno 28] No space left\n")
+    (tmp_path / "call.err").write_text(
+        "Traceback (most recent call last):\nOSError: [Errno 28] No space left\n")
     with open(tmp_path / ".runner.lock", "w") as lock:  # a runner holds the lock: it is alive
         fcntl.flock(lock, fcntl.LOCK_EX)
         assert runner.runner_alive(tmp_path / ".runner.lock")
         assert runner.follow(log, 2, 0.5) == 1  # nothing within the time: one line, exit 1
     # no runner holds it, no end event: gone (after 5 s of silence), with what it said on stderr
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--follow", str(log), "--seq", "2",
-                           "--stderr", str(tmp_path / "call.err"), "--timeout", "60"],
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--follow", str(log),
+                           "--seq", "2", "--stderr", str(tmp_path / "call.err"), "--timeout", "60"],
                           capture_output=True, text=True, check=False, timeout=90)
     assert proc.returncode == 1 and time.time() - started < 30
-    assert proc.stderr == (f"{log}: the runner is gone without its end event; it said: OSError: [Errno 28] No "
-                           f"space left: see its log and {tmp_path / 'call.err'}\n")
+    assert proc.stderr == (f"{log}: the runner is gone without its end event; it said: OSError: [Errno 28] "
+                           f"No space left: see its log and {tmp_path / 'call.err'}\n")
 
 
 def test_a_plan_without_endpoints_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -79,12 +79,15 @@ def test_both_kinds_load(tmp_path: Path) -> None:
      "spec.yml: smallest_effect: is 5.0: use a share between 0 and 1, e.g. 0.05 for 5 %"),
     ({"smallest_effect": "5 %"}, "spec.yml: smallest_effect: is '5 %': use a number"),
     ({"name": "../escape"}, "spec.yml: name: '../escape' is not a plain name"),
-    ({"model": "{{ lookup('pipe', 'id') }}"}, "spec.yml: model: \"{{ lookup('pipe', 'id') }}\" holds a Jinja"),
-    ({"variants": [{"name": "a"}, {"name": "a"}]}, "spec.yml: variants[1].name: 'a' is a duplicate variant name"),
+    ({"model": "{{ lookup('pipe', 'id') }}"},
+     "spec.yml: model: \"{{ lookup('pipe', 'id') }}\" holds a Jinja"),
+    ({"variants": [{"name": "a"}, {"name": "a"}]},
+     "spec.yml: variants[1].name: 'a' is a duplicate variant name"),
     ({"variants": []}, "spec.yml: variants: no variants"),
     ({"load": {"levels": [1, -8]}}, "spec.yml: load.levels: level -8 is not a positive number"),
     ({"load": {"levels": [1.5, 8]}}, "spec.yml: load.levels: concurrency levels are whole numbers"),
-    ({"objectives": [{"at_load": 4}]}, "spec.yml: objectives[0].at_load: 4 is not a load level of any variant"),
+    ({"objectives": [{"at_load": 4}]},
+     "spec.yml: objectives[0].at_load: 4 is not a load level of any variant"),
     ({"objectives": [{"metric": "speed"}]}, "spec.yml: objectives[0].metric: is 'speed': use 'throughput'"),
     ({"base_config_text": None, "base_config": "../../../etc/passwd"},
      "spec.yml: base_config: '../../../etc/passwd' points outside the spec's folder"),
@@ -110,7 +113,8 @@ def test_bad_triton_specs_refused_in_one_line(tmp_path: Path, change: dict[str, 
     ({"smallest_effect": 0}, "f.yml: smallest_effect: is 0.0: use a share between 0 and 1"),
     ({"model": "food_classifier"}, "f.yml: model: unknown key ("),
 ])
-def test_bad_fastapi_specs_refused_in_one_line(tmp_path: Path, change: dict[str, object], expect: str) -> None:
+def test_bad_fastapi_specs_refused_in_one_line(tmp_path: Path, change: dict[str, object],
+                                               expect: str) -> None:
     lines = _refused(_write(tmp_path, {**FASTAPI, **change}, "f.yml"))
     assert len(lines) == 1 and expect in lines[0], lines
 
@@ -128,7 +132,8 @@ def test_file_level_limits(tmp_path: Path) -> None:
     latin = tmp_path / "latin.yml"
     latin.write_bytes(b"name: t\ndescription: caf\xe9\n")
     (line,) = _refused(latin)
-    assert line.startswith(f"{latin}:2: (file): not UTF-8 text (byte 0xe9") and "save the file as UTF-8" in line
+    assert line.startswith(
+        f"{latin}:2: (file): not UTF-8 text (byte 0xe9") and "save the file as UTF-8" in line
     twice = _write(tmp_path, "name: a\nname: b\n", "twice.yml")
     (line,) = _refused(twice)
     assert line == f"{twice}:2:1: name: key given twice: keep one"
@@ -147,7 +152,8 @@ def test_null_settings_mean_the_default(tmp_path: Path) -> None:
     from serve_system.experiment import plan as exp
 
     data = {**TRITON, "perf": {"batch_size": 1, "protocol": "grpc"},
-            "variants": [{"name": "a", "perf": {"batch_size": None, "protocol": None}, "load": {"mode": None}}]}
+            "variants": [
+                {"name": "a", "perf": {"batch_size": None, "protocol": None}, "load": {"mode": None}}]}
     s = load_spec(_write(tmp_path, data))
     assert isinstance(s, TritonSpec)
     assert s.merged_perf(s.all_variants[0]) == {} and s.merged_load(s.all_variants[0]) == {"levels": [1, 8]}
@@ -198,6 +204,6 @@ def test_report_reads_objectives_through_the_model(tmp_path: Path) -> None:
                                   "constraints": {"throughput": {"min": 10.0}}}
     with pytest.raises(SpecError) as exc:
         read_objectives([{"metric": "throughput"}, {"metric": "speed"}], manifest)
-    assert exc.value.lines == [(f"{manifest}: objectives[1].metric: is 'speed': use 'throughput', 'latency_avg_us', "
-                               "'p50_us', 'p90_us', 'p95_us', 'p99_us', 'queue_us', 'compute_infer_us', "
-                               "'avg_batch_size' or 'gpu_util'")]
+    assert exc.value.lines == [(f"{manifest}: objectives[1].metric: is 'speed': use 'throughput', "
+                               "'latency_avg_us', 'p50_us', 'p90_us', 'p95_us', 'p99_us', 'queue_us', "
+                               "'compute_infer_us', 'avg_batch_size' or 'gpu_util'")]

@@ -90,5 +90,6 @@ def test_metrics_with_and_without_gpu(tmp_path: Path) -> None:
 
 def test_metrics_torn_scrape_keeps_the_samples_before_the_tear() -> None:
     torn = CPU_ONLY + 'nv_cpu_memory_used_bytes{le="0.5" 12'
-    assert stats.utilisation(torn)["cpu"] == {"nv_cpu_utilization": 1.0, "nv_cpu_memory_total_bytes": 25276502016.0}
+    assert stats.utilisation(torn)["cpu"] == {"nv_cpu_utilization": 1.0,
+                                              "nv_cpu_memory_total_bytes": 25276502016.0}
     assert stats.parse_metrics("not prometheus text at all {") == []

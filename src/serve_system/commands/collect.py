@@ -17,7 +17,8 @@ from ..experiment import records
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("collect", help="put hosts' fetched records archives into the results (used by the playbooks)")
+    p = sub.add_parser("collect",
+                       help="put hosts' fetched records archives into the results (used by the playbooks)")
     p.add_argument("archive", type=Path, metavar="ARCHIVE", nargs="?",
                    help=f"one archive the runner packed ({records.ARCHIVE}), with --host-dir")
     p.add_argument("--host-dir", type=Path, help="results/<experiment>/<run-id>/<host> (holds plan.json)")

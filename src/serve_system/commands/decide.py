@@ -12,7 +12,8 @@ from ..results import adaptive
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("decide", help="repetitions: auto: the next runner call of a host, or why none (used by "
+    p = sub.add_parser("decide",
+                       help="repetitions: auto: the next runner call of a host, or why none (used by "
                                       "the playbooks)")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--host", required=True, help="the host (its folder under RUN_DIR)")

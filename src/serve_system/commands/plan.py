@@ -40,9 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", default="", help="with --results-dir: the run id")
     p.add_argument("--host", action="append", default=[], metavar="NAME=GPUS",
                    help="a host and its GPU count (repeat per host)")
-    p.add_argument("--url", default=exp.TRITON_HTTP, help="Triton's HTTP endpoint as the client container sees it")
+    p.add_argument("--url", default=exp.TRITON_HTTP,
+                   help="Triton's HTTP endpoint as the client container sees it")
     p.add_argument("--grpc-url", default=exp.TRITON_GRPC,
-                   help="Triton's gRPC endpoint as the client container sees it (specs with perf.protocol: grpc)")
+                   help="Triton's gRPC endpoint as the client container sees it (specs with perf.protocol: "
+                        "grpc)")
     p.add_argument("--node-work-dir", default=exp.NODE_WORK_DIR,
                    help="this run's folder as the client container sees it (inputs, CSV exports)")
     p.add_argument("--node-work-root", default="",
@@ -51,15 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-dir", action="append", default=[], metavar="NAME=DIR",
                    help="a host's own base configs (DIR/<model>/config.pbtxt, as its Triton serves them); "
                         "default: the spec's base_config")
-    p.add_argument("--no-manifest", action="store_true", help="leave RUN_DIR/manifest.json and spec.yml alone")
+    p.add_argument("--no-manifest", action="store_true",
+                   help="leave RUN_DIR/manifest.json and spec.yml alone")
     p.add_argument("--fresh", action="store_true", help="forget earlier results of these hosts in RUN_DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the plan")
     p.add_argument("--role", action="store_true",
-                   help="print what the experiment role needs (names, models, runner calls) instead of the plan")
+                   help="print what the experiment role needs (names, models, runner calls) instead of the "
+                        "plan")
     p.add_argument("--only", action="append", default=[], metavar="VARIANT",
                    help="with --role: the runner calls measure only these variants (repeat, or a comma list)")
     p.add_argument("--perf-timeout", type=float, default=900.0,
-                   help="with --role: the runner's time cap of one perf_analyzer run (s), for the time bounds")
+                   help="with --role: the runner's time cap of one perf_analyzer run (s), for the time "
+                        "bounds")
     p.add_argument("--ready-timeout", type=float, default=180.0,
                    help="with --role: the runner's wait for READY (s), for the time bounds")
     p.add_argument("--fastapi-url", default=exp.FASTAPI_URL,
@@ -68,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="image file sent in every FastAPI request (default: the client's synthetic JPEG)")
     p.add_argument("--lease-end", default="", help="the node's lease end (ISO 8601 UTC): refuse a plan "
                    "that cannot finish before it")
-    p.add_argument("--ignore-lease-end", action="store_true", help="start even if the plan outlasts the lease")
+    p.add_argument("--ignore-lease-end", action="store_true",
+                   help="start even if the plan outlasts the lease")
     p.set_defaults(func=_run)
 
 
@@ -94,12 +100,14 @@ def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
     for b in values:
         name, _, d = b.partition("=")
         if not name or not d:
-            raise SpecError([f"--base-dir {b!r}: give NAME=DIR, e.g. --base-dir node-1=results/x/r1/node-1/.node_base"])
+            raise SpecError(
+                [f"--base-dir {b!r}: give NAME=DIR, e.g. --base-dir node-1=results/x/r1/node-1/.node_base"])
         if name not in names:
             raise SpecError([(f"--base-dir {b!r}: {name!r} is not one of the --host names "
                              f"({', '.join(sorted(names))}): name a host given with --host")])
         if not Path(d).is_dir():
-            raise SpecError([f"--base-dir {b!r}: {d!r} is not a folder: give the folder holding <model>/config.pbtxt"])
+            raise SpecError(
+                [f"--base-dir {b!r}: {d!r} is not a folder: give the folder holding <model>/config.pbtxt"])
         out[name] = Path(d).resolve()
     return out
 

@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partial", action="store_true",
                    help="report an interrupted run anyway (report.md lists what is missing)")
     p.add_argument("--collect", action="store_true",
-                   help="first put the hosts' fetched records into the run (as serve-system collect --run-dir)")
+                   help="first put the hosts' fetched records into the run (as serve-system collect "
+                        "--run-dir)")
     p.set_defaults(func=_run)
 
 

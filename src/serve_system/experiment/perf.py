@@ -186,9 +186,11 @@ def is_unstable(text: str) -> bool:
 
 _F = r"([\d.]+(?:e[+-]?\d+)?)"
 SUMMARY = re.compile(
-    rf"^\s*(?P<what>Concurrency|Request Rate):\s*{_F},\s*throughput:\s*{_F}\s*infer/sec,\s*latency\s*{_F}\s*usec",
+    rf"^\s*(?P<what>Concurrency|Request Rate):\s*{_F},"
+    rf"\s*throughput:\s*{_F}\s*infer/sec,\s*latency\s*{_F}\s*usec",
     re.IGNORECASE)
-SUMMARY_HEADER = re.compile(r"Inferences/Second vs\. Client (?P<stat>Average|p\d+) Batch Latency", re.IGNORECASE)
+SUMMARY_HEADER = re.compile(r"Inferences/Second vs\. Client (?P<stat>Average|p\d+) Batch Latency",
+                            re.IGNORECASE)
 BLOCK = re.compile(rf"^\s*(?:Request concurrency|Request Rate):\s*{_F}(?!\s*,)", re.IGNORECASE)
 BLOCK_KIND = re.compile(r"^\s*(Request concurrency|Request Rate)", re.IGNORECASE)
 BATCH = re.compile(r"^\s*Batch size:\s*(\d+)", re.IGNORECASE)
@@ -196,7 +198,8 @@ CLIENT_THROUGHPUT = re.compile(rf"^\s*Throughput:\s*{_F}\s*infer/sec", re.IGNORE
 AVG_LATENCY = re.compile(rf"^\s*Avg latency:\s*{_F}\s*usec", re.IGNORECASE)
 PCT = re.compile(rf"^\s*p(\d+) latency:\s*{_F}\s*usec", re.IGNORECASE)
 SERVER = re.compile(rf"Avg request latency:\s*{_F}\s*usec\s*\((?P<parts>[^)]*)\)", re.IGNORECASE)
-PART = re.compile(rf"(overhead|queue|compute input|compute infer|compute output)\s+{_F}\s*usec", re.IGNORECASE)
+PART = re.compile(rf"(overhead|queue|compute input|compute infer|compute output)\s+{_F}\s*usec",
+                  re.IGNORECASE)
 PART_KEYS = {"overhead": "overhead_us", "queue": "queue_us", "compute input": "compute_input_us",
              "compute infer": "compute_infer_us", "compute output": "compute_output_us"}
 
@@ -250,7 +253,8 @@ def parse_stdout(text: str) -> list[Level]:
             levels[lvl.key].merge(lvl)
         else:
             levels[lvl.key] = lvl
-    if len(levels) == 1 and any(v is not None for v in asdict(orphan).values() if not isinstance(v, (str, dict))):
+    if len(levels) == 1 and any(v is not None for v in asdict(orphan).values()
+                                if not isinstance(v, (str, dict))):
         only = next(iter(levels.values()))
         orphan.mode, orphan.load = only.mode, only.load
         only.merge(orphan)
@@ -314,14 +318,17 @@ def check_csv_header(columns: list[str]) -> None:
     """Refuse a header that is not perf_analyzer's: no load column, no throughput, or unknown columns."""
     cols = [c.strip() for c in columns]
     if not any(c in CSV_LOAD_COLUMNS for c in cols):
-        raise CsvFormatError("header: no 'Concurrency' or 'Request Rate' column: give perf_analyzer's -f export")
+        raise CsvFormatError(
+            "header: no 'Concurrency' or 'Request Rate' column: give perf_analyzer's -f export")
     if "Inferences/Second" not in cols:
-        raise CsvFormatError("header: no 'Inferences/Second' column: give perf_analyzer's -f export unchanged")
-    unknown = [c for c in cols if c not in CSV_COLUMNS and c not in CSV_OTHER_COLUMNS and c not in CSV_LOAD_COLUMNS
+        raise CsvFormatError(
+            "header: no 'Inferences/Second' column: give perf_analyzer's -f export unchanged")
+    unknown = [c for c in cols if c not in CSV_COLUMNS and c not in CSV_OTHER_COLUMNS
+               and c not in CSV_LOAD_COLUMNS
                and not _PCT_COLUMN.match(c)]
     if unknown:
-        raise CsvFormatError(f"header: unknown column(s) {', '.join(map(repr, unknown))}: not a perf_analyzer -f "
-                             "export column (was the file edited?)")
+        raise CsvFormatError(f"header: unknown column(s) {', '.join(map(repr, unknown))}: not a "
+                             "perf_analyzer -f export column (was the file edited?)")
     dupes = sorted({c for c in cols if cols.count(c) > 1})
     if dupes:
         raise CsvFormatError(f"header: column(s) {', '.join(map(repr, dupes))} appear twice")
@@ -387,7 +394,8 @@ def _check_csv_row(row: dict[str | Any, str | Any], rownum: int) -> None:
         return
     for col, value in row.items():
         if value is None:
-            raise CsvFormatError(f"row {rownum}: fewer cells than the header has columns (no {col.strip()!r})")
+            raise CsvFormatError(
+                f"row {rownum}: fewer cells than the header has columns (no {col.strip()!r})")
         if value.strip() == "" and col.strip() in CSV_LOAD_COLUMNS:
             return  # a --verbose-csv trailing block: no load
     for col, value in row.items():
@@ -396,8 +404,8 @@ def _check_csv_row(row: dict[str | Any, str | Any], rownum: int) -> None:
         except ValueError:
             raise CsvFormatError(f"row {rownum}, column {col.strip()!r}: {value!r} is not a number") from None
         if num < 0 or math.isnan(num):
-            raise CsvFormatError(f"row {rownum}, column {col.strip()!r}: {value!r} is not a count, rate or time "
-                                 "(must be >= 0)")
+            raise CsvFormatError(f"row {rownum}, column {col.strip()!r}: {value!r} is not a count, rate or "
+                                 "time (must be >= 0)")
 
 
 def parse_any(text: str, batch_size: int | None = None, strict: bool = False) -> list[Level]:

@@ -54,7 +54,8 @@ NODE_WORK_DIR = "/work"
 
 # ------------------------------------------------------------------------------------ planning
 
-def base_config(spec: TritonSpec, variant: Variant | None = None, repository: Path | None = None) -> tc.ModelConfig:
+def base_config(spec: TritonSpec, variant: Variant | None = None,
+                repository: Path | None = None) -> tc.ModelConfig:
     """The base ModelConfig for a variant (its own base, else the spec's; no variant: the spec's)."""
     if variant is None:
         variant = Variant(name="baseline")
@@ -93,7 +94,8 @@ def plan(
     """Render and check every variant for a host with ``host_gpus`` GPUs; raise :class:`SpecError`.
 
     ``url`` is Triton's HTTP endpoint and ``grpc_url`` its gRPC one, as perf_analyzer reaches them
-    (each variant's ``perf.protocol`` picks one); ``node_work_dir`` is where perf_analyzer (in the client container) reads inputs and writes CSV;
+    (each variant's ``perf.protocol`` picks one); ``node_work_dir`` is where perf_analyzer (in the client
+    container) reads inputs and writes CSV;
     ``done`` holds (variant, level id) pairs already measured (resume), marked ``done``.
     """
     errs: list[str] = []
@@ -118,7 +120,8 @@ def plan(
         notes: list[str] = []
         stand_in = None
         params = cfg.parameters
-        if "serve_system_weights" in params and params["serve_system_weights"].string_value.startswith("stand-in"):
+        if "serve_system_weights" in params and (
+                params["serve_system_weights"].string_value.startswith("stand-in")):
             stand_in = params["serve_system_weights"].string_value
         if "serve_system_served_by" in params:
             notes.append(f"served by: {params['serve_system_served_by'].string_value}")
@@ -130,22 +133,23 @@ def plan(
                 cfg, adapted = tc.adapt_to_host(cfg, host_gpus)
                 notes += adapted
             else:
-                errs.append(f"{where}: {vname}: instance_group: uses {tc.gpus_needed(cfg)} GPU(s), the host has "
-                            f"{host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
+                errs.append(f"{where}: {vname}: instance_group: uses {tc.gpus_needed(cfg)} GPU(s), the host "
+                            f"has {host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
                 continue
         for prob in tc.check(cfg, host_gpus):
             errs.append(f"{where}: {vname}: config.{prob.field}: {prob.message}")
         perf = spec.merged_perf(v)
         load = spec.merged_load(v)
         for prob in tc.check_shapes(cfg, perf.get("shapes") or {}):
-            errs.append(f"{where}: {_perf_field(v, 'shapes')}{prob.field.removeprefix('shapes')}: {prob.message}")
+            errs.append(
+                f"{where}: {_perf_field(v, 'shapes')}{prob.field.removeprefix('shapes')}: {prob.message}")
         batch = int(perf.get("batch_size", 1))
         if cfg.max_batch_size == 0 and batch > 1:
             errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > 1 but the model does not batch "
                         "(max_batch_size 0): use batch_size 1")
         elif cfg.max_batch_size and batch > cfg.max_batch_size:
-            errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > max_batch_size {cfg.max_batch_size}: "
-                        "use a smaller batch_size")
+            errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > max_batch_size "
+                        f"{cfg.max_batch_size}: use a smaller batch_size")
         input_data = None
         if perf.get("input_data") and perf["input_data"] not in ("random", "zero"):
             try:
@@ -154,8 +158,8 @@ def plan(
                 errs.append(f"{where}: {_perf_field(v, 'input_data')}: {exc}")
                 continue
             if not src.exists():
-                errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf['input_data']} not found: give an "
-                            "existing JSON file (relative to the spec's folder), 'random' or 'zero'")
+                errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf['input_data']} not found: give "
+                            "an existing JSON file (relative to the spec's folder), 'random' or 'zero'")
             input_data = str(src)
             perf["input_data"] = f"{node_work_dir}/{src.name}"
         if "distribution" in load:
@@ -169,7 +173,8 @@ def plan(
             for lv in levels:
                 lid = level_id(mode, lv, rep)
                 csv_path = f"{node_work_dir}/{vname}/{lid}/perf.csv"
-                argv = perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=perf, csv_path=csv_path)
+                argv = perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=perf,
+                                          csv_path=csv_path)
                 retries, p2 = [], perf
                 for _ in range(int(perf.get("retries", 1))):
                     p2 = perfmod.longer_window(p2)
@@ -227,8 +232,9 @@ def plan_fastapi(spec: FastapiSpec, *, url: str = FASTAPI_URL, node_work_dir: st
                          else ["--sequential", "0", "--concurrent", str(requests)])
                 argv = [*client, *phase, "--senders", str(senders), "--out", f"{ldir}/bench.json",
                         "--csv", f"{ldir}/bench.csv"]
-                lplans.append(LevelPlan(id=lid, mode=perfmod.CONCURRENCY, load=senders, repetition=rep, argv=argv,
-                                        retry_argv=[], done=(name, lid) in (done or set()), requests=requests))
+                lplans.append(LevelPlan(id=lid, mode=perfmod.CONCURRENCY, load=senders, repetition=rep,
+                                        argv=argv, retry_argv=[], done=(name, lid) in (done or set()),
+                                        requests=requests))
         warm = ([*client, "--sequential", str(warm_n), "--concurrent", "0",
                  "--out", f"{node_work_dir}/{name}/warmup.json"] if warm_n else [])
         out.append(VariantPlan(name=name, model=f"fastapi:{v.runtime}", version="1", config_pbtxt="",
@@ -408,7 +414,8 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
         hosts[host] = {"models": hplan["models"], "batches": batches,
                        # auto: the rounds the role may add, each asked of serve-system decide
                        "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}
-    return {"experiment": spec.name, "kind": kind, "run_dir": str(run), "run_subdir": f"{spec.name}/{run.name}",
+    return {"experiment": spec.name, "kind": kind, "run_dir": str(run),
+            "run_subdir": f"{spec.name}/{run.name}",
             "level_wait_s": int(level_wait), "token": time.strftime("%Y%m%dT%H%M%S", time.gmtime()),
             "hosts": hosts}
 
@@ -417,13 +424,15 @@ def check_run_dir(run: Path, experiment: str) -> Path:
     """The run folder, resolved; refused (nothing written) when it could land somewhere else."""
     shown = f"--run-dir {str(run)!r}"
     if ".." in run.parts:
-        raise SpecError([f"{shown}: '..' in the path: give the run folder itself (results/<experiment>/<run id>)"])
+        raise SpecError(
+            [f"{shown}: '..' in the path: give the run folder itself (results/<experiment>/<run id>)"])
     try:
         check_name(run.name, "run id")
     except ValueError as exc:
         raise SpecError([f"{shown}: {exc}"]) from None
     if run.is_symlink() or (run.exists() and not run.is_dir()):
-        raise SpecError([f"{shown}: exists and is not a folder: give a run folder (results/<experiment>/<run id>)"])
+        raise SpecError(
+            [f"{shown}: exists and is not a folder: give a run folder (results/<experiment>/<run id>)"])
     resolved = run.resolve()
     if resolved.parent.name != experiment:
         raise SpecError([(f"{shown}: its folder is {resolved.parent.name!r}, not the experiment's name "
@@ -433,13 +442,13 @@ def check_run_dir(run: Path, experiment: str) -> Path:
         try:
             doc = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SpecError([(f"{manifest}: (file): not readable JSON ({exc.__class__.__name__}): move it away "
-                             "or use another run id")]) from None
+            raise SpecError([(f"{manifest}: (file): not readable JSON ({exc.__class__.__name__}): move it "
+                             "away or use another run id")]) from None
         if not isinstance(doc, dict):
             raise SpecError([f"{manifest}: (file): not a JSON object: move it away or use another run id"])
         if doc.get("experiment") not in (None, experiment):
-            raise SpecError([(f"{shown}: holds a run of experiment {doc.get('experiment')!r}, not {experiment!r}: "
-                             "give this experiment's run folder")])
+            raise SpecError([(f"{shown}: holds a run of experiment {doc.get('experiment')!r}, not "
+                             f"{experiment!r}: give this experiment's run folder")])
     return resolved
 
 
@@ -460,7 +469,8 @@ def objectives_of(spec: TritonSpec | FastapiSpec) -> list[Objective]:
             Objective(name="min_p95", metric="p95_us", goal="min", at_load=top)]
 
 
-def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan], image: Path | None) -> None:
+def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan],
+                 image: Path | None) -> None:
     """What the role puts on the node in one task: the node bundle, a Python zip application of the
     runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
     pkg = Path(__file__).parent
@@ -484,8 +494,8 @@ def provenance(spec_path: Path) -> dict[str, object]:
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=10, check=True).stdout.strip() or "unknown"
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], check=False, capture_output=True,
-                                    text=True, timeout=10).stdout.strip())
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], check=False,
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         commit, dirty = "unknown", False
     return {"git_commit": commit, "git_dirty": dirty,

@@ -430,7 +430,8 @@ def unpack(archive: str | Path, host_dir: str | Path, variants: list[str]) -> in
                 if not (m.isfile() or m.isdir()) or any(x in ("", ".", "..") for x in parts) or not (
                         (parts == ["host.json"] and m.isfile()) or (parts[0] in known and len(parts) <= 3)):
                     raise RecordError(f"{where}: {m.name}: not a record of this host's plan (variants: "
-                                      f"{', '.join(variants) or 'none'}): make the archive with the runner's pack")
+                                      f"{', '.join(variants) or 'none'}): make the archive with "
+                                      "the runner's pack")
             members.sort(key=lambda m: (m.name.endswith("/level.json"), m.name))
             for m in members:
                 tar.extract(m, host_dir, filter="data")

@@ -129,7 +129,8 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
     out_path = cwd / ".attempt.out"
     with out_path.open("wb") as out:
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
         except OSError as exc:
             return rec.Attempt(argv=argv, rc=None, start=start, end=time.time(),
                                reason=f"could not start: {exc}"), ""
@@ -138,7 +139,8 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
             if rss is not None:
                 peak = max(peak, rss)
             if rss is not None and rss > memory_mb:
-                reason = f"killed by the runner: memory cap {memory_mb:.0f} MB reached (resident {rss:.0f} MB)"
+                reason = (f"killed by the runner: memory cap {memory_mb:.0f} MB reached "
+                          f"(resident {rss:.0f} MB)")
             elif time.time() - start > timeout_s:
                 reason = f"killed by the runner: time cap {timeout_s:.0f} s reached"
             if reason:
@@ -149,7 +151,8 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
     rc = proc.returncode
     if reason is None and rc is not None and rc < 0:
         name = signal.Signals(-rc).name
-        reason = f"perf_analyzer was killed by {name}" + (" (the kernel's OOM killer?)" if name == "SIGKILL" else "")
+        reason = (f"perf_analyzer was killed by {name}"
+                  + (" (the kernel's OOM killer?)" if name == "SIGKILL" else ""))
     text = out_path.read_text(encoding="utf-8", errors="replace")
     out_path.unlink()
     return rec.Attempt(argv=argv, rc=rc, start=start, end=time.time(), reason=reason,
@@ -215,14 +218,15 @@ class Runner:
     def not_measurable(self, name: str) -> bool:
         path = self.home / name / "variant.json"
         try:
-            return path.exists() and rec.read(path, rec.VariantRecord).status in (rec.REFUSED, rec.UNAVAILABLE)
+            return path.exists() and rec.read(path, rec.VariantRecord).status in (rec.REFUSED,
+                                                                                  rec.UNAVAILABLE)
         except rec.RecordError:
             return False
 
     def progress(self, variant: str, level: str, state: str) -> None:
         done, total = self.counts()
-        p = rec.Progress(experiment=self.plan.experiment, run_id=self.plan.run_id, variant=variant, level=level,
-                         levels_done=done, levels_total=total, state=state, updated=time.time())
+        p = rec.Progress(experiment=self.plan.experiment, run_id=self.plan.run_id, variant=variant,
+                         level=level, levels_done=done, levels_total=total, state=state, updated=time.time())
         try:
             rec.write(self.args.progress, p)
         except OSError as exc:
@@ -271,7 +275,8 @@ class Runner:
         # Triton's own reason (e.g. a config check) is in the repository index, not the load answer
         icode, index = self.triton.call("POST", "/v2/repository/index", {})
         if icode == 200 and isinstance(index, list):
-            reason = next((m.get("reason") for m in index if m.get("name") == v.model and m.get("reason")), None)
+            reason = next((m.get("reason") for m in index if m.get("name") == v.model and m.get("reason")),
+                          None)
             if reason and reason not in error:
                 error = f"{error} | {reason}"
         return False, f"HTTP {code}: {error}", took
@@ -300,7 +305,8 @@ class Runner:
         refused: set[str] = set()
         try:
             for rep, name in self.steps():
-                if name in chosen and name not in refused and (rep is None or not repetitions or rep in repetitions):
+                if name in chosen and name not in refused and (rep is None or not repetitions
+                                                               or rep in repetitions):
                     m, f = self.step(chosen[name], rep)
                     if m is None:
                         refused.add(name)
@@ -310,7 +316,8 @@ class Runner:
             for name, v in chosen.items():
                 if name in refused:
                     continue
-                earlier = sum(lv.done or rec.level_done(self.home / name / lv.id) for lv in v.levels) - measured[name]
+                earlier = sum(lv.done or rec.level_done(self.home / name / lv.id)
+                              for lv in v.levels) - measured[name]
                 self.say(rec.VARIANT, f"{self.plan.host} {name}: {measured[name]} level(s) measured"
                          + (f", {failed[name]} failed" if failed[name] else "")
                          + (f" ({earlier} already done)" if earlier else ""),
@@ -353,8 +360,8 @@ class Runner:
         if self.plan.kind == rec.FASTAPI:
             ok, vrec.error, vrec.health = self.fastapi_up(v)
             if (vrec.health or {}).get("standin"):  # the endpoint says it serves the generated stand-in
-                vrec.stand_in = ("the FastAPI endpoint served its generated stand-in model (/health: standin true): "
-                                 "random weights, predictions are meaningless")
+                vrec.stand_in = ("the FastAPI endpoint served its generated stand-in model (/health: standin "
+                                 "true): random weights, predictions are meaningless")
         else:
             t0 = vrec.load_started = time.time()
             ok, vrec.error, vrec.load_seconds = self.load(v)
@@ -478,11 +485,13 @@ class Runner:
         self.wait_ready(v.model, v.version, self.args.ready_timeout)
 
     def pack(self) -> None:
-        """One archive of the host's complete records (variants, levels, host.json), fetched in one transfer."""
+        """One archive of the host's complete records (variants, levels, host.json), fetched in one
+        transfer."""
         rec.pack(self.home, [v.name for v in self.plan.variants], self.home / rec.ARCHIVE)
 
     def explain(self, names: list[str], log: str) -> int:
-        """Add Triton's own reason to the records of refused loads, from its log (``docker logs -t``) on stdin.
+        """Add Triton's own reason to the records of refused loads, from its log (``docker logs -t``) on
+        stdin.
 
         A line counts when it names the variant's model, reads as an error, and (when the log has
         Docker's timestamps) was written while that variant's load was under way.
@@ -520,7 +529,8 @@ class Runner:
         statuses = []
         t0 = time.time()
         for model in self.plan.models:
-            self.triton.call("POST", f"/v2/repository/models/{model}/unload", {}, timeout=self.args.ready_timeout)
+            self.triton.call("POST", f"/v2/repository/models/{model}/unload", {},
+                             timeout=self.args.ready_timeout)
             code, _ = self.triton.call("POST", f"/v2/repository/models/{model}/load", {},
                                        timeout=self.args.ready_timeout)
             statuses.append(code)
@@ -623,7 +633,8 @@ def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> i
         elif now - quiet_since >= 5 and now - checked >= 5:
             checked = now
             if not runner_alive(log.parent / ".runner.lock") and log.read_text(encoding="utf-8") == text:
-                said = stderr.read_text(errors="replace").strip().splitlines() if stderr and stderr.is_file() else []
+                said = (stderr.read_text(errors="replace").strip().splitlines()
+                        if stderr and stderr.is_file() else [])
                 print(f"{log}: the runner is gone without its end event"
                       + (f"; it said: {said[-1]}" if said else "") + ": see its log and "
                       + (str(stderr) if stderr else "the node"), file=sys.stderr)
@@ -661,8 +672,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="wait for level --seq's event (or the end) in a running call's --log file; print it")
     ap.add_argument("--seq", type=int, default=1, help="with --follow: the level's number in the call")
     ap.add_argument("--stderr", type=Path, default=None,
-                    help="the runner's own errors go to this file (next to the plan); with --follow: quoted when "
-                         "the runner is gone")
+                    help="the runner's own errors go to this file (next to the plan); with --follow: quoted "
+                         "when the runner is gone")
     ap.add_argument("--timeout", type=float, default=3600.0, help="with --follow: how long to wait (s)")
     args = ap.parse_args(argv)
     if args.follow:

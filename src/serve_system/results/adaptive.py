@@ -59,7 +59,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     if not open_claims or not undecided:
         return {"decided": True, "batch": None,
                 "text": f"{host}: every claim is decided" if not open_claims else
-                        f"{host}: {', '.join(open_claims)} undecided, but no variant's repetition can decide it"}
+                        f"{host}: {', '.join(open_claims)} undecided, but no variant's repetition can decide "
+                        "it"}
     done = records.done_levels(run_dir / host)
     measured = {(v.name, lv.repetition) for v in hplan.variants for lv in v.levels if (v.name, lv.id) in done}
     minutes = sum(float(r["duration_s"]) for r in rows if r.get("duration_s") is not None) / 60
@@ -73,7 +74,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
         if not todo:
             continue
         by_name = {v.name: v for v in hplan.variants}
-        levels = [lv for n in todo for lv in by_name[n].levels if lv.repetition == r and (n, lv.id) not in done]
+        levels = [lv for n in todo for lv in by_name[n].levels if lv.repetition == r
+                  and (n, lv.id) not in done]
         picked = [f"--variant={n}" for n in todo]
         return {"decided": False,
                 "text": (f"{host}: {', '.join(open_claims)} undecided: repetition {r} of {', '.join(todo)} "

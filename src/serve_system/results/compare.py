@@ -61,19 +61,21 @@ def check_output(path: Path, option: str) -> None:
 
 
 def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict[str, Any]]:
-    """One row per (run, host, variant, mode, load), repetitions averaged; ordered by load, then input order."""
+    """One row per (run, host, variant, mode, load), repetitions averaged; ordered by load, then input
+    order."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     order: list[tuple[Any, ...]] = []
     for i, run in enumerate(run_dirs):
         for r in load_rows(run):
             key: tuple[Any, ...]
             if r.get("load") is None:  # a variant that never ran (refused / unavailable)
-                key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"), r.get("mode"), None)
+                key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"),
+                       r.get("mode"), None)
             elif loads and not any(abs(float(r["load"]) - x) < 1e-9 for x in loads):
                 continue
             else:
-                key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"), r.get("mode"),
-                       float(r["load"]))
+                key = (i, r.get("experiment"), r.get("run_id"), r.get("host"), r.get("variant"),
+                       r.get("mode"), float(r["load"]))
             if key not in groups:
                 groups[key] = []
                 order.append(key)
@@ -82,7 +84,8 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     for key in order:
         rs = groups[key]
         ok = [r for r in rs if r.get("status") == "ok"]
-        row: dict[str, Any] = dict(zip(("experiment", "run_id", "host", "variant", "mode"), key[1:6], strict=True))
+        row: dict[str, Any] = dict(
+            zip(("experiment", "run_id", "host", "variant", "mode"), key[1:6], strict=True))
         row["load"] = key[6]
         row["status"] = "ok" if ok else (rs[0].get("status") or "failed")
         row["repetitions"] = len(ok)
@@ -103,15 +106,15 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = [("| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | errors | "
-              "x first |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | "
+              "errors | x first |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ms = ms_cells(r)
         load = "-" if r["load"] is None else f"{r['mode'] or ''} {r['load']:g}".strip()
         status = r["status"] + (f": {r['note']}" if r["note"] else "")
-        lines.append(f"| {r['experiment']} ({r['run_id']}) | {r['host']} | {r['variant']} | {load} | {status} | "
-                     f"{cell(r['throughput'])} | {ms('p50_us')} | {ms('p95_us')} | {ms('p99_us')} | "
-                     f"{cell(r['errors'], 0)} | {cell(r['ratio'], 2)} |")
+        lines.append(f"| {r['experiment']} ({r['run_id']}) | {r['host']} | {r['variant']} | {load} | "
+                     f"{status} | {cell(r['throughput'])} | {ms('p50_us')} | {ms('p95_us')} | {ms('p99_us')} "
+                     f"| {cell(r['errors'], 0)} | {cell(r['ratio'], 2)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -104,7 +104,8 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
                 raise ServeSystemError(f"{where}.inference_stats: not an object")
             for phase, stat in stats.items():
                 if not isinstance(stat, dict):
-                    raise ServeSystemError(f"{where}.inference_stats.{phase}: not an object with count and ns")
+                    raise ServeSystemError(
+                        f"{where}.inference_stats.{phase}: not an object with count and ns")
                 for counter in ("count", "ns"):
                     _counter(stat, counter, f"{where}.inference_stats.{phase}")
         batches = model.get("batch_stats")
@@ -130,7 +131,8 @@ def _counter(obj: dict[str, Any], key: str, where: str) -> None:
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, (int, str)) or (
             isinstance(value, str) and not value.isdigit()) or (isinstance(value, int) and value < 0):
-        raise ServeSystemError(f"{where}.{key}: {json.dumps(value)[:30]} is not a counter (a whole number >= 0)")
+        raise ServeSystemError(
+            f"{where}.{key}: {json.dumps(value)[:30]} is not a counter (a whole number >= 0)")
 
 
 def _by_model(snapshot: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -208,8 +210,8 @@ def delta_files(before: str | Path, after: str | Path) -> list[ModelDelta]:
     for i, (name, version) in enumerate(_by_model(new)):
         if (name, version) not in prev:
             raise ServeSystemError(
-                f"{after}: model_stats[{i}]: model {name!r} version {version!r} is not in {before}: take both "
-                "snapshots of the same models (GET /v2/models/NAME/stats before and after the run)")
+                f"{after}: model_stats[{i}]: model {name!r} version {version!r} is not in {before}: take "
+                "both snapshots of the same models (GET /v2/models/NAME/stats before and after the run)")
     if not _by_model(new):
         raise ServeSystemError(f"{after}: model_stats is empty: no model to compare (was the model loaded?)")
     return delta(old, new)

@@ -97,7 +97,8 @@ def _message(err: dict[str, Any], cls: Any) -> str:
         return f"is {shown}: use {expected}"
     if typ in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         ctx = err.get("ctx", {})
-        sign = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[typ]
+        sign = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=",
+                "less_than": "<"}[typ]
         bound = next(iter(ctx.values()), "")
         return f"is {shown}: use a number {sign} {bound}"
     if typ in ("int_type", "int_parsing", "int_from_float"):
@@ -123,7 +124,8 @@ def format_errors(exc: ValidationError, cls: Any, where: str) -> list[str]:
     lines = []
     seen: set[str] = set()
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        loc = tuple(p for p in err["loc"]
+                    if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
         line = f"{where}: {format_loc(loc)}: {_message({**err, 'loc': loc}, cls)}"
         if line not in seen:
             seen.add(line)

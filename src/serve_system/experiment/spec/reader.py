@@ -98,7 +98,8 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
         _check_depth(text, where)
         node = loader.get_single_node()
         if node is None:
-            raise SpecError([f"{where}: (file): empty: a spec is a mapping (name, model, load, variants, ...)"])
+            raise SpecError(
+                [f"{where}: (file): empty: a spec is a mapping (name, model, load, variants, ...)"])
         _check_nodes(node, where)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
@@ -119,7 +120,8 @@ def _check_depth(text: str, where: str) -> None:
             if depth > MAX_DEPTH:
                 m = event.start_mark
                 at = f":{m.line + 1}:{m.column + 1}" if m is not None else ""
-                raise SpecError([f"{where}{at}: (file): nested deeper than {MAX_DEPTH} levels: flatten the spec"])
+                raise SpecError(
+                    [f"{where}{at}: (file): nested deeper than {MAX_DEPTH} levels: flatten the spec"])
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
 
@@ -182,8 +184,8 @@ def spec_from_data(raw: Any, p: Path) -> AnySpec:
     """Check parsed spec data (see :func:`load_spec`)."""
     where = str(p)
     if not isinstance(raw, dict):
-        raise SpecError([(f"{where}: (spec): is {type(raw).__name__}: a spec is a mapping (name, model, load, "
-                         "variants, ...)")])
+        raise SpecError([(f"{where}: (spec): is {type(raw).__name__}: a spec is a mapping (name, model, "
+                         "load, variants, ...)")])
     jinja = [f"{where}: {format_loc(loc)}: {s!r} holds a Jinja expression ({{{{ or {{%), which Ansible would "
              "evaluate: remove it" for loc, s in _walk_strings(raw) if JINJA_RE.search(s)]
     if jinja:
@@ -250,7 +252,8 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
     swept = [v.name for v in variants[len(spec.variants):]]
     for n in swept:
         if n in names:
-            errs.append(f"{where}: sweep.name: generates {n!r}, already a variant's name: make the names differ")
+            errs.append(
+                f"{where}: sweep.name: generates {n!r}, already a variant's name: make the names differ")
         names.append(n)
     # paths stay inside the spec's folder and its repository
     paths = [("base_config", spec.base_config), ("perf.input_data", spec.perf.input_data)]
@@ -279,8 +282,8 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
             errs.append(f"{where}: {fld}.levels: {msg}")
             continue
         if merged.distribution is not None and merged.mode != REQUEST_RATE:
-            errs.append(f"{where}: {fld if v.load and v.load.distribution else 'load'}.distribution: only for "
-                        "mode request_rate: remove it or set mode: request_rate")
+            errs.append(f"{where}: {fld if v.load and v.load.distribution else 'load'}.distribution: only "
+                        "for mode request_rate: remove it or set mode: request_rate")
         if merged.mode == CONCURRENCY and any(not x.is_integer() for x in lv):
             errs.append(f"{where}: {fld if v.load and v.load.levels is not None else 'load'}.levels: "
                         "concurrency levels are whole numbers >= 1")
@@ -295,8 +298,8 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
         fld = f"objectives[{i}]" if spec.objectives else "objective"
         if o.at_load is not None and levels and o.at_load not in levels:
             shown = ", ".join(f"{x:g}" for x in sorted(levels))
-            errs.append(f"{where}: {fld}.at_load: {o.at_load:g} is not a load level of any variant: use one of "
-                        f"{shown}")
+            errs.append(f"{where}: {fld}.at_load: {o.at_load:g} is not a load level of any variant: use one "
+                        f"of {shown}")
     # dedupe (a shared error repeated per variant reads once)
     uniq = list(dict.fromkeys(errs))
     errs[:] = uniq
@@ -316,5 +319,6 @@ def read_objectives(records: Any, where: Path | str) -> list[Objective]:
             out.append(Objective.model_validate(rec))
         except ValidationError as exc:
             lines = format_errors(exc, Objective, str(where))
-            raise SpecError([ln.replace(f"{where}: ", f"{where}: objectives[{i}].", 1) for ln in lines]) from None
+            raise SpecError(
+                [ln.replace(f"{where}: ", f"{where}: objectives[{i}].", 1) for ln in lines]) from None
     return out

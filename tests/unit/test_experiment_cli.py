@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import shutil
 import subprocess
@@ -210,7 +212,7 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"node-1", "node-2"} and out["node-1"]["models"] == ["food_classifier"]
     v1 = {v["name"]: v for v in out["node-1"]["variants"]}
-    assert _todo(v1["dynbatch"]) == 3 and "KIND_CPU" in (
+    assert _todo(v1["dynbatch"]) == 15 and "KIND_CPU" in (
         run / "node-1" / "dynbatch" / "config.pbtxt").read_text()
     assert "KIND_GPU" in (run / "node-2" / "dynbatch" / "config.pbtxt").read_text()
     assert v1["baseline"]["input_data"].endswith("experiments/files/food_input.json")
@@ -241,10 +243,10 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     assert records.done_levels(run / "node-1") == {("baseline", "c1_r1")}
     assert main(args + ["--quiet"]) == 0
     plan = json.loads((run / "node-1" / "plan.json").read_text())
-    assert [_todo(v) for v in plan["variants"]] == [2, 3]
+    assert [_todo(v) for v in plan["variants"]] == [14, 15]
     assert main(args + ["--quiet", "--fresh"]) == 0
     plan = json.loads((run / "node-1" / "plan.json").read_text())
-    assert [_todo(v) for v in plan["variants"]] == [3, 3] and not lvl.exists()
+    assert [_todo(v) for v in plan["variants"]] == [15, 15] and not lvl.exists()
 
 
 def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -266,12 +268,15 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
         "run_subdir": "dynbatch/r2", "level_wait_s": 40}
     host = view["hosts"]["node-1"]
     assert host["models"] == ["food_classifier"]
-    # a Triton plan is one runner call: every variant, then the baseline restored
+    # repetitions auto: one runner call for every variant's first 3 repetitions; up to 2 more calls,
+    # each asked of serve-system decide; the baseline is restored by the role's last call
     assert host["batches"] == [{
         "variants": ["baseline", "dynbatch"],
-        "args": ["--variant=baseline", "--variant=dynbatch", "--restore"],
+        "args": ["--variant=baseline", "--variant=dynbatch", "--repetition=1", "--repetition=2",
+                 "--repetition=3"],
         "explain_args": ["--triton-log", "--variant=baseline", "--variant=dynbatch"], "runtime": None,
-        "todo": 6}]
+        "todo": 18}]
+    assert host["more_rounds"] == 2
     plan = records.read(run / "node-1" / "plan.json", records.HostPlan)
     assert plan.endpoints == {"triton": "http://triton_server:8000",
                               "metrics": "http://triton_server:8002/metrics",
@@ -280,7 +285,16 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     # -e variants=dynbatch (a comma list or repeated): the calls measure only those
     assert main([*args, "--only", "dynbatch"]) == 0
     only = json.loads(capsys.readouterr().out)["hosts"]["node-1"]["batches"]
-    assert [b["args"] for b in only] == [["--variant=dynbatch", "--restore"]]
+    assert [b["args"][0] for b in only] == ["--variant=dynbatch"] and len(only[0]["args"]) == 4
+    # a fixed count of repetitions: one runner call for everything, then the baseline restored
+    doc = yaml.safe_load(spec.read_text())
+    doc["repetitions"] = 2
+    del doc["budget"]
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert main([*args, "--fresh"]) == 0
+    fixed = json.loads(capsys.readouterr().out)["hosts"]["node-1"]
+    assert fixed["more_rounds"] == 0 and [b["args"] for b in fixed["batches"]] == [
+        ["--variant=baseline", "--variant=dynbatch", "--restore"]] and fixed["batches"][0]["todo"] == 12
     # an unknown name: one line before anything is written
     shutil.rmtree(results)
     assert main([*args, "--only", "dynbatch,nope"]) == 1
@@ -301,6 +315,7 @@ def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path,
     spec = repo / "experiments" / "specs" / "dynbatch.yml"
     doc = yaml.safe_load(spec.read_text())
     doc["repetitions"] = 4
+    doc.pop("budget", None)
     spec.write_text(yaml.safe_dump(doc, sort_keys=False))
     results = tmp_path / "results"
 
@@ -311,15 +326,18 @@ def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path,
         return hp.rounds, hp.seed
 
     first, seed = rounds("a")
-    # every round holds every variant once: repetition r of each, then r + 1
+    # every round holds every variant once: repetition r of each, then r + 1; none starts with the
+    # variant the previous ended with (each repetition a fresh load)
     assert len(first) == 4 and all(sorted(r) == ["baseline", "dynbatch"] for r in first)
+    assert all(a[-1] != b[0] for a, b in itertools.pairwise(first))
     assert seed == plan.run_seed("dynbatch", "a", "node-1")
     # the order is the run's: the same run id plans the same order (resume), another run id its own
     assert rounds("a") == (first, seed)
     orders = {tuple(map(tuple, rounds(f"r{i}")[0])) for i in range(8)}
     assert len(orders) > 1 and any(r[0] == "dynbatch" for o in orders for r in o)
     # one repetition: the plan's own order (the baseline first)
-    hp = [v for v in plan.plan(load_spec(ROOT / "experiments" / "specs" / "dynbatch.yml"), 0)]
+    hp = [dataclasses.replace(v, levels=[lv for lv in v.levels if lv.repetition == 1])
+          for v in plan.plan(load_spec(ROOT / "experiments" / "specs" / "dynbatch.yml"), 0)]
     assert plan.interleave(hp, 123) == [["baseline", "dynbatch"]]
 
 

@@ -21,53 +21,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import yaml
-
-HERE = Path(__file__).resolve().parents[1]
+from playbook_run import HERE, dynbatch_copy, run_playbook, write
 
 
 def plain_spec(dest: Path, interval_ms: int) -> Path:
-    """The shipped dynbatch spec as it ran before: one repetition, no budget, ``interval_ms`` windows."""
-    spec = yaml.safe_load((HERE / "experiments" / "specs" / "dynbatch.yml").read_text())
+    """The shipped dynbatch spec as it ran before: one repetition, no budget, ``interval_ms`` windows,
+    perf_analyzer's own stability rule."""
+    spec, path = dynbatch_copy(dest, measurement_interval_ms=interval_ms)
     spec["repetitions"] = 1
     spec.pop("budget", None)
-    spec["perf"].update(input_data="food_input.json", measurement_interval_ms=interval_ms)
-    for key in ("stability_percentage", "max_trials"):  # perf_analyzer's defaults, as before
+    for key in ("stability_percentage", "max_trials"):
         spec["perf"].pop(key, None)
-    (dest / "model_repository" / "food_classifier").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(HERE / "model_repository" / "food_classifier" / "config.pbtxt",
-                    dest / "model_repository" / "food_classifier" / "config.pbtxt")
-    shutil.copyfile(HERE / "experiments" / "files" / "food_input.json", dest / "food_input.json")
-    path = dest / "dynbatch.yml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return write(spec, path)
 
 
 def run(playbook: str, inventory: Path, limit: str, results: Path, run_id: str,
         spec: Path | None = None) -> float:
-    """One playbook run (fresh run id); its wall seconds."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(HERE / "ansible.cfg"), PYTHONUNBUFFERED="1")
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-           str(HERE / "experiments" / playbook), "--limit", limit, "-e", f"run_id={run_id}",
-           "-e", f"experiment_results_dir={results}"]
-    if spec is not None:
-        cmd += ["-e", f"experiment_spec={spec}"]
-    started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - started
-    (results / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(
-            f"{playbook}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
-    return wall
+    extra = ["-e", f"experiment_results_dir={results}"] + (["-e", f"experiment_spec={spec}"] if spec else [])
+    return run_playbook(HERE, playbook, inventory, limit, results, run_id, extra)
 
 
 def findings(results: Path, experiment: str, run_id: str) -> dict[str, str]:

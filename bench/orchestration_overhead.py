@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]
+from playbook_run import HERE, dynbatch_copy, run_playbook, write
 
 
 def perf_seconds(host_dir: Path) -> tuple[float, int, float | None]:
@@ -49,46 +46,19 @@ def triton_seconds(host_dir: Path) -> float | None:
     return float(sum(loads)) + float(restore)
 
 
-def short_spec(dest: Path) -> Path:
-    """The dynbatch spec with 2 s windows and a 60 % stability band, beside copies of its files."""
-    import shutil
-
-    import yaml
-
-    spec = yaml.safe_load((HERE / "experiments" / "specs" / "dynbatch.yml").read_text())
-    spec["perf"].update(input_data="food_input.json", measurement_interval_ms=2000, stability_percentage=60)
-    (dest / "model_repository" / "food_classifier").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(HERE / "model_repository" / "food_classifier" / "config.pbtxt",
-                    dest / "model_repository" / "food_classifier" / "config.pbtxt")
-    shutil.copyfile(HERE / "experiments" / "files" / "food_input.json", dest / "food_input.json")
-    path = dest / "dynbatch.yml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+def fixed_spec(dest: Path, short: bool) -> Path:
+    """The shipped dynbatch spec with one repetition (what an older checkout can run too: the same
+    levels on both sides); ``short``: 2 s windows and a 60 % stability band."""
+    spec, path = dynbatch_copy(dest, **({"measurement_interval_ms": 2000, "stability_percentage": 60}
+                                        if short else {}))
+    spec["repetitions"] = 1
+    spec.pop("budget", None)
+    return write(spec, path)
 
 
 def role_prefix(repo: Path) -> str:
     """The variable prefix of the role that runs dynbatch in a checkout (the engine's, or the older one's)."""
     return "experiment" if (repo / "roles" / "experiment").is_dir() else "triton_experiment"
-
-
-def run(repo: Path, inventory: Path, limit: str, results: Path, run_id: str, spec_var: str,
-        spec: Path | None) -> float:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"), PYTHONUNBUFFERED="1")
-    if repo != HERE:
-        env["PYTHONPATH"] = str(repo / "src")
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-           str(repo / "experiments" / "dynbatch.yml"), "--limit", limit, "-e", f"run_id={run_id}",
-           "-e", f"{spec_var}_results_dir={results}", "-e", "fresh=true"]
-    if spec is not None:
-        cmd += ["-e", f"{spec_var}_spec={spec}"]
-    started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - started
-    (results / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(
-            f"{repo}: the playbook failed (rc {proc.returncode}); see {results / (run_id + '.log')}")
-    return wall
 
 
 def main() -> int:
@@ -98,18 +68,19 @@ def main() -> int:
     ap.add_argument("--before-repo", type=Path, help="another checkout to measure first (the old engine)")
     ap.add_argument("--results", type=Path, default=Path("/tmp/serve-system-bench-overhead"))
     ap.add_argument("--short", action="store_true",
-                    help="dynbatch with 2 s windows and a 60 %% stability band (a quicker, noisier "
-                         "comparison)")
+                    help="2 s windows and a 60 %% stability band (a quicker, noisier comparison)")
     args = ap.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
-    spec = short_spec(args.results / "short_spec") if args.short else None
+    spec = fixed_spec(args.results / "spec", args.short)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     rows = []
     engines = ([("before", args.before_repo.resolve(), role_prefix(args.before_repo.resolve()))]
                if args.before_repo else []) + [("after", HERE, "experiment")]
     for label, repo, var in engines:
         run_id = f"bench-{label}-{stamp}"
-        wall = run(repo, args.inventory.resolve(), args.limit, args.results, run_id, var, spec)
+        wall = run_playbook(repo, "dynbatch.yml", args.inventory.resolve(), args.limit, args.results, run_id,
+                            ["-e", f"{var}_results_dir={args.results}", "-e", "fresh=true",
+                             "-e", f"{var}_spec={spec}"])
         perf, n, warm = perf_seconds(args.results / "dynbatch" / run_id / args.limit)
         rows.append((label, repo, wall, perf, n))
         print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "

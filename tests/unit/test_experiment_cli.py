@@ -199,12 +199,17 @@ def _todo(variant: dict) -> int:  # type: ignore[type-arg]
     return sum(not lv["done"] for lv in variant["levels"])
 
 
-def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _dynbatch_in_repo(tmp_path: Path) -> Path:
+    """The shipped dynbatch spec in a copy of the repository (its model repository the fixtures')."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "experiments", repo / "experiments")
     shutil.copytree(FIX / "model_repository", repo / "model_repository")
     (repo / "ansible.cfg").write_text("[defaults]\n")
-    spec = repo / "experiments" / "specs" / "dynbatch.yml"
+    return repo / "experiments" / "specs" / "dynbatch.yml"
+
+
+def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _dynbatch_in_repo(tmp_path)
     run = tmp_path / "results" / "dynbatch" / "r1"
     args = ["plan", str(spec), "--run-dir", str(run), "--host", "node-1=0", "--host", "node-2=2",
             "--node-work-dir", "/work/dynbatch/r1"]
@@ -250,11 +255,7 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "experiments", repo / "experiments")
-    shutil.copytree(FIX / "model_repository", repo / "model_repository")
-    (repo / "ansible.cfg").write_text("[defaults]\n")
-    spec = repo / "experiments" / "specs" / "dynbatch.yml"
+    spec = _dynbatch_in_repo(tmp_path)
     results = tmp_path / "results"
     (tmp_path / "playbooks").mkdir()  # the role gives <playbook_dir>/../results
     args = ["plan", str(spec), "--results-dir", str(tmp_path / "playbooks" / ".." / "results"), "--run-id",
@@ -308,11 +309,7 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
 
 def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "experiments", repo / "experiments")
-    shutil.copytree(FIX / "model_repository", repo / "model_repository")
-    (repo / "ansible.cfg").write_text("[defaults]\n")
-    spec = repo / "experiments" / "specs" / "dynbatch.yml"
+    spec = _dynbatch_in_repo(tmp_path)
     doc = yaml.safe_load(spec.read_text())
     doc["repetitions"] = 4
     doc.pop("budget", None)

@@ -375,3 +375,21 @@ def test_the_smallest_effect_comes_from_the_spec_as_run(tmp_path: Path) -> None:
     # +50 % [+40 %, +61 %] straddles 60 %: inconclusive now
     assert _verdicts(md)[DYNB] == \
         "inconclusive"
+
+
+def test_a_level_whose_windows_vary_is_flagged_noisy(tmp_path: Path) -> None:
+    """perf_analyzer -v windows: concurrency 4's last three vary 14 % (flagged), concurrency 1's 8 %."""
+    run = tmp_path / "windows" / "r1"
+    manifest(run, "windows", [])
+    variant(run, "n1", "one", config(instance_group=instances(1)))
+    for lid, load in (("c1_r1", 1), ("c4_r1", 4)):
+        level(run, "n1", "one", lid, load=load, stdout=P260 / "verbose_windows_1_4.stdout")
+    write_report(run)
+    with (run / "summary.csv").open(newline="") as fh:
+        rows = {r["load"]: r for r in csv.DictReader(fh)}
+    assert (rows["1"]["windows"], rows["4"]["windows"]) == ("6", "3")
+    assert float(rows["4"]["window_cv"]) == pytest.approx(0.141, abs=0.002)
+    md = (run / "report.md").read_text()
+    assert "| n1 | one | conc 4 | 1 | 205.3 | 19.39 | 27.61 | 43.91 | 14.1 % | **noisy** |" in md
+    assert "| n1 | one | conc 1 | 1 | 131.4 | 7.61 | 11.89 | 17.91 | 8.2 % |  |" in md
+    assert "Noisy levels (1): n1 / one @ conc 4: windows cv 14 %." in md

@@ -144,8 +144,8 @@ def test_build_argv_concurrency_and_rate() -> None:
                            perf={"batch_size": 1, "shapes": {"input": [3, 224, 224]},
                                  "warmup_request_count": 500,
                                  "request_count": 20000, "percentile": 95}, csv_path="/work/x/perf.csv")
-    assert argv[:7] == ["perf_analyzer", "-m", "food_classifier_onnx", "-u", "triton_server:8000", "-i",
-                        "http"]
+    assert argv[:8] == ["perf_analyzer", "-m", "food_classifier_onnx", "-u", "triton_server:8000", "-i",
+                        "http", "-v"]
     s = " ".join(argv)
     assert "--concurrency-range 8" in s and "--shape input:3,224,224" in s
     assert "--warmup-request-count 500 --request-count 20000" in s and "--percentile 95" in s
@@ -197,3 +197,29 @@ def test_real_260_request_rate_grpc_p95() -> None:
 def test_real_260_same_command_measured() -> None:
     (lv,) = perf.parse_stdout((P260 / "count_windows_4.stdout").read_text())
     assert (lv.load, lv.status, lv.throughput, lv.queue_us) == (4, "ok", 174.541, 14980)
+
+
+def test_every_measurement_window_is_kept_and_its_spread_measured() -> None:
+    """perf_analyzer -v prints each window; the level's numbers are the mean of the last three."""
+    levels = perf.parse_stdout((FIX.parent / "perf260" / "verbose_windows_1_4.stdout").read_text())
+    c1, c4 = levels
+    assert [len(c1.windows), len(c4.windows)] == [6, 3]
+    assert c1.windows[0] == {"throughput": 126.968, "latency_stat": "avg", "latency_us": 7701.0,
+                             "latency_std_us": 6754.0}
+    for lvl in levels:
+        last = [w["throughput"] for w in lvl.windows[-perf.STABILITY_WINDOWS:]]
+        assert sum(last) / len(last) == pytest.approx(lvl.throughput, rel=0.002)  # their counts / time
+    # 123.7, 126.9, 143.7 infer/s: about 8 %; 224.8, 219.3, 172.2: about 14 %, beyond the 10 % flag
+    assert perf.window_cv(c1) == pytest.approx(0.082, abs=0.002)
+    assert perf.window_cv(c4) == pytest.approx(0.141, abs=0.002)
+    assert perf.window_cv(perf.Level(mode="concurrency", load=1, windows=[{"throughput": 5.0}])) is None
+
+
+def test_windows_of_a_percentile_stabilised_level() -> None:
+    text = ("Request concurrency: 2\n"
+            "  Pass [1] throughput: 212.305 infer/sec. p95 latency: 12861 usec\n"
+            "  Pass [2] throughput: 214.767 infer/sec. p95 latency: 12703 usec\n"
+            "Concurrency: 2, throughput: 213.5 infer/sec, latency 12800 usec\n")
+    (lvl,) = perf.parse_stdout(text)
+    assert lvl.windows[1] == {"throughput": 214.767, "latency_stat": "p95", "latency_us": 12703.0}
+    assert perf.window_cv(lvl, "latency_us") == pytest.approx(0.0088, abs=0.0005)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
+from ..experiment import perf as perfmod
 from ..experiment import records
 from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
@@ -540,21 +541,33 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
              "repetition). A level is *noisy* when a metric's repetitions vary by "
              f"{iv.NOISY_CV * 100:g} % or more of their mean (coefficient of variation, pyperf's rule): its "
              "comparisons need more "
-             "repetitions, or a quieter node.")
+             "repetitions, or a quieter node. *windows cv* is the most that the measurement windows of "
+             "one repetition varied (throughput over the last "
+             f"{perfmod.STABILITY_WINDOWS} windows, which perf_analyzer's numbers rest on); a level is noisy "
+             f"as well when it reaches {iv.NOISY_CV * 100:g} %.")
+    windows: dict[tuple[str, str, str, Any], float] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("window_cv") is not None:
+            k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
+            windows[k] = max(windows.get(k, 0.0), float(r["window_cv"]))
     lines = ["## Per level", "", intro, "",
-             "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | noisy |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | windows cv | noisy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     noisy_levels = []
     for (host, variant, mode, load), ms in by.items():
         n = max(s["n"] for s in ms.values())
         noisy = [f"{m.removesuffix('_us')} cv {s['cv'] * 100:.0f} %" for m, s in ms.items() if s["noisy"]]
+        wcv = windows.get((host, variant, mode, load))
+        if wcv is not None and wcv >= iv.NOISY_CV:
+            noisy.append(f"windows cv {wcv * 100:.0f} %")
         where = f"{mode[:4]} {cell(load)}"
         if noisy:
             noisy_levels.append(f"{host} / {variant} @ {where}: " + ", ".join(noisy))
         lines.append(f"| {host} | {variant} | {where} | {n} | {_interval(ms.get('throughput'))} | "
                      f"{_interval(ms.get('latency_avg_us'), 1000, 2)} | "
                      f"{_interval(ms.get('p95_us'), 1000, 2)} | "
-                     f"{_interval(ms.get('p99_us'), 1000, 2)} | {'**noisy**' if noisy else ''} |")
+                     f"{_interval(ms.get('p99_us'), 1000, 2)} | "
+                     f"{'' if wcv is None else f'{wcv * 100:.1f} %'} | {'**noisy**' if noisy else ''} |")
     if noisy_levels:
         lines += ["", f"Noisy levels ({len(noisy_levels)}): " + "; ".join(noisy_levels) + "."]
     return lines + [""]
@@ -644,8 +657,10 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         if skipped:
             lines += ["", "Not drawn (no data): " + "; ".join(skipped) + "."]
     lines += ["", ("Files: `summary.csv` (one row per host x variant x load x repetition; times in "
-                   "microseconds), `summary_stats.csv` (one row per host x variant x load x metric over the "
-                   "repetitions: n, mean, sd, ci_low and ci_high of the 95 % interval (Student's t), cv and "
+                   "microseconds; `windows` and `window_cv`: perf_analyzer's measurement windows and how "
+                   "much the last ones varied), `summary_stats.csv` (one row per host x variant x load x "
+                   "metric over the repetitions: n, mean, sd, ci_low and ci_high of the 95 % interval "
+                   "(Student's t), cv and "
                    "noisy), `summary.json` (the rows, those statistics as `stats`, the best variants and the "
                    "findings with their effects and intervals). Raw perf_analyzer output, stats and metrics "
                    "are under each `<host>/<variant>/<level>/`."), ""]

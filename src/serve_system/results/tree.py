@@ -36,6 +36,7 @@ COLUMNS: tuple[str, ...] = (
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
     "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s",
+    "windows", "window_cv",
     "stand_in",
     "errors",
 )
@@ -151,6 +152,10 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
             for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
                       "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
                 row[k] = getattr(match, k)
+            # the windows the numbers rest on (perf_analyzer -v): how many, and how much they vary
+            row["windows"] = len(match.windows) or None
+            cv = perfmod.window_cv(match)
+            row["window_cv"] = None if cv is None else round(cv, 4)
     before, after = level_dir / "stats_before.json", level_dir / "stats_after.json"
     if after.exists():
         deltas = statsmod.delta(read_json(before) if before.exists() else None, read_json(after) or {})

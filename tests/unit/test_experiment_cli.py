@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import shutil
 import subprocess
@@ -323,10 +322,10 @@ def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path,
         return hp.rounds, hp.seed
 
     first, seed = rounds("a")
-    # every round holds every variant once: repetition r of each, then r + 1; none starts with the
-    # variant the previous ended with (each repetition a fresh load)
+    # every round holds every variant once: repetition r of each, then r + 1; counterbalanced: in
+    # every block of two rounds each variant goes first once (AB, BA)
     assert len(first) == 4 and all(sorted(r) == ["baseline", "dynbatch"] for r in first)
-    assert all(a[-1] != b[0] for a, b in itertools.pairwise(first))
+    assert all(a == b[::-1] for a, b in (first[0:2], first[2:4]))
     assert seed == plan.run_seed("dynbatch", "a", "node-1")
     # the order is the run's: the same run id plans the same order (resume), another run id its own
     assert rounds("a") == (first, seed)
@@ -344,3 +343,21 @@ def test_plan_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["plan", str(refusing), "--run-dir", str(run), "--host", "node-1=0"]) == 1
     assert "gpu_dynbatch: instance_group: uses 1 GPU(s), the host has 0" in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_interleaved_rounds_are_counterbalanced() -> None:
+    """Three variants, six repetitions: in each block of three rounds every variant is measured once
+    in every position of a round (a Latin square), each block in its own seeded order."""
+    base = plan.plan(load_spec(ROOT / "experiments" / "specs" / "dynbatch.yml"), 0)
+    lv = base[0].levels[0]
+    variants = [dataclasses.replace(base[i % 2], name=name,
+                                    levels=[dataclasses.replace(lv, repetition=r) for r in range(1, 7)])
+                for i, name in enumerate(("a", "b", "c"))]
+    for seed in range(20):
+        rounds = plan.interleave(variants, seed)
+        assert len(rounds) == 6 and all(sorted(r) == ["a", "b", "c"] for r in rounds)
+        for block in (rounds[:3], rounds[3:]):
+            for position in range(3):
+                assert sorted(r[position] for r in block) == ["a", "b", "c"]
+        assert plan.interleave(variants, seed) == rounds  # the seed decides it all (resume)
+    assert len({tuple(map(tuple, plan.interleave(variants, s))) for s in range(20)}) > 1

@@ -272,23 +272,24 @@ def run_seed(experiment: str, run_id: str, host: str) -> int:
 
 def interleave(variants: list[VariantPlan], seed: int) -> list[list[str]]:
     """The rounds of a plan: repetition 1 of every variant, then repetition 2, ..., each round in its
-    own order, shuffled from ``seed`` (so drift and order effects fall on every variant alike). A
-    round never starts with the variant the previous one ended with, so each repetition is a fresh
-    load of its config (Triton keeps a model loaded with the same config as it is). With one
-    repetition the plan's order stays (the lab's: the baseline first)."""
+    own order, counterbalanced: every block of k rounds (k variants) is a cyclic Latin square over an
+    order shuffled from ``seed``, so each variant is measured at each position of a round once per
+    block (with two variants: AB, BA, ...) and drift and order effects fall on every variant alike.
+    Where a round starts with the variant the previous one ended with, the runner unloads it first,
+    so every repetition is still a fresh load of its config. With one repetition the plan's order
+    stays (the lab's: the baseline first)."""
     names = [v.name for v in variants]
     reps = max((lv.repetition for v in variants for lv in v.levels), default=1)
     if reps <= 1:
         return [names]
     rng = random.Random(seed)
     rounds: list[list[str]] = []
-    for _ in range(reps):
-        order = list(names)
-        rng.shuffle(order)
-        if rounds and len(order) > 1 and order[0] == rounds[-1][-1]:
-            swap = rng.randrange(1, len(order))
-            order[0], order[swap] = order[swap], order[0]
-        rounds.append(order)
+    base = list(names)
+    for r in range(reps):
+        shift = r % len(names)
+        if shift == 0:
+            rng.shuffle(base)
+        rounds.append(base[shift:] + base[:shift])
     return rounds
 
 

@@ -191,8 +191,6 @@ class Runner:
         self.total = self.n = 0
         self.restored = self.hold_last = False
         self.held: rec.Event | None = None
-        #: the variant this runner loaded last (a repetition of the same one is unloaded first: a fresh load)
-        self.loaded: str | None = None
 
     # ---------------------------------------------------------------------------------- progress
     def say(self, kind: str, text: str, **fields: Any) -> None:
@@ -365,12 +363,13 @@ class Runner:
                 vrec.stand_in = ("the FastAPI endpoint served its generated stand-in model (/health: standin "
                                  "true): random weights, predictions are meaningless")
         else:
-            if self.loaded == v.name:  # the same config again: Triton would keep it as it is
-                self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
-                                 timeout=self.args.ready_timeout)
+            # unloaded first, always: Triton keeps a model loaded as it is when the config asked for is
+            # the one it serves (the same variant again, two variants with one config, the baseline
+            # after a restore), and every repetition must be a fresh load (new instances, new stubs)
+            self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
+                             timeout=self.args.ready_timeout)
             t0 = vrec.load_started = time.time()
             ok, vrec.error, vrec.load_seconds = self.load(v)
-            self.loaded = v.name if ok else None
             if ok and not self.wait_ready(v.model, v.version, self.args.ready_timeout):
                 ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
             vrec.switch_seconds = round(time.time() - t0, 3)

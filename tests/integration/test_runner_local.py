@@ -10,6 +10,7 @@ the Ansible role writes, and the report is computed from them. The baseline is r
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import shutil
@@ -188,3 +189,45 @@ def test_runner_sampler_against_real_triton(triton: LocalTriton, tmp_path: Path)
     samples = stats.read_samples(tmp_path / "metrics.jsonl")
     assert len(samples) >= 3 and sampler.errors == 0
     assert stats.mean_gpu_util(samples) is None  # a CPU-only Triton reports no GPU
+
+
+def test_two_variants_with_one_config_are_each_loaded_afresh(triton: LocalTriton, image: str,
+                                                             tmp_path: Path) -> None:
+    """Triton keeps a model as it is when asked to load the config it serves: the runner unloads it
+    first, so the second of two identical variants starts from a fresh load (its statistics count only
+    its own warm-up), not from the instances the first one warmed."""
+    spec = {**SPEC, "name": "local_aa", "load": {"mode": "concurrency", "levels": [1]},
+            "perf": {**SPEC["perf"], "measurement_interval_ms": 500, "stability_percentage": 100,
+                     "max_trials": 3},
+            "warmup": {"requests": 5},
+            "variants": [{"name": "first"}, {"name": "again"}], "repetitions": 2, "objectives": []}
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(triton.repo, work / "model_repository")
+    (work / "input.json").write_text(json.dumps({"data": [{"INPUT0": [1.0, 2.0, 3.0, 4.0]}]}))
+    (work / "ansible.cfg").write_text("[defaults]\n")
+    spec_path = work / "spec.yml"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    node = tmp_path / "node_work" / "local_aa" / "r1"
+    run_dir = tmp_path / "results" / "local_aa" / "r1"
+    plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir",
+                           str(run_dir), "--host", "local=0", "--url", f"127.0.0.1:{triton.http}",
+                           "--node-work-dir", str(node), "--quiet"], check=False, capture_output=True,
+                          text=True)
+    assert plan.returncode == 0, plan.stderr
+    node.mkdir(parents=True)
+    shutil.copyfile(run_dir / "local" / ".node.pyz", node / ".node.pyz")
+    rounds = records.read(run_dir / "local" / "plan.json", records.HostPlan).rounds
+    assert rounds[0] == rounds[1][::-1]  # counterbalanced: the second round starts where the first ended
+    proc = _runner(image, node, triton, "--variant", "first", "--variant", "again")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def count(name: str, rep: int, when: str) -> int:
+        doc = json.loads((node / name / f"c1_r{rep}" / f"stats_{when}.json").read_text())
+        (stats,) = [m for m in doc["model_stats"] if m["name"] == "echo_local"]
+        return int(stats["inference_count"])
+
+    order = [(name, rep) for rep, names in enumerate(rounds, 1) for name in names]
+    for prev, nxt in itertools.pairwise(order):
+        # after a fresh load Triton counts from zero: the next level starts below where the last ended
+        assert count(*nxt, "before") < count(*prev, "after"), (prev, nxt)

@@ -56,6 +56,8 @@ BUNDLE_MAIN = "import runner\nraise SystemExit(runner.main())\n"
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
 BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py"})
 
+#: beside the plan: per model, the load body last loaded in this run (see Runner.step)
+LOADED = ".loaded.json"
 UNSTABLE = re.compile(r"Failed to obtain stable measurement", re.IGNORECASE)
 
 
@@ -281,6 +283,24 @@ class Runner:
                 error = f"{error} | {reason}"
         return False, f"HTTP {code}: {error}", took
 
+    def last_loaded(self) -> dict[str, str]:
+        """Per model, the load body this run last loaded (kept beside the plan across runner calls)."""
+        try:
+            data = json.loads((self.home / LOADED).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def note_loaded(self, model: str, key: str | None) -> None:
+        data = self.last_loaded()
+        if key is None:
+            data.pop(model, None)
+        else:
+            data[model] = key
+        tmp = self.home / (LOADED + ".tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.replace(self.home / LOADED)
+
     def stats(self, v: rec.VariantPlan) -> tuple[int, Any]:
         return self.triton.call("GET", f"/v2/models/{v.model}/versions/{v.version}/stats")
 
@@ -363,13 +383,16 @@ class Runner:
                 vrec.stand_in = ("the FastAPI endpoint served its generated stand-in model (/health: standin "
                                  "true): random weights, predictions are meaningless")
         else:
-            # unloaded first, always: Triton keeps a model loaded as it is when the config asked for is
-            # the one it serves (the same variant again, two variants with one config, the baseline
-            # after a restore), and every repetition must be a fresh load (new instances, new stubs)
-            self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
-                             timeout=self.args.ready_timeout)
+            # Triton keeps a model loaded as it is when the config asked for is the one it serves (the
+            # same variant again, two variants with one config): unloaded first then, so that every
+            # repetition is a fresh load (new instances, new stubs). Otherwise loaded over the old one,
+            # so a refused config leaves the previous one serving.
+            if self.last_loaded().get(v.model) == _body_key(v.load_body):
+                self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
+                                 timeout=self.args.ready_timeout)
             t0 = vrec.load_started = time.time()
             ok, vrec.error, vrec.load_seconds = self.load(v)
+            self.note_loaded(v.model, _body_key(v.load_body) if ok else None)
             if ok and not self.wait_ready(v.model, v.version, self.args.ready_timeout):
                 ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
             vrec.switch_seconds = round(time.time() - t0, 3)
@@ -538,6 +561,7 @@ class Runner:
                              timeout=self.args.ready_timeout)
             code, _ = self.triton.call("POST", f"/v2/repository/models/{model}/load", {},
                                        timeout=self.args.ready_timeout)
+            self.note_loaded(model, None)
             statuses.append(code)
         took = round(time.time() - t0, 3)
         done = rec.done_levels(self.home)
@@ -555,6 +579,11 @@ class Runner:
                               restore_seconds=took if self.plan.models else None)
         rec.write(self.home / "host.json", host)
         self.progress("", "", "finished")
+
+
+def _body_key(body: Any) -> str:
+    """A load body as a comparable string (the config override it carries)."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
 def _stamped(line: str) -> tuple[float | None, str]:

@@ -235,9 +235,15 @@ def no_metric(metric: str, variants: list[Setup], because: str) -> str:
     return f"{_names(s.variant for s in variants)}: no {metric} recorded ({because})."
 
 
+def closest(pairs: list[tuple[Setup, Setup, list[str]]]) -> list[tuple[Setup, Setup, list[str]]]:
+    """The pairs with the fewest differences (the ones a reason names)."""
+    fewest = min((len(d) for _, _, d in pairs), default=0)
+    return [p for p in pairs if len(p[2]) == fewest]
+
+
 def not_alike(pairs: list[tuple[Setup, Setup, list[str]]], by: str) -> str:
-    """No two variants differ only by ``by``: what else differed, per pair (the closest first)."""
-    pairs = sorted(pairs, key=lambda p: len(p[2]))
+    """No two variants differ only by ``by``: what else differed, for the closest pairs."""
+    pairs = closest(pairs)
     return (f"No two variants differ only by {by}: "
             + "; ".join(f"`{a.variant}` vs `{b.variant}`: {', '.join(d)}" for a, b, d in pairs[:NAMED]) + ".")
 
@@ -253,7 +259,8 @@ def no_common_load(pairs: list[tuple[Setup, set[tuple[str, float]], Setup, set[t
 
 def apart(pairs: list[tuple[Setup, Setup, list[str]]], what: str) -> str:
     """Variants of the needed kinds that were measured, but never at comparable settings: what
-    differed, per pair (the first few)."""
+    differed, for the closest pairs."""
+    pairs = closest(pairs)
     many = len(_hosts(s for a, b, _ in pairs for s in (a, b))) > 1
     shown = [f"{_where(a, many)} vs {_where(b, many)}: {', '.join(d)}" for a, b, d in pairs[:NAMED] if d]
     more = f" (and {len(pairs) - NAMED} more pair(s))" if len(pairs) > NAMED else ""

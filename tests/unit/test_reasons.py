@@ -198,3 +198,21 @@ def test_a_need_that_ran_adapted_says_how_the_host_changed_it() -> None:
     # the causes before it win: the same need with nothing measured
     assert reasons.why([gpu], setups, [{**r, "status": "failed", "error": "x"} for r in rows]) == (
         "Nothing was measured in this run: all 2 level(s) or variant(s) failed, e.g. `a`: x.")
+
+
+def test_a_variant_that_does_not_qualify_for_an_objective_says_why(tmp_path: Path) -> None:
+    run = tmp_path / "best" / "r1"
+    manifest(run, "best", [{"name": "at_8", "metric": "throughput", "goal": "max", "at_load": 8}])
+    variant(run, "n1", "python", config(instance_group=instances(1)))
+    for load, nb in ((1, "notebook_01.txt"), (8, "notebook_02.txt")):
+        level(run, "n1", "python", f"c{load}_r1", load=load, stdout=NB / nb)
+    variant(run, "n1", "onnx", config(FOOD_ONNX))
+    level(run, "n1", "onnx", "c1_r1", load=1, stdout=NB / "notebook_08.txt")
+    variant(run, "n1", "onnx2", config(FOOD_ONNX))
+    _failed_level(run, "n1", "onnx2", "c8_r1", 8, "killed by the runner: time cap 900 s reached")
+    variant(run, "n1", "onnx3", config(FOOD_ONNX), status=records.REFUSED, error="unable to find backend")
+    assert _findings(run)["best_variant"].detail == (
+        "Fewer than two variants qualify for any objective: **at_8**: only `python` qualifies, nothing to "
+        "compare (`onnx`: not measured at load 8 (only at concurrency 1); `onnx2`: failed at load 8: killed "
+        "by the runner: time cap 900 s reached; `onnx3`: Triton refused its configuration: unable to find "
+        "backend).")

@@ -649,7 +649,8 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
         found = standing(ranked, smallest)
         if found is None:
             parts.append(f"**{name}**: " + ("no measured level qualifies" if not ranked else
-                                              f"only `{ranked[0]['variant']}` qualifies, nothing to compare"))
+                                              f"only `{ranked[0]['variant']}` qualifies, nothing to compare")
+                         + why_.unqualified(o, rows, {c["variant"] for c in ranked}))
             continue
         top, second, e, v = found
         verdicts.append(v)

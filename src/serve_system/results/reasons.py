@@ -268,6 +268,35 @@ def apart(pairs: list[tuple[Setup, Setup, list[str]]], what: str) -> str:
             + (": " + "; ".join(shown) + more if shown else "") + ".")
 
 
+def unqualified(objective: dict[str, Any], rows: list[dict[str, Any]], qualified: set[str]) -> str:
+    """`` (`b`: why)`` for each variant of the run that does not qualify for an objective: failed at its
+    load (the failure's reason), not measured at its load (where it was), without its metric, or
+    outside its constraints."""
+    at = objective.get("at_load")
+    metric = objective.get("metric", "throughput")
+    cons = objective.get("constraints") or {}
+    parts = []
+    for v in dict.fromkeys(r["variant"] for r in rows if r["variant"] not in qualified):
+        mine = [r for r in rows if r["variant"] == v and r.get("load") is not None]
+        there = [r for r in mine if at is None or float(r["load"]) == float(at)]
+        ok = [r for r in there if r.get("status") == "ok"]
+        if not mine:
+            bad = next(r for r in rows if r["variant"] == v)
+            parts.append(f"`{v}`: {row_failure(bad)}")
+        elif not there and at is not None:
+            parts.append(f"`{v}`: not measured at load {float(at):g} (only at "
+                         f"{loads_text((r.get('mode') or 'concurrency', float(r['load'])) for r in mine)})")
+        elif not ok:
+            where = f" at load {float(at):g}" if at is not None else ""
+            parts.append(f"`{v}`: failed{where}: {row_failure(there[0])}")
+        elif not any(r.get(metric) is not None for r in ok):
+            parts.append(f"`{v}`: no {metric} recorded")
+        elif cons:
+            parts.append(f"`{v}`: outside the constraints")
+    shown = parts[:NAMED] + ([f"{len(parts) - NAMED} more"] if len(parts) > NAMED else [])
+    return f" ({'; '.join(shown)})" if shown else ""
+
+
 # -- the walk ------------------------------------------------------------------------------------
 
 

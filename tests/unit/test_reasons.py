@@ -216,3 +216,20 @@ def test_a_variant_that_does_not_qualify_for_an_objective_says_why(tmp_path: Pat
         "compare (`onnx`: not measured at load 8 (only at concurrency 1); `onnx2`: failed at load 8: killed "
         "by the runner: time cap 900 s reached; `onnx3`: Triton refused its configuration: unable to find "
         "backend).")
+
+
+def test_a_variant_that_would_have_matched_but_failed_is_named_after_what_differed(tmp_path: Path) -> None:
+    run = tmp_path / "gone" / "r1"
+    manifest(run, "gone", [])
+    variant(run, "n1", "python", config(instance_group=instances(1)))
+    level(run, "n1", "python", "c8_r1", load=8, stdout=NB / "notebook_02.txt")
+    variant(run, "n1", "onnx", config(FOOD_ONNX))
+    level(run, "n1", "onnx", "c1_r1", load=1, stdout=NB / "notebook_08.txt")
+    variant(run, "n1", "onnx_at_8", config(FOOD_ONNX))
+    _failed_level(run, "n1", "onnx_at_8", "c8_r1", 8, "killed by the runner: memory cap 4096 MB reached "
+                  "(resident 4101 MB)")
+    assert _findings(run)["onnx_backend"].detail == (
+        "No ONNX and Python-backend variants were measured at a common load, batch and instance count: "
+        "`python` vs `onnx`: loads concurrency 8 vs concurrency 1, none in common. Not measured: "
+        "`onnx_at_8` failed at all 1 level(s): killed by the runner: memory cap 4096 MB reached (resident "
+        "4101 MB).")

@@ -39,7 +39,6 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from ..experiment import records
 from ..experiment import tritonconfig as tc
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from . import intervals as iv
@@ -171,15 +170,12 @@ def _load(mode: str, load: float) -> str:
     return f"{'concurrency' if mode == 'concurrency' else mode.replace('_', ' ')} {load:g}"
 
 
-def _unmeasured(setups: dict[tuple[str, str], Setup], raw: dict[tuple[str, str], dict[str, Any]],
-                pred: Any) -> str:
-    """' (not measured: v: why; ...)' for variants that would have taken part but did not run."""
-    why = []
-    for (h, v), r in raw.items():
-        s = setups.get((h, v))
-        if r.get("status") in records.NOT_MEASURED and (s is None or pred(s)):
-            why.append(f"`{v}`: {why_.row_failure(r)[:200]}")
-    return (" Not measured: " + "; ".join(why) + ".") if why else ""
+def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Any) -> str:
+    """' Not measured: `v`: why; ...' for variants that would have taken part but measured nothing
+    (refused, unavailable, every level failed), each with its own reason."""
+    ok = why_.measured(rows)
+    gone = [s for k, s in sorted(setups.items()) if k not in ok and pred(s)]
+    return (" " + why_.failed(gone, rows, "Not measured")) if gone else ""
 
 
 def _ev(e: iv.Effect) -> dict[str, Any]:
@@ -253,8 +249,7 @@ def _queue_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) 
     return why_.no_metric("queue time", cands, "Triton's statistics were not recorded at these levels")
 
 
-def _batching_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
-                  raw: dict[tuple[str, str], dict[str, Any]]) -> str:
+def _batching_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
     with_ = why_.Need("Triton variant with dynamic batching", lambda s: _triton(s) and s.dynamic_batching)
     without = why_.Need("Triton variant without dynamic batching",
                         lambda s: _triton(s) and not s.dynamic_batching)
@@ -265,7 +260,7 @@ def _batching_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Row
     if not twins:
         pairs = [(a, b, why_.differences(a, b, configs=True)) for a in _candidates(without, setups, rows)
                  for b in _candidates(with_, setups, rows)]
-        return why_.not_alike(pairs, "dynamic batching") + _unmeasured(setups, raw,
+        return why_.not_alike(pairs, "dynamic batching") + _unmeasured(setups, rows,
                                                                         lambda s: s.dynamic_batching)
     parts = []
     for a, b in twins:
@@ -281,7 +276,7 @@ def _batching_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Row
                          "gave no average batch")
     return ("No two variants differing only by dynamic batching were measured at a common load above one "
             "outstanding request: " + "; ".join(parts) + "."
-            + _unmeasured(setups, raw, lambda s: s.dynamic_batching))
+            + _unmeasured(setups, rows, lambda s: s.dynamic_batching))
 
 
 def _instances_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
@@ -304,8 +299,7 @@ def _instances_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Ro
                                    for a, b in alike], rows) + ".")
 
 
-def _poisson_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
-                 raw: dict[tuple[str, str], dict[str, Any]]) -> str:
+def _poisson_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
     rated = {(r["host"], r["variant"]) for r in rows if r.get("mode") == "request_rate"}
     poisson_, constant = (why_.Need("variant with Poisson arrivals", lambda s: s.distribution == "poisson"),
                           why_.Need("variant with constant arrivals at a request rate",
@@ -318,12 +312,11 @@ def _poisson_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
              for c in _candidates(constant, setups, rows) for p in _candidates(poisson_, setups, rows)]
     pairs = [(c, p, [x for x in d if not x.startswith("arrivals ")]) for c, p, d in pairs]
     pairs.sort(key=lambda p: len(p[2]))
-    return why_.apart(pairs, "variants with constant and Poisson arrivals") + _unmeasured(setups, raw,
+    return why_.apart(pairs, "variants with constant and Poisson arrivals") + _unmeasured(setups, rows,
                                                                                         lambda s: True)
 
 
-def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
-              raw: dict[tuple[str, str], dict[str, Any]]) -> str:
+def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
     onnx_ = why_.Need("variant on Triton's onnxruntime backend or FastAPI's onnx runtime",
                     lambda s: s.planned_backend == "onnxruntime", lambda s: s.backend == "onnxruntime")
     python = why_.Need("variant on Triton's Python backend or FastAPI's pytorch runtime",
@@ -336,7 +329,7 @@ def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
              if _triton(p) == _triton(o)]
     pairs.sort(key=lambda p: len(p[2]))
     return why_.apart(pairs, "ONNX and Python-backend variants") + _unmeasured(
-        setups, raw, lambda s: s.planned_backend in ("onnxruntime", "python"))
+        setups, rows, lambda s: s.planned_backend in ("onnxruntime", "python"))
 
 
 # -- the claims ---------------------------------------------------------------------------------
@@ -390,8 +383,7 @@ def _twins(setups: dict[tuple[str, str], Setup]) -> list[tuple[str, str, str]]:
     return out
 
 
-def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup],
-                     raw: dict[tuple[str, str], dict[str, Any]], rows: Rows,
+def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      batches: dict[tuple[str, str, str, float], float] | None = None,
                      smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "Dynamic batching raises the average batch and throughput at the same load"
@@ -445,7 +437,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup],
         told = (" Triton's statistics alone (no throughput to compare) give average batches "
                 + "; ".join(seen) + ".") if seen else ""
         return Finding("dynamic_batching", claim, NOT_MEASURABLE,
-                       _batching_why(means, setups, rows, raw) + told, evidence)
+                       _batching_why(means, setups, rows) + told, evidence)
     return _finish("dynamic_batching", claim, verdicts, parts, evidence)
 
 
@@ -514,8 +506,8 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
     return _finish("instances", claim, verdicts, parts, evidence)
 
 
-def poisson(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[tuple[str, str], dict[str, Any]],
-            rows: Rows, smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
+def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
+            smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
     parts, verdicts, evidence = [], [], []
     for (host, cv), c in sorted(setups.items()):
@@ -543,12 +535,11 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[tuple
                                  "constant_us": cm[tail], "poisson_us": pm[tail], "effect": _ev(e),
                                  "verdict": verdict.word})
     if not verdicts:
-        return Finding("poisson", claim, NOT_MEASURABLE, _poisson_why(means, setups, rows, raw))
+        return Finding("poisson", claim, NOT_MEASURABLE, _poisson_why(means, setups, rows))
     return _finish("poisson", claim, verdicts, parts, evidence)
 
 
-def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup],
-                 raw: dict[tuple[str, str], dict[str, Any]], rows: Rows,
+def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                  smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
     parts, verdicts, evidence = [], [], []
@@ -585,7 +576,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup],
                                  "latency_onnx_us": om[lat], "throughput_effect": _ev(thr),
                                  "latency_effect": _ev(lt), "verdict": verdict.word})
     if not verdicts:
-        return Finding("onnx_backend", claim, NOT_MEASURABLE, _onnx_why(means, setups, rows, raw), evidence)
+        return Finding("onnx_backend", claim, NOT_MEASURABLE, _onnx_why(means, setups, rows), evidence)
     return _finish("onnx_backend", claim, verdicts, parts, evidence)
 
 
@@ -693,9 +684,9 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
                float(r["avg_batch_size"])
                for r in rows if r.get("load") is not None and r.get("avg_batch_size") is not None}
     return [queue_delay(means, setups, rows, smallest),
-            dynamic_batching(means, setups, raw_setups, rows, batches, smallest),
-            instances(means, setups, rows, smallest), poisson(means, setups, raw_setups, rows, smallest),
-            onnx_backend(means, setups, raw_setups, rows, smallest), best_variant(rows, objectives, smallest)]
+            dynamic_batching(means, setups, rows, batches, smallest),
+            instances(means, setups, rows, smallest), poisson(means, setups, rows, smallest),
+            onnx_backend(means, setups, rows, smallest), best_variant(rows, objectives, smallest)]
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None,

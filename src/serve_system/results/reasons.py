@@ -128,7 +128,7 @@ def level_failure(row: dict[str, Any]) -> str:
     return f"{where}: {row.get('status')}: {row_failure(row)}"
 
 
-def failed(candidates: list[Setup], rows: list[dict[str, Any]]) -> str:
+def failed(candidates: list[Setup], rows: list[dict[str, Any]], lead: str = "Run but not measured") -> str:
     """Variants a claim needs that were run and measured nothing: each with its failures' reasons."""
     many = len(_hosts(candidates)) > 1
     parts = []
@@ -143,7 +143,7 @@ def failed(candidates: list[Setup], rows: list[dict[str, Any]]) -> str:
         why = list(dict.fromkeys(row_failure(r) for r in mine))
         parts.append(f"{_where(s, many)} failed at all {len(mine)} level(s): " + "; ".join(why[:2])
                      + (f" (and {len(why) - 2} other reason(s))" if len(why) > 2 else ""))
-    return "Run but not measured: " + "; ".join(parts) + "."
+    return f"{lead}: " + "; ".join(parts) + "."
 
 
 # -- 4. served by another backend ----------------------------------------------------------------

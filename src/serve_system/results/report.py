@@ -596,7 +596,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:
-            lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies")
+            lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies"
+                         + why_.unqualified(o, rows, set()))
         else:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "

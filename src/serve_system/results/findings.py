@@ -301,33 +301,31 @@ def _instances_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Ro
 
 def _poisson_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
     rated = {(r["host"], r["variant"]) for r in rows if r.get("mode") == "request_rate"}
-    poisson_, constant = (why_.Need("variant with Poisson arrivals", lambda s: s.distribution == "poisson"),
-                          why_.Need("variant with constant arrivals at a request rate",
-                                  lambda s: s.distribution == "constant" and (s.host, s.variant) in rated))
+    poisson_ = why_.Need("variant with Poisson arrivals", lambda s: s.distribution == "poisson")
+    constant = why_.Need("variant with constant arrivals at a request rate",
+                         lambda s: s.distribution == "constant" and (s.host, s.variant) in rated)
     found = why_.why([poisson_, constant], setups, rows)
     if found:
         return found
-    pairs = [(c, p, why_.differences(c, p, _loads(means, c, "request_rate"), _loads(means, p, "request_rate"),
-                                   configs=True))
+    pairs = [(c, p, [d for d in why_.differences(c, p, _loads(means, c, "request_rate"),
+                                                   _loads(means, p, "request_rate"), configs=True)
+                     if not d.startswith("arrivals ")])
              for c in _candidates(constant, setups, rows) for p in _candidates(poisson_, setups, rows)]
-    pairs = [(c, p, [x for x in d if not x.startswith("arrivals ")]) for c, p, d in pairs]
-    pairs.sort(key=lambda p: len(p[2]))
-    return why_.apart(pairs, "variants with constant and Poisson arrivals") + _unmeasured(setups, rows,
-                                                                                        lambda s: True)
+    return why_.apart(pairs, "variants with constant and Poisson arrivals") + _unmeasured(
+        setups, rows, lambda s: True)
 
 
 def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
     onnx_ = why_.Need("variant on Triton's onnxruntime backend or FastAPI's onnx runtime",
-                    lambda s: s.planned_backend == "onnxruntime", lambda s: s.backend == "onnxruntime")
+                      lambda s: s.planned_backend == "onnxruntime", lambda s: s.backend == "onnxruntime")
     python = why_.Need("variant on Triton's Python backend or FastAPI's pytorch runtime",
-                     lambda s: s.backend == "python" and not why_.is_shim(s.served_by))
+                       lambda s: s.backend == "python" and not why_.is_shim(s.served_by))
     found = why_.why([onnx_, python], setups, rows)
     if found:
         return found
     pairs = [(p, o, why_.differences(p, o, _loads(means, p), _loads(means, o)))
              for p in _candidates(python, setups, rows) for o in _candidates(onnx_, setups, rows)
              if _triton(p) == _triton(o)]
-    pairs.sort(key=lambda p: len(p[2]))
     return why_.apart(pairs, "ONNX and Python-backend variants") + _unmeasured(
         setups, rows, lambda s: s.planned_backend in ("onnxruntime", "python"))
 

@@ -179,3 +179,35 @@ def fastapi_run(run: Path) -> Path:
                 variant=rt, level=d.name, mode="concurrency", load=senders, requests=n, repetition=1,
                 tool="fastapi_bench", start=2000.0, end=2000.0 + wall, status=records.OK, attempts=[]))
     return run
+
+
+def rehearsal_backends_run(run: Path, tmp: Path) -> Path:
+    """``experiments/specs/backends.yml`` as a rehearsal node runs it: the committed repository rendered
+    for a host without GPU whose Triton has no onnxruntime backend (the ONNX models through the Python
+    shim), the spec planned on it (the configs and notes the runner records), and each level the lab
+    notebook's output (python: notebook_01-03; the ONNX variants: notebook_08-10; python_batch16:
+    notebook_04): python and onnx both at concurrency 1, 8 and 16."""
+    from serve_system import modelrepo
+    from serve_system.experiment import plan
+    from serve_system.experiment.spec.reader import load_spec
+
+    root = Path(__file__).resolve().parents[2]
+    repo = tmp / "rendered"
+    modelrepo.render(root / "model_repository", repo, models=["food_classifier", "food_classifier_onnx"],
+                     gpus=0, onnx_serving="python_shim", standin=[])
+    h = "node-1"
+    manifest(run, "backends", [{"name": "most_throughput_at_8", "metric": "throughput", "goal": "max",
+                                "at_load": 8}])
+    (run / h).mkdir(parents=True)
+    (run / h / "facts.json").write_text(json.dumps({"host": h, "gpus": 0, "cpus": 4}))
+    outputs = {"python": {1: "notebook_01.txt", 8: "notebook_02.txt", 16: "notebook_03.txt"},
+               "python_batch16": {1: "notebook_04.txt"}, "onnx_batch16": {1: "notebook_08.txt"},
+               "onnx": {1: "notebook_08.txt", 8: "notebook_09.txt", 16: "notebook_10.txt"},
+               "onnx_2gpus": {8: "notebook_09.txt", 16: "notebook_10.txt"}}
+    for i, v in enumerate(plan.plan(load_spec(root / "experiments" / "specs" / "backends.yml"), 0,
+                                    repository=repo)):
+        variant(run, h, v.name, v.config_pbtxt, model=v.model, notes=v.notes)
+        for j, lv in enumerate(v.levels):
+            level(run, h, v.name, lv.id, load=lv.load, stdout=NB / outputs[v.name][int(lv.load)],
+                  batch_size=int(v.perf.get("batch_size", 1)), t0=1000.0 + 100 * i + 20 * j)
+    return run

@@ -204,7 +204,8 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
     write_report(run)
     md = (run / "report.md").read_text()
     assert _verdicts(md)[ONNX] == "not measurable here"
-    assert "Not measured: `onnx` refused: unable to find backend 'onnxruntime'" in md
+    assert ("Run but not measured: `onnx`: Triton refused its configuration: unable to find backend "
+            "'onnxruntime'.") in md
     # a level perf_analyzer could not measure is named where a claim was not measurable
     (run / "n1" / "python" / "c8_r1").mkdir()
     records.write(run / "n1" / "python" / "c8_r1" / "level.json", records.LevelRecord(
@@ -214,8 +215,8 @@ def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
         (Path(__file__).parent / "fixtures" / "perf260" / "unstable_count_windows.txt").read_text())
     write_report(run)
     md = (run / "report.md").read_text()
-    assert ("1 level(s) of this run were not measured (listed under Not measured), e.g. `python` "
-            "concurrency 8: ") in md
+    assert ("No Triton variant with one instance and no dynamic batching was measured at two or more "
+            "concurrency levels: `python` at concurrency 1 only (failed at concurrency 8: ") in md
     assert ("(`smallest_effect` in the spec), measured on a stand-in model: the numbers are real for this "
             "model") in md
 

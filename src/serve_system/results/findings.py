@@ -39,10 +39,10 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from ..experiment import records
 from ..experiment import tritonconfig as tc
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from . import intervals as iv
+from . import reasons as why_
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
 VERDICTS = iv.VERDICTS
@@ -85,6 +85,15 @@ class Setup:
     without_instances: str
     #: the configuration without name and dynamic batching
     without_batching: str
+    #: who really served it where not the backend its spec names (``serve_system_served_by``: the shim)
+    served_by: str | None = None
+    #: how the host changed its configuration (GPU instances moved to CPU, GPU ids folded)
+    adapted: tuple[str, ...] = ()
+
+    @property
+    def planned_backend(self) -> str | None:
+        """The backend its spec names: onnxruntime for a model the ONNX shim served."""
+        return "onnxruntime" if why_.is_shim(self.served_by) else self.backend
 
 
 def _key(cfg: dict[str, Any], drop: tuple[str, ...]) -> str:
@@ -116,9 +125,12 @@ def make_setup(host: str, variant: str, raw: dict[str, Any]) -> Setup | None:
     instances = sum(int(g.get("count", 1)) * max(1, len(g.get("gpus") or [])) for g in groups)
     kinds = sorted({str(g.get("kind", "KIND_AUTO")).removeprefix("KIND_") for g in groups})
     rest = _key(cfg, ("name", "instance_group", "dynamic_batching"))
+    served = ((cfg.get("parameters") or {}).get("serve_system_served_by") or {}).get("string_value")
+    adapted = tuple(str(n) for n in raw.get("notes") or [] if not str(n).startswith("served by:"))
     return Setup(host, variant, cfg.get("name"), backend, instances, "+".join(kinds),
                  "dynamic_batching" in cfg, dist, batch, raw.get("host_cpus"), rest,
-                 _key(cfg, ("name", "instance_group")), _key(cfg, ("name", "dynamic_batching")))
+                 _key(cfg, ("name", "instance_group")), _key(cfg, ("name", "dynamic_batching")),
+                 served, adapted)
 
 
 # -- measurements: each level's repetitions -----------------------------------------------------
@@ -158,15 +170,12 @@ def _load(mode: str, load: float) -> str:
     return f"{'concurrency' if mode == 'concurrency' else mode.replace('_', ' ')} {load:g}"
 
 
-def _unmeasured(setups: dict[tuple[str, str], Setup], raw: dict[tuple[str, str], dict[str, Any]],
-                pred: Any) -> str:
-    """' (not measured: v: why; ...)' for variants that would have taken part but did not run."""
-    why = []
-    for (h, v), r in raw.items():
-        s = setups.get((h, v))
-        if r.get("status") in records.NOT_MEASURED and (s is None or pred(s)):
-            why.append(f"`{v}` {r['status']}: {str(r.get('error') or '').strip()[:160]}")
-    return (" Not measured: " + "; ".join(why) + ".") if why else ""
+def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Any) -> str:
+    """' Not measured: `v`: why; ...' for variants that would have taken part but measured nothing
+    (refused, unavailable, every level failed), each with its own reason."""
+    ok = why_.measured(rows)
+    gone = [s for k, s in sorted(setups.items()) if k not in ok and pred(s)]
+    return (" " + why_.failed(gone, rows, "Not measured")) if gone else ""
 
 
 def _ev(e: iv.Effect) -> dict[str, Any]:
@@ -206,10 +215,125 @@ def _finish(key: str, claim: str, verdicts: list[iv.Verdict], parts: list[str],
     return Finding(key, claim, word, lead + "; ".join(parts) + ".", evidence)
 
 
+# -- why a claim is not measurable: the causes of :mod:`.reasons`, then what differed -------------
+
+Rows = list[dict[str, Any]]
+
+
+def _loads(means: Levels, s: Setup, mode: str | None = None) -> set[tuple[str, float]]:
+    """(mode, load) of a variant's ok levels (of one mode)."""
+    return {(m, load) for (h, v, m, load) in means if (h, v) == (s.host, s.variant) and mode in (None, m)}
+
+
+def _candidates(need: why_.Need, setups: dict[tuple[str, str], Setup], rows: Rows) -> list[Setup]:
+    """The variants that ran as ``need`` says and measured something."""
+    ok = why_.measured(rows)
+    return [s for k, s in sorted(setups.items()) if need.ran_as(s) and k in ok]
+
+
+def _triton(s: Setup) -> bool:
+    return s.rest != "fastapi"
+
+
+def _queue_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
+    what = "Triton variant with one instance and no dynamic batching"
+    need = why_.Need(what, lambda s: _triton(s) and s.instances == 1 and not s.dynamic_batching)
+    found = why_.why([need], setups, rows)
+    if found:
+        return found
+    cands = _candidates(need, setups, rows)
+    few = [(s, _loads(means, s), why_.failed_at(rows, s.host, s.variant)) for s in cands
+           if len(_loads(means, s, "concurrency")) < 2]
+    if few:
+        return why_.single_levels(few, f"{what} was measured at two or more concurrency levels")
+    return why_.no_metric("queue time", cands, "Triton's statistics were not recorded at these levels")
+
+
+def _batching_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
+    with_ = why_.Need("Triton variant with dynamic batching", lambda s: _triton(s) and s.dynamic_batching)
+    without = why_.Need("Triton variant without dynamic batching",
+                        lambda s: _triton(s) and not s.dynamic_batching)
+    found = why_.why([with_, without], setups, rows)
+    if found:
+        return found
+    twins = [(setups[(h, b)], setups[(h, d)]) for h, b, d in _twins(setups)]
+    if not twins:
+        pairs = [(a, b, why_.differences(a, b, configs=True)) for a in _candidates(without, setups, rows)
+                 for b in _candidates(with_, setups, rows)]
+        return why_.not_alike(pairs, "dynamic batching") + _unmeasured(setups, rows,
+                                                                        lambda s: s.dynamic_batching)
+    parts = []
+    for a, b in twins:
+        la, lb = _loads(means, a), _loads(means, b)
+        common = la & lb
+        if not common:
+            parts.append(why_.no_common_load([(a, la, b, lb)], rows))
+        elif all(m == "concurrency" and x * a.batch_size <= 1 for m, x in common):
+            parts.append(f"`{a.variant}` and `{b.variant}` share only {why_.loads_text(common)}: one request "
+                         "outstanding, nothing to batch")
+        else:
+            parts.append(f"`{a.variant}` and `{b.variant}` at {why_.loads_text(common)}: Triton's statistics "
+                         "gave no average batch")
+    return ("No two variants differing only by dynamic batching were measured at a common load above one "
+            "outstanding request: " + "; ".join(parts) + "."
+            + _unmeasured(setups, rows, lambda s: s.dynamic_batching))
+
+
+def _instances_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
+    need = why_.Need("Triton variant", _triton)
+    found = why_.why([need], setups, rows)
+    if found:
+        return found
+    cands = _candidates(need, setups, rows)
+    pairs = [(a, b, why_.differences(a, b, configs=True)) for i, a in enumerate(cands) for b in cands[i + 1:]
+             if a.host == b.host and a.instances != b.instances]
+    if not pairs:
+        return ("All the Triton variants measured ran the same instance count: "
+                + "; ".join(f"`{s.variant}` {s.instances}x {s.instance_kind}{why_.adaptation(s)}"
+                            for s in cands[:why_.NAMED]) + ".")
+    alike = [(a, b) for a, b, d in pairs if len(d) == 1]
+    if not alike:
+        return why_.not_alike(pairs, "their instance count")
+    return ("No variants differing only by their instance count were measured at a common concurrency: "
+            + why_.no_common_load([(a, _loads(means, a, "concurrency"), b, _loads(means, b, "concurrency"))
+                                   for a, b in alike], rows) + ".")
+
+
+def _poisson_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
+    rated = {(r["host"], r["variant"]) for r in rows if r.get("mode") == "request_rate"}
+    poisson_ = why_.Need("variant with Poisson arrivals", lambda s: s.distribution == "poisson")
+    constant = why_.Need("variant with constant arrivals at a request rate",
+                         lambda s: s.distribution == "constant" and (s.host, s.variant) in rated)
+    found = why_.why([poisson_, constant], setups, rows)
+    if found:
+        return found
+    pairs = [(c, p, [d for d in why_.differences(c, p, _loads(means, c, "request_rate"),
+                                                   _loads(means, p, "request_rate"), configs=True)
+                     if not d.startswith("arrivals ")])
+             for c in _candidates(constant, setups, rows) for p in _candidates(poisson_, setups, rows)]
+    return why_.apart(pairs, "variants with constant and Poisson arrivals") + _unmeasured(
+        setups, rows, lambda s: True)
+
+
+def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -> str:
+    onnx_ = why_.Need("variant on Triton's onnxruntime backend or FastAPI's onnx runtime",
+                      lambda s: s.planned_backend == "onnxruntime", lambda s: s.backend == "onnxruntime")
+    python = why_.Need("variant on Triton's Python backend or FastAPI's pytorch runtime",
+                       lambda s: s.backend == "python" and not why_.is_shim(s.served_by))
+    found = why_.why([onnx_, python], setups, rows)
+    if found:
+        return found
+    pairs = [(p, o, why_.differences(p, o, _loads(means, p), _loads(means, o)))
+             for p in _candidates(python, setups, rows) for o in _candidates(onnx_, setups, rows)
+             if _triton(p) == _triton(o)]
+    return why_.apart(pairs, "ONNX and Python-backend variants") + _unmeasured(
+        setups, rows, lambda s: s.planned_backend in ("onnxruntime", "python"))
+
+
 # -- the claims ---------------------------------------------------------------------------------
 
 
-def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup],
+def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "Queue delay grows with concurrency on one instance"
     parts, verdicts, evidence = [], [], []
@@ -239,9 +363,7 @@ def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup],
                                      "compute_infer_us": m.get("compute_infer_us"),
                                      "repetitions": m["repetitions"]} for load, m in pts]})
     if not verdicts:
-        return Finding("queue_delay", claim, NOT_MEASURABLE,
-                       "No variant with one instance and no dynamic batching was measured at two or more "
-                       "concurrency levels with Triton's queue time.")
+        return Finding("queue_delay", claim, NOT_MEASURABLE, _queue_why(means, setups, rows))
     return _finish("queue_delay", claim, verdicts, parts, evidence)
 
 
@@ -259,8 +381,7 @@ def _twins(setups: dict[tuple[str, str], Setup]) -> list[tuple[str, str, str]]:
     return out
 
 
-def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup],
-                     raw: dict[tuple[str, str], dict[str, Any]],
+def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      batches: dict[tuple[str, str, str, float], float] | None = None,
                      smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "Dynamic batching raises the average batch and throughput at the same load"
@@ -314,9 +435,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup],
         told = (" Triton's statistics alone (no throughput to compare) give average batches "
                 + "; ".join(seen) + ".") if seen else ""
         return Finding("dynamic_batching", claim, NOT_MEASURABLE,
-                       "No two variants differing only by dynamic batching were measured at a common load "
-                       "above one outstanding request." + told
-                       + _unmeasured(setups, raw, lambda s: s.dynamic_batching), evidence)
+                       _batching_why(means, setups, rows) + told, evidence)
     return _finish("dynamic_batching", claim, verdicts, parts, evidence)
 
 
@@ -331,7 +450,7 @@ def _busy(m: Level, s: Setup) -> tuple[bool, str]:
     return False, f"{what} {util * 100:.0f} %" if util is not None else "utilisation not reported"
 
 
-def instances(means: Levels, setups: dict[tuple[str, str], Setup],
+def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
               smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "More instances raise throughput until the CPU or GPU saturates"
     groups: dict[tuple[str, str, str, int], list[Setup]] = {}
@@ -381,13 +500,11 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup],
                                          "gpu_util": m.get("gpu_util"), "gpu_util_max": m.get("gpu_util_max"),
                                          "cpu_util": m.get("cpu_util")} for s, m in pts]})
     if not verdicts:
-        return Finding("instances", claim, NOT_MEASURABLE,
-                       "No variants differing only by their instance count were measured at a common "
-                       "concurrency.")
+        return Finding("instances", claim, NOT_MEASURABLE, _instances_why(means, setups, rows))
     return _finish("instances", claim, verdicts, parts, evidence)
 
 
-def poisson(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[tuple[str, str], dict[str, Any]],
+def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
             smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
     parts, verdicts, evidence = [], [], []
@@ -416,14 +533,11 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], raw: dict[tuple
                                  "constant_us": cm[tail], "poisson_us": pm[tail], "effect": _ev(e),
                                  "verdict": verdict.word})
     if not verdicts:
-        return Finding("poisson", claim, NOT_MEASURABLE,
-                       "No configuration was measured at the same request rate with both constant and "
-                       "Poisson arrivals." + _unmeasured(setups, raw, lambda s: True))
+        return Finding("poisson", claim, NOT_MEASURABLE, _poisson_why(means, setups, rows))
     return _finish("poisson", claim, verdicts, parts, evidence)
 
 
-def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup],
-                 raw: dict[tuple[str, str], dict[str, Any]],
+def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                  smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
     claim = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
     parts, verdicts, evidence = [], [], []
@@ -460,11 +574,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup],
                                  "latency_onnx_us": om[lat], "throughput_effect": _ev(thr),
                                  "latency_effect": _ev(lt), "verdict": verdict.word})
     if not verdicts:
-        return Finding("onnx_backend", claim, NOT_MEASURABLE,
-                       "No ONNX and Python-backend variants were both measured at the same load, batch and "
-                       "instance count."
-                       + _unmeasured(setups, raw, lambda s: s.backend in ("onnxruntime", "python")),
-                       evidence)
+        return Finding("onnx_backend", claim, NOT_MEASURABLE, _onnx_why(means, setups, rows), evidence)
     return _finish("onnx_backend", claim, verdicts, parts, evidence)
 
 
@@ -528,7 +638,8 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
         found = standing(ranked, smallest)
         if found is None:
             parts.append(f"**{name}**: " + ("no measured level qualifies" if not ranked else
-                                              f"only `{ranked[0]['variant']}` qualifies, nothing to compare"))
+                                              f"only `{ranked[0]['variant']}` qualifies, nothing to compare")
+                         + why_.unqualified(o, rows, {c["variant"] for c in ranked}))
             continue
         top, second, e, v = found
         verdicts.append(v)
@@ -546,6 +657,8 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
         evidence.append({"objective": name, "best": top, "next": second, "lead": _ev(e), "verdict": v.word,
                          "winner": top["variant"] if v.word == HELD else None})
     if not verdicts:
+        if not why_.measured(rows):
+            return Finding("best_variant", claim, NOT_MEASURABLE, why_.nothing_measured(rows))
         return Finding("best_variant", claim, NOT_MEASURABLE,
                        "Fewer than two variants qualify for any objective"
                        + (": " + "; ".join(parts) if parts else "") + ".")
@@ -560,28 +673,18 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's
     smallest effect of interest).
 
-    A claim not measurable here also names the run's levels that failed (e.g. perf_analyzer found no
-    stable measurement): they may be why.
+    A claim not measurable here says why (:mod:`.reasons`: the first cause in its fixed order that
+    applies, or what differed between the variants it would compare), from the run's records.
     """
     setups = {k: s for k, r in raw_setups.items() if (s := make_setup(k[0], k[1], r)) is not None}
     means = levels(rows)
     batches = {(r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"])):
                float(r["avg_batch_size"])
                for r in rows if r.get("load") is not None and r.get("avg_batch_size") is not None}
-    found = [queue_delay(means, setups, smallest),
-             dynamic_batching(means, setups, raw_setups, batches, smallest),
-             instances(means, setups, smallest), poisson(means, setups, raw_setups, smallest),
-             onnx_backend(means, setups, raw_setups, smallest), best_variant(rows, objectives, smallest)]
-    failed = [r for r in rows if r.get("status") != "ok" and r.get("load") is not None]
-    if failed:
-        first = failed[0]
-        note = (f" {len(failed)} level(s) of this run were not measured (listed under Not measured), e.g. "
-                f"`{first['variant']}` {_load(first.get('mode') or 'concurrency', float(first['load']))}: "
-                f"{str(first.get('error') or first['status']).strip()[:120]}.")
-        for f in found:
-            if f.verdict == NOT_MEASURABLE:
-                f.detail += note
-    return found
+    return [queue_delay(means, setups, rows, smallest),
+            dynamic_batching(means, setups, rows, batches, smallest),
+            instances(means, setups, rows, smallest), poisson(means, setups, rows, smallest),
+            onnx_backend(means, setups, rows, smallest), best_variant(rows, objectives, smallest)]
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None,

@@ -33,6 +33,7 @@ from ..experiment.spec.reader import read_objectives
 from . import fastapi_tree as fastapi_results
 from . import findings as fnd
 from . import intervals as iv
+from . import reasons as why_
 from . import tree as res
 from .cells import cell, ms_cells
 
@@ -608,7 +609,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:
-            lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies")
+            lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies"
+                         + why_.unqualified(o, rows, set()))
         else:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
@@ -637,11 +639,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     problems = [r for r in rows if r["status"] != "ok"]
     if problems or manifest.get("failures"):
         lines += ["", "## Not measured", ""]
-        for r in problems:
-            lines.append(f"- {r['host']} / {r['variant']}"
-                         f"{' @ ' + cell(r.get('load')) if r.get('load') is not None else ''}: "
-                         f"{r['status']}: "
-                         f"{(r.get('error') or '').strip()}")
+        lines += [f"- {why_.level_failure(r)}" for r in problems]
         for f in manifest.get("failures") or []:
             lines.append(f"- {f}")
     notes = res.read_json(run / "notes.json") or {}
@@ -649,7 +647,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             vm = res.read_json(vdir / "variant.json") or {}
             for n in vm.get("notes") or []:
-                notes.setdefault("adapted", []).append(f"{host_dir.name}/{vdir.name}: {n}")
+                notes.setdefault("adapted", []).append(f"{host_dir.name}/{vdir.name}: {why_.note(n)}")
     if notes.get("adapted"):
         lines += ["", "## Adapted to the host", ""] + [f"- {n}" for n in notes["adapted"]]
     if plots or skipped:

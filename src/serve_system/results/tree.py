@@ -124,7 +124,8 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["retried"] = len(lrec.attempts) > 1
     row["duration_s"] = round(lrec.end - lrec.start, 3)
     if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
-        row.update(status="failed", error=lrec.error or "the level failed")
+        row.update(status="failed", error=lrec.error or "the level failed",
+                   peak_rss_mb=peak_rss_mb(meta, lrec))
         return row
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
@@ -176,6 +177,16 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["gpu_mem_max_bytes"] = statsmod.max_gpu_mem(samples)
     row["cpu_util"] = statsmod.mean_cpu_util(samples)
     return row
+
+
+def peak_rss_mb(meta: dict[str, Any], lrec: records.LevelRecord) -> float | None:
+    """The measuring command's peak resident memory over a level's attempts (MB), where recorded: the
+    level's ``peak_rss_bytes``, else its attempts' ``max_rss_mb``."""
+    level_peak = meta.get("peak_rss_bytes")
+    if isinstance(level_peak, int | float) and not isinstance(level_peak, bool):
+        return round(float(level_peak) / 2**20, 1)
+    peaks = [a.max_rss_mb for a in lrec.attempts if a.max_rss_mb is not None]
+    return max(peaks) if peaks else None
 
 
 def _last_error(text: str) -> str | None:
@@ -250,7 +261,8 @@ def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]
 
     ``config_pbtxt`` (the exact config sent, or None), ``distribution`` and ``batch_size`` (from the
     first level's perf_analyzer argv and level.json), ``runtime`` (FastAPI variants), ``status``,
-    ``error``, and the host's ``host_gpus`` / ``host_cpus`` (facts.json).
+    ``error``, ``notes`` (how the host changed it, and who served it: the ONNX shim), and the host's
+    ``host_gpus`` / ``host_cpus`` (facts.json).
     """
     run = Path(run_dir)
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -262,6 +274,7 @@ def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]
             setup: dict[str, Any] = {
                 "config_pbtxt": _read_text(cfg) if cfg.is_file() else None,
                 "runtime": vmeta.get("runtime"), "status": vmeta.get("status"), "error": vmeta.get("error"),
+                "notes": vmeta.get("notes") or [],
                 "distribution": None, "batch_size": 1,
                 "host_gpus": facts.get("gpus"), "host_cpus": facts.get("cpus"),
             }

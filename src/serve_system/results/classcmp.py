@@ -84,8 +84,9 @@ class Outlier:
     z: float
 
     def text(self) -> str:
-        return (f"{self.node}: {_fmt(self.metric, self.value)} vs class median {_fmt(self.metric, self.median)} "
-                f"[IQR {_fmt(self.metric, self.q1, unit=False)}–{_fmt(self.metric, self.q3, unit=False)}]")
+        m = self.metric
+        return (f"{self.node}: {_fmt(m, self.value)} vs class median {_fmt(m, self.median)} "
+                f"[IQR {_fmt(m, self.q1, unit=False)}–{_fmt(m, self.q3, unit=False)}]")
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -151,8 +152,8 @@ def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node],
     labels = Counter(n.label for n in measured)
     dup = next((n for n in measured if labels[n.label] > 1), None)
     if dup is not None:
-        raise ServeSystemError(f"{dup.run}: node {dup.label} appears in two run folders with the same run id; "
-                               "give each run once")
+        raise ServeSystemError(f"{dup.run}: node {dup.label} appears in two run folders with the same run "
+                               "id; give each run once")
     manifest["experiment"] = experiment[0] if experiment else None
     return measured, manifest
 
@@ -230,7 +231,8 @@ def compare_class(run_dirs: list[Path], loads: list[float] | None = None,
             s = cell_stats(values)
             out = outliers(values, smallest)
             for node, z in out.items():
-                found.append(Outlier(node, v, mode, load, metric, values[node], s["median"], s["q1"], s["q3"], z))
+                found.append(Outlier(node, v, mode, load, metric, values[node], s["median"], s["q1"], s["q3"],
+                                     z))
             stats_rows.append({"variant": v, "mode": mode, "load": load, "metric": metric, **s,
                                "outliers": sorted(out), "values": values})
     suspects = _suspects(nodes, table, found)
@@ -241,9 +243,11 @@ def compare_class(run_dirs: list[Path], loads: list[float] | None = None,
     pooled, _ = pooled_findings(pool, manifest)
     _, per_node = pooled_findings(nodes, manifest, pooled=False)
     return {"experiment": manifest.get("experiment"), "smallest_effect": smallest,
-            "nodes": [{"node": n.label, "host": n.host, "run_id": n.run_id, "run": str(n.run)} for n in nodes],
+            "nodes": [{"node": n.label, "host": n.host, "run_id": n.run_id, "run": str(n.run)}
+                      for n in nodes],
             "cells": stats_rows, "outliers": found, "suspects": suspects, "findings": pooled,
-            "pooled_nodes": [n.label for n in pool], "left_out": left_out, "node_verdicts": per_node, "setup_notes": _setup_notes(nodes)}
+            "pooled_nodes": [n.label for n in pool], "left_out": left_out, "node_verdicts": per_node,
+            "setup_notes": _setup_notes(nodes)}
 
 
 def _suspects(nodes: list[Node], table: dict[tuple[str, str, float], dict[str, dict[str, float]]],
@@ -251,7 +255,8 @@ def _suspects(nodes: list[Node], table: dict[tuple[str, str, float], dict[str, d
     """Nodes that are outliers in more than half of the variants they measured."""
     out = []
     for n in nodes:
-        measured = sorted({v for (v, _, _), c in table.items() if any(n.label in vals for vals in c.values())})
+        measured = sorted({v for (v, _, _), c in table.items()
+                           if any(n.label in vals for vals in c.values())})
         flagged = sorted({o.variant for o in found if o.node == n.label})
         if measured and len(flagged) * 2 > len(measured):
             out.append({"node": n.label, "variants": len(measured), "outlying_variants": flagged,
@@ -337,8 +342,8 @@ def _load(mode: str, load: float) -> str:
 
 SHORT = {"throughput": "throughput", "latency_avg_us": "avg latency", "p50_us": "p50", "p95_us": "p95",
          "p99_us": "p99"}
-METRIC_NAMES = {"throughput": "throughput (/s)", "latency_avg_us": "average latency (ms)", "p50_us": "p50 (ms)", "p95_us": "p95 (ms)",
-                "p99_us": "p99 (ms)"}
+METRIC_NAMES = {"throughput": "throughput (/s)", "latency_avg_us": "average latency (ms)",
+                "p50_us": "p50 (ms)", "p95_us": "p95 (ms)", "p99_us": "p99 (ms)"}
 
 
 def markdown(result: dict[str, Any], plots: list[Path]) -> str:
@@ -346,16 +351,17 @@ def markdown(result: dict[str, Any], plots: list[Path]) -> str:
     smallest = result["smallest_effect"]
     lines = [f"# Class comparison: {result['experiment']}", "",
              f"{len(nodes)} nodes: " + ", ".join(f"{n['node']} ({n['run']})" for n in nodes) + ".", "",
-             "Each node's value at a variant and load is the mean over its ok repetitions; the class's "
-             "numbers are taken across the nodes.", ""]
+             ("Each node's value at a variant and load is the mean over its ok repetitions; the class's "
+             "numbers are taken across the nodes."), ""]
     lines += ["## Suspect nodes", "",
               "A node that is an outlier (in any metric) in more than half of the variants it measured.", ""]
     if result["suspects"]:
         for s in result["suspects"]:
             first = s["outliers"][0]
             lines.append(f"- **{s['node']}**: outlier in {len(s['outlying_variants'])} of {s['variants']} "
-                         f"variants ({', '.join(f'`{v}`' for v in s['outlying_variants'])}); e.g. `{first.variant}` "
-                         f"at {_load(first.mode, first.load)}, {SHORT[first.metric]}: {first.text()}. All "
+                         f"variants ({', '.join(f'`{v}`' for v in s['outlying_variants'])}); "
+                         f"e.g. `{first.variant}` at {_load(first.mode, first.load)}, "
+                         f"{SHORT[first.metric]}: {first.text()}. All "
                          f"{len(s['outliers'])} outlying values: "
                          + "; ".join(f"`{o.variant}` {_load(o.mode, o.load)} {SHORT[o.metric]} "
                                      f"{_fmt(o.metric, o.value)}" for o in s["outliers"]) + ".")
@@ -364,10 +370,10 @@ def markdown(result: dict[str, Any], plots: list[Path]) -> str:
     suspect = {s["node"] for s in result["suspects"]}
     rest = [o for o in result["outliers"] if o.node not in suspect]
     lines += ["", "## Outliers", "",
-              f"Rule: a node's value is an outlier when it lies more than {OUTLIER_Z:g} robust standard "
+              (f"Rule: a node's value is an outlier when it lies more than {OUTLIER_Z:g} robust standard "
               f"deviations ({MAD_SD} x MAD, the median absolute deviation across the nodes) from the class "
-              f"median and differs from it by at least the smallest effect of interest, {smallest * 100:g} %. "
-              "Needs three nodes or more.", ""]
+              "median and differs from it by at least the smallest effect of interest, "
+              f"{smallest * 100:g} %. Needs three nodes or more."), ""]
     if not result["outliers"]:
         lines.append("None.")
     elif not rest:
@@ -375,8 +381,8 @@ def markdown(result: dict[str, Any], plots: list[Path]) -> str:
     for o in rest:
         lines.append(f"- `{o.variant}` at {_load(o.mode, o.load)}, {SHORT[o.metric]}: {o.text()}")
     lines += ["", "## Across nodes", "",
-              "Per variant and load: the nodes' values, their median, quartiles (IQR), range and coefficient "
-              "of variation across nodes (cv = sd / mean).", "",
+              ("Per variant and load: the nodes' values, their median, quartiles (IQR), range and "
+               "coefficient of variation across nodes (cv = sd / mean)."), "",
               "| variant | load | metric | n | median | IQR | min - max | cv | outliers |",
               "|---|---|---|---|---|---|---|---|---|"]
     for c in result["cells"]:
@@ -390,10 +396,10 @@ def markdown(result: dict[str, Any], plots: list[Path]) -> str:
     left = (f" Left out of the pool: {', '.join(result['left_out'])} (suspect nodes, above); their own runs "
             "still count among the nodes below." if result["left_out"] else "")
     lines += ["", "## Findings, pooled over the class", "",
-              "The lab's claims with each node as one repetition (one value per node per variant and load: "
+              ("The lab's claims with each node as one repetition (one value per node per variant and load: "
               f"the node's mean), pooled over {len(pool)} nodes, so every n below counts nodes; each verdict "
               f"is judged against the smallest effect of interest, {smallest * 100:g} %. After each verdict: "
-              f"how many of the {len(nodes)} nodes saw the claim hold in their own run.{left}", ""]
+              f"how many of the {len(nodes)} nodes saw the claim hold in their own run.{left}"), ""]
     for note in result["setup_notes"]:
         lines.append(f"- Note: {note}.")
     for f in result["findings"]:
@@ -402,8 +408,8 @@ def markdown(result: dict[str, Any], plots: list[Path]) -> str:
                + "".join(f", {k}: {tally[k]}" for k in fnd.VERDICTS[1:] if tally[k]))
         lines.append(f"- **{f.claim}**: **{f.verdict}** (pooled over {len(pool)} nodes). {own}. {f.detail}")
     lines += ["", "## Box plots", "",
-              "One per metric and load: a box per variant (quartiles, whiskers to 1.5 IQR), every node a point, "
-              "the outliers named.", ""]
+              ("One per metric and load: a box per variant (quartiles, whiskers to 1.5 IQR), every node a "
+               "point, the outliers named."), ""]
     lines += [f"![{p.stem}](plots/{p.name})" for p in plots]
     return "\n".join(lines) + "\n"
 
@@ -470,8 +476,8 @@ def write(result: dict[str, Any], out: Path) -> list[Path]:
         w = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
         w.writeheader()
         for c in result["cells"]:
-            w.writerow({k: ";".join(c[k]) if k == "outliers" else ("" if c[k] is None else c[k])
-                        for k in CSV_COLUMNS})
+            row = {k: "" if c[k] is None else c[k] for k in CSV_COLUMNS}
+            w.writerow({**row, "load": f"{c['load']:g}", "outliers": ";".join(c["outliers"])})
     (out / "class.json").write_text(json.dumps(_jsonable(result), indent=1, default=str) + "\n",
                                     encoding="utf-8")
     return [out / n for n in FILES] + plots

@@ -257,5 +257,23 @@ def test_load_filter(tmp_path: Path) -> None:
     run = class_run(tmp_path, HEALTHY)
     result = classcmp.compare_class([run], loads=[8])
     assert {c["load"] for c in result["cells"]} == {8.0}
+    # the claims still see every load: the queue delay compares concurrency 1 with 16
+    assert next(f for f in result["findings"] if f.key == QUEUE).verdict == "held"
+    classcmp.write(result, tmp_path / "o")
+    assert "keep only load 8 (--load)" in (tmp_path / "o" / "class.md").read_text()
     with pytest.raises(ServeSystemError, match="--load 3: no node measured this load"):
         classcmp.compare_class([run], loads=[3])
+
+
+def test_a_variant_set_up_differently_is_said(tmp_path: Path) -> None:
+    run = class_run(tmp_path, HEALTHY)
+    cfg = run / "c11-03" / "dynbatch" / "config.pbtxt"
+    text = cfg.read_text()
+    assert "max_queue_delay_microseconds: 100" in text
+    cfg.write_text(text.replace("max_queue_delay_microseconds: 100", "max_queue_delay_microseconds: 500"))
+    result = classcmp.compare_class([run])
+    want = ("`dynbatch` was set up differently on c11-03 than on c11-01; the pooled findings use "
+            "c11-01's set-up")
+    assert result["setup_notes"] == [want]
+    classcmp.write(result, tmp_path / "o")
+    assert "- Note: `dynbatch` was set up differently on c11-03" in (tmp_path / "o" / "class.md").read_text()

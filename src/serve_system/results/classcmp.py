@@ -242,7 +242,7 @@ def compare_class(run_dirs: list[Path], loads: list[float] | None = None,
         pool, left_out = nodes, []
     pooled, _ = pooled_findings(pool, manifest)
     _, per_node = pooled_findings(nodes, manifest, pooled=False)
-    return {"experiment": manifest.get("experiment"), "smallest_effect": smallest,
+    return {"experiment": manifest.get("experiment"), "smallest_effect": smallest, "loads": loads or None,
             "nodes": [{"node": n.label, "host": n.host, "run_id": n.run_id, "run": str(n.run)}
                       for n in nodes],
             "cells": stats_rows, "outliers": found, "suspects": suspects, "findings": pooled,
@@ -400,6 +400,10 @@ def markdown(result: dict[str, Any], plots: list[Path]) -> str:
               f"the node's mean), pooled over {len(pool)} nodes, so every n below counts nodes; each verdict "
               f"is judged against the smallest effect of interest, {smallest * 100:g} %. After each verdict: "
               f"how many of the {len(nodes)} nodes saw the claim hold in their own run.{left}"), ""]
+    if result.get("loads"):
+        lines.append("- Note: the tables above keep only load "
+                     + ", ".join(f"{x:g}" for x in result["loads"]) + " (--load); the claims use every load "
+                     "the nodes measured (a claim such as the queue delay's compares loads).")
     for note in result["setup_notes"]:
         lines.append(f"- Note: {note}.")
     for f in result["findings"]:

@@ -1,4 +1,4 @@
-"""Bad inputs of ``serve-system report`` and ``serve-system compare``.
+"""Bad inputs of ``serve-system report`` and ``serve-system compare`` (also ``compare --class``).
 
 Run folders are laid out as the experiment roles write them (results/<experiment>/<run-id>/...);
 each case breaks one thing: the folder (missing, empty, planned but never measured, interrupted),
@@ -181,4 +181,25 @@ CASES: list[BadInput] = [
              "positive number"),
     _compare("compare-load-nan", REPORTED, (f"{{tmp}}/{RUN}", "--load", "nan"), "--load nan",
              "positive number"),
+    # -- compare --class (raw run folders; each host of each run is a node) -------------------------
+    _compare("compare-class-not-a-run", {**_run(_level()), "notes/todo.txt": "later\n"},
+             ("--class", f"{{tmp}}/{RUN}", "{tmp}/notes"), "{tmp}/notes: not a run folder",
+             "results/<experiment>/<run-id>"),
+    _compare("compare-class-folder-of-runs", _run(_level()), ("--class", "{tmp}/results/demo"),
+             "{tmp}/results/demo: not a run folder but a folder of runs", f"e.g. {{tmp}}/{RUN}"),
+    _compare("compare-class-one-node", _run(_level()), ("--class", f"{{tmp}}/{RUN}"),
+             f"one node (node-1 of {{tmp}}/{RUN})", "two nodes or more", "more run folders"),
+    _compare("compare-class-experiments-mixed",
+             {**_run(_level()), **{k.replace(RUN, "results/other/r2"): v for k, v in _run(
+                 _level(), manifest=json.dumps({"experiment": "other", "run_id": "r2"})).items()}},
+             ("--class", f"{{tmp}}/{RUN}", "{tmp}/results/other/r2"),
+             "{tmp}/results/other/r2: a run of experiment 'other'", f"{{tmp}}/{RUN} is of 'demo'",
+             "one experiment at a time"),
+    _compare("compare-class-out-inside-a-run", _run(_level()),
+             ("--class", f"{{tmp}}/{RUN}", "--out", f"{{tmp}}/{RUN}/class"), f"--out {{tmp}}/{RUN}/class",
+             "lies inside run folder", "elsewhere"),
+    _compare("compare-class-out-not-empty", {**_run(_level()), "cls/old.md": "an earlier report\n"},
+             ("--class", f"{{tmp}}/{RUN}", "--out", "{tmp}/cls"), "--out {tmp}/cls", "not empty", "--force"),
+    _compare("compare-class-with-csv", _run(_level()), ("--class", f"{{tmp}}/{RUN}", "--csv", "{tmp}/c.csv"),
+             "--csv {tmp}/c.csv", "class.csv in the --out folder"),
 ]

@@ -276,8 +276,8 @@ def interleave(variants: list[VariantPlan], seed: int) -> list[list[str]]:
     order shuffled from ``seed``, so each variant is measured at each position of a round once per
     block (with two variants: AB, BA, ...) and drift and order effects fall on every variant alike.
     Where a round starts with the variant the previous one ended with (or any variant follows one with
-    the same config), the runner unloads the model first, so every repetition is a fresh load. With one repetition the plan's order
-    stays (the lab's: the baseline first)."""
+    the same config), the runner unloads the model first, so every repetition is a fresh load. With one
+    repetition the plan's order stays (the lab's: the baseline first)."""
     names = [v.name for v in variants]
     reps = max((lv.repetition for v in variants for lv in v.levels), default=1)
     if reps <= 1:

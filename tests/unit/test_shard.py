@@ -229,3 +229,7 @@ def test_cross_node_effect_adds_the_four_variances() -> None:
     assert e.low is not None and e.high is not None and same.low is not None and same.high is not None
     assert math.log1p(e.high) - math.log1p(e.low) > math.log1p(same.high) - math.log1p(same.low)
     assert shardres.cross_node([1.0], a, rb, b).reason == iv.ONE_REPETITION
+    # more repetitions of both sides (variant and reference) would decide it: a wide one needs many
+    wide = shardres.cross_node([100.0, 60.0], [120.0, 70.0], [100.0, 160.0], [130.0, 200.0])
+    more = iv.more_repetitions(wide, 0.0)
+    assert more is None or more > 3

@@ -81,7 +81,11 @@ def cross_node(ref_a: Sequence[float], a: Sequence[float], ref_b: Sequence[float
         return iv.Effect(len(a), len(b), math.expm1(d), math.expm1(d), math.expm1(d), None, d)
     df = math.fsum(qs) ** 2 / math.fsum(q * q / (len(g) - 1) for q, g in zip(qs, logs, strict=True))
     half = iv._t(df) * se
-    return iv.Effect(len(a), len(b), math.expm1(d), math.expm1(d - half), math.expm1(d + half), None, d)
+    # per side, a variant's spread and its reference's add (what more repetitions of both would shrink)
+    var_a = statistics.variance(logs[0]) + statistics.variance(logs[1])
+    var_b = statistics.variance(logs[2]) + statistics.variance(logs[3])
+    return iv.Effect(len(a), len(b), math.expm1(d), math.expm1(d - half), math.expm1(d + half), None, d,
+                     var_a, var_b)
 
 
 def analyse(rows: list[dict[str, Any]], shard: shardmod.Shard, metrics: Sequence[str],

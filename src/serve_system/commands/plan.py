@@ -8,7 +8,8 @@ Otherwise it writes, under ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per
 levels are already measured), each variant's ``config.pbtxt`` and ``load_body.json``, and
 ``.node.pyz`` (the node bundle: the runner, the plan and its inputs in one file the role copies). With
 ``--fresh`` the hosts' earlier results are removed first; with ``--lease-end`` a plan that cannot end
-before the lease does is refused.
+before the lease does is refused. A sharded run (the spec's ``shard``, or ``--shard``) plans each host
+only its share of the variants and the reference (:mod:`serve_system.experiment.shard`).
 
 Arguments are checked as strictly as the spec, before anything is written or deleted: ``RUN_DIR`` is
 ``<results>/<experiment name>/<run id>`` (a plain run id, no ``..``, not a link), each host a plain
@@ -75,6 +76,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "that cannot finish before it")
     p.add_argument("--ignore-lease-end", action="store_true",
                    help="start even if the plan outlasts the lease")
+    p.add_argument("--shard", action="store_true",
+                   help="spread the variants over the hosts (each candidate on one host, the first variant "
+                        "on every host as the reference), as the spec's shard setting does")
+    p.add_argument("--shard-hosts", default="", metavar="NAME,...",
+                   help="a sharded run's hosts, all of them (default: the --host names): a plan for one host "
+                        "deals the variants over these")
     p.set_defaults(func=_run)
 
 
@@ -129,6 +136,15 @@ def _run(args: argparse.Namespace) -> int:
         run = exp.check_run_dir(run_dir, spec.name)
         for h, _ in hosts:
             exp.check_host_dir(run, h)
+        over = [h for h in args.shard_hosts.split(",") if h]
+        for h in over:
+            try:
+                check_name(h, "host name")
+            except ValueError as exc:
+                raise SpecError([f"--shard-hosts {args.shard_hosts!r}: {exc}"]) from None
+        shard = exp.sharding(spec, plans, force=args.shard, over=over, run=run)
+        if shard is not None:
+            plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
     except SpecError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
@@ -147,7 +163,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(line, file=sys.stderr)
             return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
-                        manifest=not args.no_manifest)
+                        manifest=not args.no_manifest, shard=shard)
     if args.role:
         print(json.dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
     elif not args.quiet:

@@ -26,6 +26,7 @@ from typing import Any
 
 from . import perf as perfmod
 from . import records as rec
+from . import shard as shardmod
 from . import tritonconfig as tc
 from .records import LevelPlan, VariantPlan
 from .runner import BUNDLE_MAIN
@@ -41,7 +42,7 @@ from .spec.models import (
     check_name,
     expand_levels,
 )
-from .spec.reader import repo_root, resolve
+from .spec.reader import repo_root, resolve, shard_problems
 
 #: Triton's endpoints and the run's folder as the node's client container sees them (the serve_stack
 #: role names the containers; the experiment role mounts the run folder at NODE_WORK_DIR)
@@ -324,10 +325,12 @@ def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None,
 
 
 def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, int]], bases: dict[str, Path],
-              targets: Targets, *, fresh: bool = False, manifest: bool = True) -> dict[str, Any]:
+              targets: Targets, *, fresh: bool = False, manifest: bool = True,
+              shard: shardmod.Shard | None = None) -> dict[str, Any]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
-    node bundle. ``fresh`` removes the hosts' earlier results first. Returns each host's plan as JSON."""
+    node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
+    its share of the variants (:func:`sharding`). Returns each host's plan as JSON."""
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
     run.mkdir(parents=True, exist_ok=True)
@@ -342,6 +345,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             stand_in=spec.stand_in if isinstance(spec, TritonSpec) else None,
             hosts=sorted(set(doc.get("hosts", [])) | {h for h, _ in hosts}),
             objectives=[o.as_record() for o in objectives_of(spec)],
+            shard=shard.record() if shard else None,
         )
         manifest_path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     out = {}
@@ -351,6 +355,8 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         if fresh and hdir.exists():
             shutil.rmtree(hdir)
         variants = host_variants(spec, targets, gpus, bases.get(host), rec.done_levels(hdir))
+        if shard is not None:
+            variants = [v for v in variants if v.name in shard.variants_of(host)]
         for v in variants:
             vdir = hdir / v.name
             vdir.mkdir(parents=True, exist_ok=True)
@@ -363,6 +369,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             models=models, provenance=prov,
             warmup_requests=spec.warmup.requests,
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints())
+        hplan.shard = shard.record() | {"candidates": shard.assignment[host]} if shard else None
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)
         if isinstance(spec, TritonSpec) and spec.repetitions == "auto":
@@ -373,6 +380,42 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
         out[host] = rec.to_json(hplan)
     return out
+
+
+def sharding(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], *, force: bool = False,
+             over: list[str] | None = None, run: Path | None = None) -> shardmod.Shard | None:
+    """The run's shard (None: not sharded): the spec's ``shard`` setting, or ``force`` (``-e shard``,
+    the first variant the reference). ``plans``: the hosts of this call and their variants (the costs
+    come from the first host's); ``over``: every host of the play (default: ``plans``' hosts), each host
+    of ``plans`` among them. An earlier plan of ``run`` over other hosts is refused. Raises SpecError."""
+    setting = spec.shard if isinstance(spec, TritonSpec) else None
+    if setting is None and not force:
+        return None
+    if not isinstance(spec, TritonSpec):
+        raise SpecError([(f"{spec.path}: -e shard: only for kind: triton specs (a fastapi spec runs each "
+                         "runtime on every host): remove it")])
+    names = [v.name for v in spec.all_variants]
+    if setting is None:
+        problems = shard_problems(spec, names, str(spec.path), "-e shard")
+        if problems:
+            raise SpecError(problems)
+    hosts = list(over or plans)
+    stray = [h for h in plans if h not in hosts]
+    if stray:
+        raise SpecError([(f"--host {stray[0]!r}: not one of --shard-hosts ({', '.join(hosts)}): give every "
+                         "host of the play to --shard-hosts")])
+    first = plans[next(iter(plans))]
+    costs = {v.name: estimate_seconds([v]) for v in first}
+    shard = shardmod.assign(names, hosts, shardmod.reference_of(setting.reference if setting else "first",
+                                                                names), costs, seed=spec.name)
+    manifest = (run / "manifest.json") if run is not None else None
+    if manifest is not None and manifest.exists():
+        try:
+            earlier = json.loads(manifest.read_text(encoding="utf-8")).get("shard")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            earlier = None  # check_run_dir has said what is wrong with it
+        shardmod.check_same_hosts(earlier, shard, str(spec.path))
+    return shard
 
 
 def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str],
@@ -420,7 +463,10 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
         hosts[host] = {"models": hplan["models"], "batches": batches,
                        # auto: the rounds the role may add, each asked of serve-system decide
                        "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}
+    shards = [p["shard"] for p in plans.values() if p.get("shard")]
     return {"experiment": spec.name, "kind": kind, "run_dir": str(run),
+            # a sharded run: every host's own plan deals the candidates over the same hosts
+            "shard_args": [f"--shard-hosts={','.join(shards[0]['hosts'])}"] if shards else [],
             "run_subdir": f"{spec.name}/{run.name}",
             "level_wait_s": int(level_wait), "token": time.strftime("%Y%m%dT%H%M%S", time.gmtime()),
             "hosts": hosts}

@@ -116,6 +116,10 @@ class HostPlan:
     #: where the runner reaches the services, as the client container sees them: ``triton`` (HTTP API),
     #: ``metrics`` (Prometheus text), ``fastapi`` (the endpoint)
     endpoints: dict[str, str] = field(default_factory=dict)
+    #: a sharded run (serve_system.experiment.shard): the reference every host measures, the hosts,
+    #: every host's candidates (``assignment``), this host's (``candidates``) and the rule; None: every
+    #: variant on every host
+    shard: dict[str, Any] | None = None
 
 
 @dataclass

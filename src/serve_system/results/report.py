@@ -34,6 +34,7 @@ from . import fastapi_tree as fastapi_results
 from . import findings as fnd
 from . import intervals as iv
 from . import reasons as why_
+from . import shard as shardres
 from . import tree as res
 from .cells import cell, ms_cells
 
@@ -582,8 +583,11 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     winners = [best(rows, o) for o in objectives]
     found = fnd.evaluate(rows, res.variant_setups(run), objectives, smallest)
     plots, skipped = make_plots(run, rows)
+    shard = shardres.read(run, manifest)
+    metrics = list(dict.fromkeys(str(o.get("metric", "throughput")) for o in objectives))
+    sharded = shardres.analyse(rows, shard, metrics, smallest) if shard else None
     csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
-                                                    "missing": gaps})
+                                                    "missing": gaps, "shard": sharded})
     title = f"{manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}"
     lines = [f"# {title}", ""]
     if manifest.get("description"):
@@ -616,6 +620,9 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
                          f"(mean of {w['repetitions']})"
                          + _standing(fnd.rank(rows, o), smallest))
+    if shard and sharded:
+        lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
+                      "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]
     lines += ["", *fnd.markdown(found, stand_in, smallest)]
     lines += _per_level(rows)
     lines += ["## Measurements", "",

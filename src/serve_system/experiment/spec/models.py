@@ -294,6 +294,16 @@ class Sweep(_Model):
     perf: dict[str, Any] | None = None
 
 
+class ShardSetting(_Model):
+    """Spread the variants over the play's hosts: each candidate on one host, the reference on every
+    host (:mod:`serve_system.experiment.shard`)."""
+
+    reference: Name = Field(
+        default="first", description="the variant every host measures (its name, or first: the first "
+                                     "variant), so the report can tell node differences from "
+                                     "configuration differences")
+
+
 class TritonSpec(_Model):
     """An experiment on Triton (``kind: triton``, the default)."""
 
@@ -321,6 +331,9 @@ class TritonSpec(_Model):
     variants: Annotated[list[Variant], BeforeValidator(lambda v: [] if v is None else v)] = Field(
         default_factory=list)
     sweep: Sweep | None = None
+    shard: ShardSetting | None = Field(
+        default=None, description="spread the variants over the play's hosts instead of repeating them on "
+                                  "each (also: -e shard=true)")
 
     _path: Path = PrivateAttr(default=Path("spec.yml"))
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)

@@ -289,6 +289,8 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
                         "concurrency levels are whole numbers >= 1")
         levels.update(lv)
         runs += len(lv) * spec.max_repetitions
+    if spec.shard is not None:
+        errs += shard_problems(spec, names, where, "shard")
     if spec.budget is not None and spec.repetitions != "auto":
         errs.append(f"{where}: budget: only with repetitions: auto: set repetitions: auto, or remove budget")
     if runs > MAX_RUNS:
@@ -305,6 +307,25 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
     errs[:] = uniq
     spec._expanded = variants
 
+
+
+def shard_problems(spec: TritonSpec, names: list[str], where: str, field: str) -> list[str]:
+    """Why a spec cannot be sharded (``field``: how the setting was given: the spec's ``shard`` or
+    ``-e shard``); [] when it can."""
+    errs = []
+    ref = spec.shard.reference if spec.shard is not None else "first"
+    if ref != "first" and ref not in names:
+        errs.append(f"{where}: shard.reference: no variant named {ref!r}: give one of "
+                    f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''}, or first")
+    if len(names) < 2:
+        errs.append(f"{where}: {field}: one variant, nothing to spread over hosts: remove {field}, or add "
+                    "variants")
+    if spec.repetitions == "auto":
+        errs.append(f"{where}: {field}: not with repetitions: auto yet (its decisions compare variants on "
+                    "one host): give repetitions a number")
+    if getattr(spec, "search", None) is not None:  # a search strategy picks candidates as it goes
+        errs.append(f"{where}: {field}: not with a search strategy yet: remove one of the two")
+    return errs
 
 
 def read_objectives(records: Any, where: Path | str) -> list[Objective]:

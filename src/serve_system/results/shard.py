@@ -1,0 +1,260 @@
+"""A sharded run merged: one table of every candidate, each against its own node's reference.
+
+A sharded run (:mod:`serve_system.experiment.shard`) measures each candidate on one host and the
+reference on every host. What this module computes, from the rows alone (nothing read but the shard
+record):
+
+- **the reference per node**: each node's reference, per load and metric, with its 95 % interval;
+- **the node factor**: a node's reference mean over the median of the nodes' reference means, per
+  load, and their geometric mean over the loads (1.00: a typical node; 1.10: 10 % more of the metric);
+- **out of line**: a node whose reference differs from most of the other nodes' (more than half of
+  them) by more than the spec's smallest effect, at a load: the 95 % interval of the difference
+  (Welch's t on the logs, :func:`intervals.effect`) lies wholly beyond +-smallest effect. With one
+  repetition per side there is no interval: a point estimate beyond the smallest effect counts, and
+  the flag is *unconfirmed*. With two nodes a gap flags both (a third node would tell which one is
+  off); a majority rule, not a pooled one, so one slow node does not flag the normal ones;
+- **each candidate against its node's reference** (same node, so node differences cancel), and
+  **normalised**: that ratio times the median reference (the candidate as on a typical node). Its
+  interval carries the candidate's and its reference's repetitions, so it is wider than the raw
+  one;
+- **a cross-node ranking** per objective by the normalised value; the lead of the best over the next
+  compares two such ratios (four sets of repetitions when the two are on different nodes: wider still).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..experiment import shard as shardmod
+from . import intervals as iv
+from . import tree as res
+from .cells import cell
+
+Key = tuple[str, float]  # (mode, load)
+
+
+def read(run: Path, manifest: dict[str, Any]) -> shardmod.Shard | None:
+    """The run's shard: the manifest's record, else the first host plan's; None: not sharded."""
+    found = shardmod.from_record(manifest.get("shard"))
+    if found is not None:
+        return found
+    for plan in sorted(run.glob("*/plan.json")):
+        found = shardmod.from_record((res.read_json(plan) or {}).get("shard"))
+        if found is not None:
+            return found
+    return None
+
+
+def _samples(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str, Key], list[float]]:
+    out: dict[tuple[str, str, Key], list[float]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("load") is not None and r.get(metric) is not None:
+            key = (str(r.get("mode") or "concurrency"), float(r["load"]))
+            out.setdefault((r["host"], r["variant"], key), []).append(float(r[metric]))
+    return out
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return math.fsum(xs) / len(xs)
+
+
+def cross_node(ref_a: Sequence[float], a: Sequence[float], ref_b: Sequence[float],
+               b: Sequence[float]) -> iv.Effect:
+    """B against A, each first divided by its own node's reference: ``(b / ref_b) / (a / ref_a) - 1``
+    (geometric means), its 95 % interval by Welch's t on the logs of the four groups (the variances
+    add, the degrees of freedom by Welch-Satterthwaite); no interval with one repetition in a group."""
+    groups = [list(map(float, g)) for g in (ref_a, a, ref_b, b)]
+    if not all(groups) or min(x for g in groups for x in g) <= 0:
+        return iv.Effect(len(a), len(b), None, None, None, "no samples, or a sample is zero or negative")
+    logs = [[math.log(x) for x in g] for g in groups]
+    m = [_mean(g) for g in logs]
+    d = (m[3] - m[2]) - (m[1] - m[0])
+    if min(len(g) for g in logs) < 2:
+        return iv.Effect(len(a), len(b), math.expm1(d), None, None, iv.ONE_REPETITION, d)
+    qs = [statistics.variance(g) / len(g) for g in logs]
+    se = math.sqrt(math.fsum(qs))
+    if se == 0:
+        return iv.Effect(len(a), len(b), math.expm1(d), math.expm1(d), math.expm1(d), None, d)
+    df = math.fsum(qs) ** 2 / math.fsum(q * q / (len(g) - 1) for q, g in zip(qs, logs, strict=True))
+    half = iv._t(df) * se
+    # per side, a variant's spread and its reference's add (what more repetitions of both would shrink)
+    var_a = statistics.variance(logs[0]) + statistics.variance(logs[1])
+    var_b = statistics.variance(logs[2]) + statistics.variance(logs[3])
+    return iv.Effect(len(a), len(b), math.expm1(d), math.expm1(d - half), math.expm1(d + half), None, d,
+                     var_a, var_b)
+
+
+def analyse(rows: list[dict[str, Any]], shard: shardmod.Shard, metrics: Sequence[str],
+            smallest: float) -> dict[str, Any]:
+    """The merged view of a sharded run (see the module's text), as JSON-ready data."""
+    ref = shard.reference
+    nodes: list[dict[str, Any]] = []
+    candidates: list[dict[str, Any]] = []
+    medians: dict[str, dict[Key, float]] = {}
+    for metric in metrics:
+        data = _samples(rows, metric)
+        keys = sorted({k for (_, v, k) in data if v == ref})
+        medians[metric] = {}
+        for k in keys:
+            per = {h: data[(h, ref, k)] for h in shard.hosts if data.get((h, ref, k))}
+            if not per:
+                continue
+            med = statistics.median(_mean(xs) for xs in per.values())
+            medians[metric][k] = med
+            ranked = sorted(per, key=lambda h: (_mean(per[h]), h))
+            middle = ranked[(len(ranked) - 1) // 2]  # the median node (of two: the lower)
+            for h, xs in per.items():
+                gaps = [_gap(iv.effect(ys, xs), smallest) for h2, ys in per.items() if h2 != h]
+                beyond = [g for g in gaps if g is not None]
+                s = iv.summarize(xs)
+                # out of line: its reference differs by more than the smallest effect from most other nodes
+                out = bool(gaps) and len(beyond) * 2 > len(gaps)
+                nodes.append({"host": h, "metric": metric, "mode": k[0], "load": k[1], "n": s.n,
+                              "mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high,
+                              "factor": (s.mean or 0.0) / med if med else None,
+                              "vs_median_node": _effect_json(iv.effect(per[middle], xs)) if h != middle
+                              else None, "differs_from": len(beyond), "others": len(gaps),
+                              "out_of_line": out, "confirmed": out and all(beyond)})
+        for host in shard.hosts:
+            for c in shard.assignment[host]:
+                for k in sorted({k for (h, v, k) in data if (h, v) == (host, c)}):
+                    xs, rs = data[(host, c, k)], data.get((host, ref, k), [])
+                    s = iv.summarize(xs)
+                    e = iv.effect(rs, xs) if rs else None
+                    mid = medians[metric].get(k)
+                    norm = (mid * (1 + e.change) if mid is not None and e is not None
+                            and e.change is not None else None)
+                    candidates.append({"variant": c, "host": host, "metric": metric, "mode": k[0],
+                                       "load": k[1], "n": s.n, "mean": s.mean, "ci_low": s.ci_low,
+                                       "ci_high": s.ci_high, "vs_reference": _effect_json(e),
+                                       "normalised": norm})
+    factors: dict[str, dict[str, float]] = {}
+    for h in shard.hosts:
+        for metric in metrics:
+            fs = [n["factor"] for n in nodes if n["host"] == h and n["metric"] == metric and n["factor"]]
+            if fs:
+                factors.setdefault(h, {})[metric] = math.exp(_mean([math.log(f) for f in fs]))
+    flagged = sorted({n["host"] for n in nodes if n["out_of_line"]})
+    measured = sorted({(c["variant"], c["host"]) for c in candidates})
+    return {"reference": ref, "hosts": shard.hosts, "assignment": shard.assignment, "rule": shardmod.RULE,
+            "smallest_effect": smallest, "nodes": nodes, "node_factor": factors, "out_of_line": flagged,
+            "candidates": candidates, "measured": [{"variant": v, "host": h} for v, h in measured]}
+
+
+def _gap(e: iv.Effect, smallest: float) -> bool | None:
+    """Whether two references differ by more than ``smallest``: True when the interval lies wholly beyond
+    +-smallest, False (unconfirmed) when there is no interval but the estimate does; None: not beyond."""
+    if e.change is None:
+        return None
+    if e.has_interval:
+        assert e.low is not None and e.high is not None
+        return True if e.low > smallest or e.high < -smallest else None
+    return False if abs(e.change) > smallest else None
+
+
+def _effect_json(e: iv.Effect | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {"change": e.change, "low": e.low, "high": e.high, "n_reference": e.n_a, "n": e.n_b,
+            "reason": e.reason}
+
+
+def _effect(e: dict[str, Any] | None) -> str:
+    if e is None or e.get("change") is None:
+        return "-"
+    return iv.effect_text(iv.Effect(e["n_reference"], e["n"], e["change"], e["low"], e["high"], e["reason"]))
+
+
+def ranking(rows: list[dict[str, Any]], shard: shardmod.Shard, objective: dict[str, Any],
+            smallest: float) -> str | None:
+    """One line: the best variant by an objective across nodes, each variant divided by its own node's
+    reference (the reference itself: 1), and its lead over the next with its interval."""
+    metric, goal = objective.get("metric", "throughput"), objective.get("goal", "max")
+    data = _samples(rows, metric)
+    ref = shard.reference
+    loads = sorted({k for (_, v, k) in data if v == ref}, key=lambda k: k[1])
+    at = objective.get("at_load")
+    key = next((k for k in loads if at is not None and k[1] == float(at)), loads[-1] if loads else None)
+    if key is None:
+        return None
+    entries: list[tuple[float, str, str, list[float], list[float]]] = []
+    for host in shard.hosts:
+        rs = data.get((host, ref, key))
+        if not rs:
+            continue
+        for c in [ref, *shard.assignment[host]]:
+            xs = data.get((host, c, key))
+            if xs and (c != ref or host == shard.hosts[0]):
+                entries.append((_mean(xs) / _mean(rs), c, host, rs, xs))
+    if not entries:
+        return None
+    entries.sort(key=lambda t: t[0], reverse=goal == "max")
+    name = objective.get("name", f"{goal}_{metric}")
+    ratio, best, host, rs, xs = entries[0]
+    where = "every node" if best == ref else host
+    line = (f"- **{name}** ({goal} {metric} at {key[0][:4]} {key[1]:g}, each variant over its node's "
+            f"reference): `{best}` on {where}, {ratio:.2f} x the reference")
+    if len(entries) > 1:
+        _, second, host2, rs2, xs2 = entries[1]
+        e = cross_node(rs2, xs2, rs, xs)
+        v = iv.lead(e, "max" if goal == "max" else "min", smallest)
+        across = "across nodes" if host2 != host and ref not in (best, second) else "on one node"
+        word = "a clear lead" if v.word == iv.HELD else "no clear lead" if v.word == iv.NOT_HELD \
+            else iv.explain(v) or "inconclusive"
+        line += f"; over `{second}` ({across}): {iv.effect_text(e)}: {word}"
+    return line
+
+
+def markdown(view: dict[str, Any], rows: list[dict[str, Any]], shard: shardmod.Shard,
+             objectives: list[dict[str, Any]]) -> list[str]:
+    """## Sharded over N nodes: the rule, the reference per node, the flags, the merged table."""
+    smallest = float(view["smallest_effect"])
+    hosts = view["hosts"]
+    n_c = sum(len(cs) for cs in view["assignment"].values())
+    lines = [f"## Sharded over {len(hosts)} nodes", "",
+             (f"{n_c} candidates, each measured on one node; the reference `{view['reference']}` on every "
+             f"node ({view['rule']}). A candidate is compared with its own node's reference (node "
+             "differences cancel) and normalised to the median node (its ratio to the reference times the "
+             "median reference); that interval carries the reference's repetitions too, so it is wider "
+             "than the raw one. A comparison of candidates on different nodes divides each by its node's "
+             "reference: four sets of repetitions, a wider interval still."), "",
+             "### The reference on each node", "",
+             ("Node factor: the node's reference over the median node's (geometric mean over the loads). "
+             "A node is **out of line** when its reference differs from more than half of the other nodes' "
+             f"by more than the smallest effect ({smallest * 100:g} %): the 95 % interval of the "
+             "difference lies wholly beyond it (*unconfirmed*: one repetition, no interval, the estimate "
+             "beyond it). With two nodes a gap flags both."), "",
+             ("| node | metric | load | reference [95 %] | factor | vs the median node | differs from | "
+             "out of line |"), "|---|---|---|---|---|---|---|---|"]
+    for n in view["nodes"]:
+        flag = ("**yes**" if n["confirmed"] else "unconfirmed") if n["out_of_line"] else ""
+        vs = _effect(n["vs_median_node"]) if n["vs_median_node"] else "(the median node)"
+        lines.append(f"| {n['host']} | {n['metric']} | {n['mode'][:4]} {n['load']:g} | {_ci(n)} | "
+                     f"{cell(n['factor'], 2)} | {vs} | {n['differs_from']} of {n['others']} | {flag} |")
+    factors = "; ".join(f"{h}: " + ", ".join(f"{m} {f:.2f}" for m, f in fs.items())
+                        for h, fs in view["node_factor"].items())
+    lines += ["", f"Node factors: {factors or '-'}."]
+    if view["out_of_line"]:
+        lines += ["", (f"> **Out of line:** {', '.join(view['out_of_line'])}: compare its candidates through "
+                      "the normalised column, or re-run them on another node.")]
+    lines += ["", "### Every candidate, merged", "",
+              ("| candidate | node | metric | load | measured [95 %] | vs its node's reference | "
+              "normalised |"), "|---|---|---|---|---|---|---|"]
+    for c in sorted(view["candidates"], key=lambda c: (c["metric"], c["variant"], c["load"])):
+        lines.append(f"| {c['variant']} | {c['host']} | {c['metric']} | {c['mode'][:4]} {c['load']:g} | "
+                     f"{_ci(c)} | {_effect(c['vs_reference'])} | {cell(c['normalised'])} |")
+    ranked = [r for o in objectives if (r := ranking(rows, shard, o, smallest))]
+    if ranked:
+        lines += ["", "### Best across nodes (normalised)", "", *ranked]
+    return lines + [""]
+
+
+def _ci(d: dict[str, Any]) -> str:
+    text = cell(d["mean"])
+    if d.get("ci_low") is not None:
+        text += f" [{cell(d['ci_low'])}, {cell(d['ci_high'])}]"
+    return text

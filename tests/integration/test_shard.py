@@ -30,7 +30,7 @@ def _spec() -> dict:  # type: ignore[type-arg]
         "model": "food_classifier",
         "base_config": "model_repository/food_classifier/config.pbtxt",
         "on_missing_gpus": "adapt",
-        "load": {"mode": "concurrency", "levels": [1, 4]},
+        "load": {"mode": "concurrency", "levels": [4]},
         "perf": {"batch_size": 1, "input_data": FOOD_INPUT, "measurement_interval_ms": 1000,
                  "stability_percentage": 60, "max_trials": 6, "retries": 1},
         "warmup": {"requests": 10},
@@ -72,7 +72,7 @@ def test_sweep_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path) -> Non
             if levels:
                 measured.setdefault(vdir.name, []).append(host)
                 # every level recorded (a busy 2-core machine may fail one: recorded with its reason)
-                assert {lv.level for lv in levels} == {"c1_r1", "c4_r1", "c1_r2", "c4_r2"}
+                assert {lv.level for lv in levels} == {"c4_r1", "c4_r2"}
                 assert any(lv.status == "ok" for lv in levels), [(lv.level, lv.error) for lv in levels]
                 vrec = records.read(vdir / "variant.json", records.VariantRecord)
                 times.append(f"{host} {vdir.name}: switch {vrec.switch_seconds or 0:.1f} s, warm-up "
@@ -90,7 +90,7 @@ def test_sweep_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path) -> Non
     assert {(m["variant"], m["host"]) for m in view["measured"]} == {
         (c, shard.host_of(c)) for c in CANDIDATES}
     refs = {(n["host"], n["load"]) for n in view["nodes"] if n["metric"] == "throughput"}
-    assert refs == {(h, float(load)) for h in names for load in (1, 4)}
+    assert refs == {(h, float(load)) for h in names for load in (4,)}
     assert all(1 <= n["n"] <= 2 and n["factor"] > 0 for n in view["nodes"])
     for c in view["candidates"]:  # each against its own node's reference, normalised to the median node
         assert c["vs_reference"]["n_reference"] >= 1 and c["normalised"] > 0

@@ -283,3 +283,43 @@ def test_the_role_gets_no_first_batch_decide_picks_them(tmp_path: Path, strategy
     assert not nxt["decided"] and nxt["batch"]["todo"] == len(nxt["batch"]["variants"]) * 3
     assert nxt["batch"]["args"][-3:] == ["--repetition=1", "--repetition=2", "--repetition=3"]
     assert len(nxt["batch"]["variants"]) == (28 if strategy == "halving" else 4)
+
+
+# ------------------------------------------------------------------------------------ decide and report
+
+def test_decide_drives_a_search_and_the_report_shows_its_path(tmp_path: Path, capsys: Any) -> None:
+    """A tiny halving search on recorded perf_analyzer output (the lab's concurrency-8 level, sped up
+    per candidate): decide asks for each rung, the report's Search section has the path and result."""
+    from report_trees import NB, level, variant
+
+    small = SPEC.replace("grid: {instances: [24, 12, 5, 4], delay: [100, 150, 200, 500, 1000, 2000, 4000]}",
+                         "grid: {instances: [1, 4], delay: [100, 4000]}")
+    record(small, tmp_path, strategy="halving", repetitions=3, rungs=2, budget={"runs": 24})
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0",
+                 "--quiet"]) == 0
+    speed = {"i1_d100": 1.0, "i1_d4000": 0.5, "i4_d100": 2.0, "i4_d4000": 1.9}
+    asked = []
+    for _ in range(5):
+        assert main(["decide", str(run_dir), "--host", "n"]) == 0
+        nxt = json.loads(capsys.readouterr().out)
+        if nxt["decided"]:
+            break
+        asked.append(nxt["batch"]["variants"])
+        reps = [int(a.split("=")[1]) for a in nxt["batch"]["args"] if a.startswith("--repetition=")]
+        for n in nxt["batch"]["variants"]:
+            variant(run_dir, "n", n, None)
+            for r in reps:
+                jitter = 1 + 0.02 * ((r * 7 + len(n)) % 3 - 1)
+                level(run_dir, "n", n, f"c8_r{r}", load=8, stdout=NB / "notebook_02.txt", repetition=r,
+                      speed=speed[n] * jitter, t0=1000.0 + 20 * r)
+    assert nxt["decided"] and "search decided" in nxt["text"], nxt
+    assert sorted(asked[0]) == sorted(speed) and "i1_d4000" not in asked[1]  # decidedly worse: dropped
+    assert main(["report", str(run_dir), "--partial"]) == 0
+    md = (run_dir / "report.md").read_text()
+    section = md.split("\n## Search\n", 1)[1].split("\n## ", 1)[0]
+    assert "### n: halving" in section and "| candidate | rung | n |" in section
+    row = next(ln for ln in section.splitlines() if ln.startswith("| `i1_d4000`"))
+    assert "| rung 1 |" in row and "decidedly worse than `i4_d" in row
+    assert "**Winner**: " in section or "**Result**: a tie of `i4_d100`, `i4_d4000`" in section, section
+    assert "c1_r" not in md  # the levels a search did not pick are not listed as missing

@@ -286,26 +286,32 @@ def _worse(view: _View, leader: str, name: str, reps: set[int] | None) -> tuple[
     return worse, iv.effect_text(e)
 
 
-def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome) -> None:
-    """The winner, or the tie: the leader and every survivor not decidedly worse than it."""
+def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome,
+              dropped_last: list[str] | None = None) -> None:
+    """The winner, or the tie: the leader and every survivor not decidedly worse than it. With one
+    survivor, its lead is over the best of those the last rung dropped (``dropped_last``)."""
     from ..results import intervals as iv
     ranked = _ranked(view, alive, reps)
     if not ranked:
         out.tie = []
         out.lead = "no candidate was measured"
         return
-    if len(ranked) == 1:
+    others = _ranked(view, dropped_last or [], reps) if len(ranked) == 1 else ranked[1:]
+    if not others:
         out.winner = ranked[0]
-        out.lead = "the only candidate left"
+        out.lead = "the only candidate measured"
         return
-    best, runner = ranked[0], ranked[1]
+    best, runner = ranked[0], others[0]
     e = iv.effect(view.samples(runner, reps), view.samples(best, reps))
     v = iv.lead(e, view.goal.get("goal", "max"), float(view.rec.get("smallest_effect") or 0.05))
     out.lead = f"lead over `{runner}` {iv.effect_text(e)}"
     if v.word == iv.HELD:
         out.winner = best
+    elif v.word == iv.NOT_HELD:  # decided, but by less than the smallest effect of interest
+        out.tie = [best, runner]
+        out.lead += f": they differ by less than the smallest effect ({view.rec.get('smallest_effect')})"
     else:
-        out.tie = [best] + [n for n in ranked[1:] if not _worse(view, best, n, reps)[0]]
+        out.tie = [best] + [n for n in others if not _worse(view, best, n, reps)[0]]
 
 
 def _budget_left(view: _View, spent_runs: int, spent_min: float, need: int, per_run_min: float | None
@@ -339,6 +345,7 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
     path = {n: Entry(n, 1) for n in view.names}
     seen: set[int] = set()  # the repetitions of the rungs done so far
     last_mean: float | None = None  # the measured minutes of one run in the last rung
+    dropped_last: list[str] = []  # those the last rung dropped (the runner-up of a lone survivor)
     rungs = rec["rungs"]
     for k, rung in enumerate(rungs, 1):
         reps = set(rung["repetitions"])
@@ -360,16 +367,18 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
                               names, sorted({r for _, r in pending}), runs=runs, minutes=minutes)
                 out.path = [view.entry(path[n]) for n in view.names]
                 return out
-            return _end(view, alive, path, seen, f"the budget stops rung {k}: {why}")
+            return _end(view, alive, path, seen, f"the budget stops rung {k}: {why}", dropped_last)
         seen |= reps
         runs_k, min_k = view.spent(set(alive), reps)
         last_mean = min_k / runs_k if runs_k else last_mean
         for n in alive:
             path[n].rung = k
+        before = alive
         alive = _drop(view, alive, k, seen, path)
+        dropped_last = [n for n in before if n not in alive]
         if len(alive) <= 1:
-            return _end(view, alive, path, seen, f"one candidate is left after rung {k}")
-    return _end(view, alive, path, seen, f"all {len(rungs)} rungs are measured")
+            return _end(view, alive, path, seen, f"one candidate is left after rung {k}", dropped_last)
+    return _end(view, alive, path, seen, f"all {len(rungs)} rungs are measured", dropped_last)
 
 
 def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str, Entry]) -> list[str]:
@@ -399,10 +408,11 @@ def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str,
     return [n for n in ranked if path[n].dropped is None]
 
 
-def _end(view: _View, alive: list[str], path: dict[str, Entry], reps: set[int], why: str) -> Outcome:
+def _end(view: _View, alive: list[str], path: dict[str, Entry], reps: set[int], why: str,
+         dropped_last: list[str]) -> Outcome:
     runs, minutes = view.spent(set(view.names))
     out = Outcome(True, "", runs=runs, minutes=minutes)
-    _standing(view, alive, reps or None, out)
+    _standing(view, alive, reps or None, out, dropped_last)
     out.path = [view.entry(path[n]) for n in view.names if view.rows[n] or n in view.refused]
     out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
     return out

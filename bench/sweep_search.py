@@ -18,7 +18,10 @@ wall time).
 The full grid takes about an hour on a node. A reduced form for a short look: ``--instances 24,4
 --delays 100,1000,4000`` (fewer candidates), ``--scale 2`` (every measurement window divided by 2,
 the brute force's and the searches' alike; loads, warm-ups and perf_analyzer's start do not shrink,
-so a reduced form favours the brute force). Run it in the background.
+so a reduced form favours the brute force). On a rehearsal node the MNIST stand-in is a Python-backend
+model: 24 instances are 24 Python processes, which a 2-core machine loads in minutes or not at all,
+so a reduced form there keeps the smaller instance counts (``--instances 4,2,1``). Run it in the
+background.
 """
 
 from __future__ import annotations

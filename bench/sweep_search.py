@@ -53,6 +53,8 @@ def spec_copy(dest: Path, strategy: str, args: argparse.Namespace) -> Path:
         spec["sweep"]["grid"]["delay"] = [int(x) for x in args.delays.split(",")]
     perf = spec.setdefault("perf", {})
     perf["measurement_interval_ms"] = int(int(perf.get("measurement_interval_ms") or 5000) / args.scale)
+    if args.stability:  # perf_analyzer's stability rule, for every strategy alike (a noisy machine)
+        perf.update(stability_percentage=args.stability, max_trials=args.max_trials)
     found = dict(spec["search"])
     found["window_ms"] = max(100, int(int(found.get("window_ms") or 500) / args.scale))
     if strategy == "grid":
@@ -97,6 +99,9 @@ def main() -> int:
     ap.add_argument("--instances", default="", help="a reduced grid: instance counts, e.g. 24,4")
     ap.add_argument("--delays", default="", help="a reduced grid: queue delays (us), e.g. 100,4000")
     ap.add_argument("--scale", type=float, default=1.0, help="divide every measurement window by this")
+    ap.add_argument("--stability", type=int, default=0,
+                    help="perf_analyzer's stability percentage for every strategy (default: the spec's)")
+    ap.add_argument("--max-trials", type=int, default=8, help="with --stability: perf_analyzer's max trials")
     ap.add_argument("--optuna-runs", type=int, default=0, help="optuna's budget (default: halving's runs)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--startup", type=int, default=4)

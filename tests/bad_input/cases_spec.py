@@ -263,3 +263,33 @@ CASES: list[BadInput] = [
     BadInput(id="schema-output-not-json", argv=("serve-system", "schema", "-o", "{tmp}/schema.txt"),
              expect=("--output '{tmp}/schema.txt': not a .json file name",)),
 ]
+
+# search: (halving, optuna) over a sweep grid
+SWEEP = ("sweep:\n  name: 'd{delay}'\n  grid: {delay: [100, 500, 1000]}\n"
+         "  config: {dynamic_batching: {max_queue_delay_microseconds: '{delay}'}}\n")
+SEARCH = HEAD + LOAD + SWEEP + OBJECTIVES
+CASES += [
+    _validate("search-strategy-unknown", SEARCH + "search: {strategy: halfing, budget: {runs: 20}}\n",
+              "search.strategy: is 'halfing': use 'grid', 'halving' or 'optuna'"),
+    _validate("search-no-budget", SEARCH + "search: {strategy: halving}\n",
+              "search.budget: missing: give runs: N (perf_analyzer runs) or minutes: M"),
+    _validate("search-budget-too-small", SEARCH + "search: {strategy: halving, budget: {runs: 4}}\n",
+              "search.budget.runs: 4 runs cannot measure the first rung (3 candidates x 3 repetitions) = 9",
+              "raise runs or lower search.repetitions"),
+    _validate("search-objective-unknown",
+              SEARCH + "search: {strategy: halving, objective: fastest, budget: {runs: 20}}\n",
+              "search.objective: 'fastest' is not an objective of the spec: name one of best"),
+    _validate("search-objective-no-load",
+              SEARCH.replace(", at_load: 8", "") + "search: {strategy: halving, budget: {runs: 20}}\n",
+              "search.objective: 'best' has no at_load: give the objective at_load"),
+    _validate("search-optuna-without-sweep", GOOD + "search: {strategy: optuna, budget: {runs: 20}}\n",
+              "search.strategy: optuna draws candidates from a sweep's grid only: add a sweep:"),
+    _validate("search-with-auto",
+              SEARCH + "repetitions: auto\nsearch: {strategy: halving, budget: {runs: 20}}\n",
+              "repetitions: 'auto' with search.strategy halving: remove repetitions"),
+    _validate("search-one-repetition",
+              SEARCH + "search: {strategy: halving, repetitions: 1, budget: {runs: 20}}\n",
+              "search.repetitions: is 1: use a number >= 2"),
+    _validate("search-budget-typo", SEARCH + "search: {strategy: halving, budget: {run: 20}}\n",
+              "search.budget.run: unknown key (did you mean 'runs'?"),
+]

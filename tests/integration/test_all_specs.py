@@ -94,6 +94,9 @@ def short_form(path: Path) -> dict[str, Any]:
     out["warmup"] = {"requests": 4}
     out["repetitions"] = 1
     out.pop("budget", None)  # repetitions: auto's budget goes with it
+    if out.get("search"):  # a search: one rung of two short measurements (test_search_role.py runs rungs)
+        out["search"].update(repetitions=2, rungs=1, budget={"runs": 100})
+        out["search"].pop("window_ms", None)
     measured = {lv for h in holders for lv in (h.get("load") or {}).get("levels", [])}
     for objective in out.get("objectives") or []:
         if objective.get("at_load") is not None:

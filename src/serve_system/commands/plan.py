@@ -23,11 +23,14 @@ import argparse
 import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ..experiment import plan as exp
+from ..experiment import search
 from ..experiment.spec.messages import SpecError
-from ..experiment.spec.models import check_name
+from ..experiment.spec.models import AnySpec, SearchBudget, TritonSpec, check_name
 from ..experiment.spec.reader import load_spec
 
 
@@ -82,6 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard-hosts", default="", metavar="NAME,...",
                    help="a sharded run's hosts, all of them (default: the --host names): a plan for one host "
                         "deals the variants over these")
+    p.add_argument("--fit-lease", action="store_true",
+                   help="a search (halving, optuna) that outlasts the lease gets a budget of as many "
+                        "perf_analyzer runs as fit before it ends")
     p.set_defaults(func=_run)
 
 
@@ -151,7 +157,17 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     if args.lease_end and not args.ignore_lease_end:
         estimate = max(exp.estimate_seconds(p) for p in plans.values())
-        problem = exp.lease_problem(args.lease_end, estimate, time.time())
+        found = _search_record(spec, plans)
+        if found is not None:  # a search is bounded by its budget, not by its plan's every level
+            estimate = search.estimate_seconds(found)
+        now = time.time()
+        problem = exp.lease_problem(args.lease_end, estimate, now)
+        if problem and found is not None:
+            problem = problem.replace("or pass -e ignore_lease_end=true",
+                                      "pass -e fit_lease=true (a smaller search budget), or -e "
+                                      "ignore_lease_end=true")
+            if args.fit_lease:
+                problem = _fit(args, spec, found, now)
         if problem:
             print(f"{args.spec}: lease: {problem}", file=sys.stderr)
             return 1
@@ -169,3 +185,28 @@ def _run(args: argparse.Namespace) -> int:
     elif not args.quiet:
         print(json.dumps(out))
     return 0
+
+
+def _search_record(spec: AnySpec, plans: dict[str, list[Any]]) -> dict[str, Any] | None:
+    """The search a host plan would keep (:func:`search.plan_record`), or None for a grid."""
+    if not isinstance(spec, TritonSpec) or spec.searching is None:
+        return None
+    first = next((vs[0] for vs in plans.values() if vs), None)
+    return search.plan_record(spec, first.perf if first is not None else {}, spec.smallest_effect)
+
+
+def _fit(args: argparse.Namespace, spec: AnySpec, found: dict[str, Any], now: float) -> str | None:
+    """Shrink the search's budget to the runs that end before the lease (``--fit-lease``); why not."""
+    assert isinstance(spec, TritonSpec) and spec.search is not None
+    end = datetime.fromisoformat(args.lease_end)
+    end = end if end.tzinfo is not None else end.replace(tzinfo=UTC)
+    runs = search.fit_runs(found, end.timestamp() - now)
+    need = search.first_batch_runs(found)
+    if runs < need:
+        return (f"the lease ends at {args.lease_end}: {runs} perf_analyzer run(s) fit before it, the "
+                f"search's first batch needs {need}: extend the lease or search fewer candidates")
+    old = spec.search.budget or SearchBudget()
+    spec.search.budget = SearchBudget(runs=min(runs, old.runs or runs), minutes=old.minutes)
+    print(f"{args.spec}: lease: the search's budget is cut to {spec.search.budget.runs} perf_analyzer runs "
+          f"to end before the lease ends at {args.lease_end} (-e fit_lease=true)", file=sys.stderr)
+    return None

@@ -26,6 +26,7 @@ from typing import Any
 
 from . import perf as perfmod
 from . import records as rec
+from . import search
 from . import shard as shardmod
 from . import tritonconfig as tc
 from .records import LevelPlan, VariantPlan
@@ -170,13 +171,13 @@ def plan(
         levels = expand_levels(load.get("levels"))
         version = v.version or spec.version
         lplans = []
-        for rep in range(1, spec.max_repetitions + 1):
-            for lv in levels:
+        for rep, rep_levels, rep_perf in search.schedule(spec, levels, perf):  # a grid: every level
+            for lv in rep_levels:
                 lid = level_id(mode, lv, rep)
                 csv_path = f"{node_work_dir}/{vname}/{lid}/perf.csv"
-                argv = perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=perf,
+                argv = perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=rep_perf,
                                           csv_path=csv_path)
-                retries, p2 = [], perf
+                retries, p2 = [], rep_perf
                 for _ in range(int(perf.get("retries", 1))):
                     p2 = perfmod.longer_window(p2)
                     retries.append(perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=p2,
@@ -372,7 +373,11 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         hplan.shard = shard.record() | {"candidates": shard.assignment[host]} if shard else None
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)
-        if isinstance(spec, TritonSpec) and spec.repetitions == "auto":
+        if isinstance(spec, TritonSpec) and spec.searching is not None:  # decide picks every batch
+            hplan.search = search.plan_record(spec, variants[0].perf if variants else {},
+                                              spec.smallest_effect)
+            hplan.estimate_s = search.estimate_seconds(hplan.search) if hplan.search else hplan.estimate_s
+        elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()
             hplan.adaptive = {"start": min(AUTO_START, budget.repetitions), "max": budget.repetitions,
                               "minutes": budget.minutes}
@@ -440,6 +445,9 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     for host, hplan in plans.items():
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
         adaptive = hplan.get("adaptive")
+        if hplan.get("search"):  # a search: serve-system decide picks every batch, the first one too
+            hosts[host] = {"models": hplan["models"], "batches": [], "more_rounds": hplan["search"]["calls"]}
+            continue
         if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
             groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
         else:  # one call per load: the endpoint is brought up with the variant's runtime first

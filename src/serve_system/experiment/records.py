@@ -113,6 +113,9 @@ class HostPlan:
     #: (``max``: the rounds planned) and the measured minutes after which none is added (or None);
     #: None: every planned repetition is measured
     adaptive: dict[str, Any] | None = None
+    #: a search (halving, optuna; :mod:`serve_system.experiment.search`): its objective, candidates,
+    #: rungs and budget; ``serve-system decide`` picks each batch from it; None: a grid
+    search: dict[str, Any] | None = None
     #: where the runner reaches the services, as the client container sees them: ``triton`` (HTTP API),
     #: ``metrics`` (Prometheus text), ``fastapi`` (the endpoint)
     endpoints: dict[str, str] = field(default_factory=dict)

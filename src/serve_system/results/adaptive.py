@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import records
+from ..experiment import records, search
 from . import findings as fnd
 from . import tree
 from .report import read_manifest
@@ -48,6 +48,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
         hplan = records.read(run_dir / host / "plan.json", records.HostPlan)
     except records.RecordError as exc:
         raise ServeSystemError(str(exc)) from None
+    if hplan.search:
+        return search_round(run_dir, hplan)
     if not hplan.adaptive:
         return {"decided": True, "text": f"{host}: every planned repetition is measured", "batch": None}
     manifest = read_manifest(run_dir)
@@ -85,3 +87,23 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     return {"decided": True, "batch": None,
             "text": f"{host}: {', '.join(open_claims)} still undecided; the budget is spent "
                     f"({len(hplan.rounds)} repetitions)"}
+
+
+def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
+    """A search's next batch on a host (:func:`serve_system.experiment.search.step` on its records)."""
+    assert hplan.search is not None
+    host = hplan.host
+    rows = [r for r in tree.collect(run_dir) if r["host"] == host]
+    out = search.step(hplan.search, rows)
+    if out.decided:
+        return {"decided": True, "batch": None, "text": f"{host}: {out.text}"}
+    done = records.done_levels(run_dir / host)
+    by_name = {v.name: v for v in hplan.variants}
+    todo = sum(1 for n in out.variants for lv in by_name[n].levels
+               if lv.repetition in out.repetitions and (n, lv.id) not in done)
+    picked = [f"--variant={n}" for n in out.variants]
+    reps = [f"--repetition={r}" for r in out.repetitions]
+    return {"decided": False, "text": f"{host}: {out.text} ({out.runs} run(s), {out.minutes:.1f} measured "
+                                      "minutes so far)",
+            "batch": {"variants": out.variants, "args": [*picked, *reps],
+                      "explain_args": ["--triton-log", *picked], "runtime": None, "todo": todo}}

@@ -97,7 +97,8 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
         if isinstance(plan, dict):
             if not (hdir / "host.json").exists():
                 out.append(f"{name}/host.json (the host never finished)")
-            for v in plan.get("variants") or []:
+            # a search measures the levels it picks; what it did not pick is not missing
+            for v in [] if plan.get("search") else plan.get("variants") or []:
                 if not isinstance(v, dict):
                     continue
                 vdir = hdir / str(v.get("name"))
@@ -575,6 +576,31 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
+def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """``## Search``: per host that searched (halving, optuna), the search path and the winner or the
+    tie (:func:`serve_system.experiment.search.markdown`); nothing for a grid."""
+    from ..experiment import search  # optuna's study is rebuilt only for a run that used it
+
+    lines: list[str] = []
+    for hdir in _host_dirs(run):
+        plan = res.read_json(hdir / "plan.json")
+        rec = plan.get("search") if isinstance(plan, dict) else None
+        if not isinstance(rec, dict):
+            continue
+        host_rows = [r for r in rows if r["host"] == hdir.name]
+        try:
+            lines += search.markdown(hdir.name, rec, search.step(rec, host_rows))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ServeSystemError(f"{hdir / 'plan.json'}: search: unreadable ({exc!r}): re-plan the run "
+                                   "(serve-system plan)") from None
+    if not lines:
+        return []
+    intro = ("Each candidate's path: measured at the search objective's load level, dropped only when "
+             "the 95 % interval of its difference from the leader lies wholly on the worse side of zero "
+             "(ties survive); the winner is named when its lead over the runner-up excludes zero.")
+    return ["", "## Search", "", intro, "", *lines]
+
+
 def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     """Check the run folder, then write summary.csv/json, plots and report.md; return what was written."""
     run, manifest, rows, gaps = check_run(run_dir, partial)
@@ -623,6 +649,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     if shard and sharded:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
                       "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]
+    lines += search_section(run, rows)
     lines += ["", *fnd.markdown(found, stand_in, smallest)]
     lines += _per_level(rows)
     lines += ["## Measurements", "",

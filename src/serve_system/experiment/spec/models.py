@@ -304,6 +304,48 @@ class ShardSetting(_Model):
                                      "configuration differences")
 
 
+class SearchBudget(_Model):
+    """What a search may spend on one host: perf_analyzer runs, measured minutes, or both (the first
+    reached stops it)."""
+
+    runs: Annotated[int, Field(ge=1, le=MAX_RUNS, strict=True)] | None = Field(
+        default=None, description="the most perf_analyzer runs the search makes")
+    minutes: Annotated[float, Field(gt=0, le=10_000)] | None = Field(
+        default=None, description="no new batch once the measured levels took this long, or would")
+
+
+#: the search strategies (:mod:`serve_system.experiment.search`)
+STRATEGIES = ("grid", "halving", "optuna")
+
+
+class Search(_Model):
+    """How a sweep's candidates are measured: every one at every level (``grid``), or by successive
+    halving or optuna's TPE sampler at the objective's load level, within a budget."""
+
+    strategy: Literal["grid", "halving", "optuna"] = Field(
+        default="grid", description="grid: every variant at every level; halving: short measurements of "
+        "every candidate, the decidedly worse of the worse half dropped, longer ones for the rest; optuna: "
+        "candidates drawn by its TPE sampler")
+    objective: Name | None = Field(
+        default=None, description="the name of the spec's objective the search ranks by (default: the "
+        "first); it needs at_load, and its constraints bound the candidates")
+    budget: SearchBudget | None = Field(default=None, description="required for halving and optuna")
+    repetitions: Annotated[int, Field(ge=2, le=20, strict=True)] = Field(
+        default=3, description="measurements of a candidate per rung (halving) or per trial (optuna), each "
+        "a fresh load; two at least, for an interval")
+    rungs: Annotated[int, Field(ge=1, le=8, strict=True)] = Field(
+        default=3, description="halving: rungs; each doubles the measurement window")
+    window_ms: Annotated[int, Field(ge=100, le=600_000, strict=True)] | None = Field(
+        default=None, description="halving: the first rung's measurement window (perf_analyzer "
+        "measurement_interval_ms; default: the spec's window halved once per later rung, >= 500 ms)")
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] = Field(
+        default=0, description="optuna: the TPE sampler's seed")
+    startup: Annotated[int, Field(ge=1, le=100, strict=True)] = Field(
+        default=4, description="optuna: trials drawn at random before TPE models the surface")
+    batch: Annotated[int, Field(ge=1, le=100, strict=True)] = Field(
+        default=4, description="optuna: trials measured per runner call")
+
+
 class TritonSpec(_Model):
     """An experiment on Triton (``kind: triton``, the default)."""
 
@@ -334,6 +376,7 @@ class TritonSpec(_Model):
     shard: ShardSetting | None = Field(
         default=None, description="spread the variants over the play's hosts instead of repeating them on "
                                   "each (also: -e shard=true)")
+    search: Search | None = Field(default=None, description="how the variants are searched (default: grid)")
 
     _path: Path = PrivateAttr(default=Path("spec.yml"))
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -358,9 +401,23 @@ class TritonSpec(_Model):
     def max_repetitions(self) -> int:
         """The repetitions planned (``auto``: the budget's most; the runs beyond the first come only
         for undecided comparisons)."""
+        if (search := self.searching) is not None:  # its rungs' repetitions (optuna: one rung)
+            return search.repetitions * (search.rungs if search.strategy == "halving" else 1)
         if isinstance(self.repetitions, int):
             return self.repetitions
         return (self.budget or Budget()).repetitions
+
+    @property
+    def searching(self) -> Search | None:
+        """The spec's search when it is not a plain grid (halving, optuna), else None."""
+        return self.search if self.search is not None and self.search.strategy != "grid" else None
+
+    def search_objective(self) -> Objective | None:
+        """The objective a search ranks by: the one its ``objective`` names, else the first."""
+        goals = self.goals()
+        if self.search is None or self.search.objective is None:
+            return goals[0]
+        return next((o for o in goals if o.title == self.search.objective), None)
 
     def goals(self) -> list[Objective]:
         if self.objectives:

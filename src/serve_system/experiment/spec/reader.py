@@ -302,6 +302,7 @@ def _check_triton(spec: TritonSpec, raw: dict[str, Any], where: str, errs: list[
             shown = ", ".join(f"{x:g}" for x in sorted(levels))
             errs.append(f"{where}: {fld}.at_load: {o.at_load:g} is not a load level of any variant: use one "
                         f"of {shown}")
+    _check_search(spec, variants, where, errs)
     # dedupe (a shared error repeated per variant reads once)
     uniq = list(dict.fromkeys(errs))
     errs[:] = uniq
@@ -323,9 +324,45 @@ def shard_problems(spec: TritonSpec, names: list[str], where: str, field: str) -
     if spec.repetitions == "auto":
         errs.append(f"{where}: {field}: not with repetitions: auto yet (its decisions compare variants on "
                     "one host): give repetitions a number")
-    if getattr(spec, "search", None) is not None:  # a search strategy picks candidates as it goes
+    if spec.searching is not None:  # a search strategy picks candidates as it goes
         errs.append(f"{where}: {field}: not with a search strategy yet: remove one of the two")
     return errs
+
+
+def _check_search(spec: TritonSpec, variants: list[Any], where: str, errs: list[str]) -> None:
+    """A search (halving, optuna) ranks the candidates by one objective at its load level, within a
+    budget that can measure at least its first batch."""
+    search = spec.searching
+    if search is None:
+        return
+    if spec.repetitions != 1:
+        errs.append(f"{where}: repetitions: {spec.repetitions!r} with search.strategy {search.strategy}: "
+                    "remove repetitions (the search repeats its candidates itself: search.repetitions)")
+    goal = spec.search_objective()
+    if goal is None:
+        names = ", ".join(o.title for o in spec.goals())
+        errs.append(f"{where}: search.objective: {search.objective!r} is not an objective of the spec: name "
+                    f"one of {names}")
+    elif goal.at_load is None:
+        errs.append(f"{where}: search.objective: {goal.title!r} has no at_load: give the objective at_load "
+                    "(the load level the search measures)")
+    if search.strategy == "optuna" and (spec.sweep is None or spec.variants):
+        errs.append(f"{where}: search.strategy: optuna draws candidates from a sweep's grid only: "
+                    + ("move the listed variants into sweep:, or use halving" if spec.sweep is not None
+                       else "add a sweep:, or use halving"))
+    if len(variants) < 2:
+        errs.append(f"{where}: search.strategy: {len(variants)} candidate(s), nothing to search: use grid")
+    budget = search.budget
+    if budget is None or (budget.runs is None and budget.minutes is None):
+        errs.append(f"{where}: search.budget: missing: give runs: N (perf_analyzer runs) or minutes: M "
+                    "(measured minutes)")
+        return
+    first = search.repetitions * (len(variants) if search.strategy == "halving" else 1)
+    if budget.runs is not None and budget.runs < first:
+        what = (f"the first rung ({len(variants)} candidates x {search.repetitions} repetitions)"
+                if search.strategy == "halving" else f"one trial ({search.repetitions} repetitions)")
+        errs.append(f"{where}: search.budget.runs: {budget.runs} runs cannot measure {what} = {first}: "
+                    "raise runs or lower search.repetitions")
 
 
 def read_objectives(records: Any, where: Path | str) -> list[Objective]:

@@ -1,0 +1,568 @@
+"""Searches over a spec's candidates (its variants, usually a sweep's grid): grid, halving, optuna.
+
+``search: {strategy: ...}`` in a spec picks how its variants are measured:
+
+- ``grid`` (the default): every variant at every load level, every planned repetition;
+- ``halving`` (successive halving): every candidate is measured at the search objective's load level
+  (``at_load``) only, ``repetitions`` times with a short window (rung 1); then the candidates are ranked
+  by the mean of the objective over all their measurements, and of the *worse half* those are dropped
+  whose difference from the rung's leader is decided (the rule below); ties survive. The survivors get
+  the next rung: ``repetitions`` more measurements with twice the window. Last rung, or budget spent:
+  the winner is named when its lead over the runner-up has a 95 % interval that excludes zero
+  (:func:`~serve_system.results.intervals.lead`), otherwise the leaders are reported as a tie;
+- ``optuna``: trials drawn by optuna's TPE sampler (seeded) from the sweep's grid, ``batch`` per runner
+  call, each measured ``repetitions`` times at the objective's load level with the spec's window,
+  until the budget is spent or every candidate is measured.
+
+**The drop rule**: a candidate of the worse half is dropped when the 95 % interval of its effect
+against the rung's leader (Welch's t on log samples, :func:`~serve_system.results.intervals.effect`)
+lies wholly on the worse side of zero: decided worse, the same test that names a winner. Where the
+interval includes zero it survives (a tie). A candidate whose constraint is decidedly violated (the
+95 % interval of the constrained metric lies wholly beyond its bound) is dropped at any rank; Triton
+refusing its configuration, or no measurement succeeding, drops it too. Measurements of different
+rungs are pooled: a throughput or latency averaged over a window does not depend on its length, only
+its spread does.
+
+**Checkpoints**: every measured level is a record of the run folder, and a search's state is a pure
+function of those records: :func:`step` replays the search from the start on what is measured (the
+halving rungs; optuna's study rebuilt batch by batch, its sampler seeded, trials added in the same
+order), so a re-run with the same run id goes on where it stopped and measures nothing twice. The
+role asks ``serve-system decide`` (:mod:`serve_system.results.adaptive`) for each next batch.
+
+**The budget** (``runs``: perf_analyzer runs; ``minutes``: measured minutes, the levels' own time):
+a batch starts only if it fits what is left (a halving rung as a whole; optuna trims its batch); the
+lease guard (:func:`estimate_seconds`, :func:`fit_runs`) bounds a search's wall time by its budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import statistics
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from .spec.models import Search, SearchBudget, TritonSpec
+
+GRID, HALVING, OPTUNA = "grid", "halving", "optuna"
+#: the first rung's window is at least this long (ms) when the spec does not name one
+MIN_WINDOW_MS = 500
+#: seconds a measurement takes beyond its windows: a fresh load, READY, warm-up, perf_analyzer's start
+LOAD_OVERHEAD_S = 5.0
+RUN_OVERHEAD_S = 2.0
+#: perf_analyzer measures at least three windows (its stability check)
+WINDOWS = 3
+
+
+# ------------------------------------------------------------------------------------ the plan side
+
+def _choice(value: Any) -> Any:
+    """A grid value as optuna's categorical choice (plain values as they are, others as JSON text)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def candidates(spec: TritonSpec) -> list[dict[str, Any]]:
+    """The spec's candidates in plan order: the listed variants (no parameters), then each sweep
+    variant with its grid values (``params``)."""
+    out: list[dict[str, Any]] = [{"name": v.name, "params": {}} for v in spec.variants]
+    if spec.sweep is not None:
+        keys = list(spec.sweep.grid)
+        for values in itertools.product(*(spec.sweep.grid[k] for k in keys)):
+            env = dict(zip(keys, values, strict=True))
+            out.append({"name": spec.sweep.name.format(**env),
+                        "params": {k: _choice(v) for k, v in env.items()}})
+    return out
+
+
+def base_window_ms(perf: dict[str, Any]) -> int:
+    return int(perf.get("measurement_interval_ms") or 5000)
+
+
+def rung_windows(search: Search, perf: dict[str, Any]) -> list[int]:
+    """Each rung's measurement window (ms): halving doubles it per rung, up to the spec's by default;
+    optuna measures with the spec's window (one rung)."""
+    base = base_window_ms(perf)
+    if search.strategy != HALVING:
+        return [base]
+    first = search.window_ms or max(MIN_WINDOW_MS, base // 2 ** (search.rungs - 1))
+    return [first * 2 ** k for k in range(search.rungs)]
+
+
+def schedule(spec: TritonSpec, levels: list[float], perf: dict[str, Any]
+             ) -> list[tuple[int, list[float], dict[str, Any]]]:
+    """The planned measurements of one variant: (repetition, its load levels, its perf settings).
+
+    A grid: every level, every repetition, the spec's settings. A search: its objective's load level
+    only; halving's repetitions are numbered rung after rung (rung 1: 1..r, rung 2: r+1..2r, ...), each
+    rung's with its window."""
+    search = spec.searching
+    goal = spec.search_objective()
+    if search is None or goal is None or goal.at_load is None:
+        return [(rep, levels, perf) for rep in range(1, spec.max_repetitions + 1)]
+    out = []
+    timed = perf.get("measurement_mode") != "count_windows"
+    for k, window in enumerate(rung_windows(search, perf)):
+        p = {**perf, "measurement_interval_ms": window} if timed else perf
+        for i in range(search.repetitions):
+            out.append((k * search.repetitions + i + 1, [goal.at_load], p))
+    return out
+
+
+def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float) -> dict[str, Any] | None:
+    """What a host plan keeps of a search (``HostPlan.search``), read by :func:`step`; None for a grid."""
+    search, goal = spec.searching, spec.search_objective()
+    if search is None or goal is None:
+        return None
+    cands = candidates(spec)
+    windows = rung_windows(search, perf)
+    reps = search.repetitions
+    rungs = [{"repetitions": list(range(k * reps + 1, (k + 1) * reps + 1)), "window_ms": w}
+             for k, w in enumerate(windows)]
+    budget = search.budget or SearchBudget()
+    if search.strategy == HALVING:
+        calls = len(rungs) + 1
+    else:
+        trials = len(cands) if budget.runs is None else min(len(cands), budget.runs // reps)
+        calls = math.ceil(trials / search.batch) + 1
+    return {"strategy": search.strategy, "objective": goal.as_record(), "smallest_effect": smallest,
+            "candidates": cands, "rungs": rungs, "budget": budget.model_dump(),
+            "seed": search.seed, "startup": search.startup, "batch": search.batch, "calls": calls,
+            "timed": perf.get("measurement_mode") != "count_windows"}
+
+
+def _run_seconds(window_ms: int, timed: bool) -> float:
+    """One measurement's rough wall time: a fresh load and warm-up, perf_analyzer's windows."""
+    window = window_ms / 1000 if timed else 2.0
+    return LOAD_OVERHEAD_S + RUN_OVERHEAD_S + window * WINDOWS
+
+
+def _worst_runs(rec: dict[str, Any]) -> list[float]:
+    """Each run's seconds, in order, if nothing is ever dropped (ties survive) and the budget's runs
+    are all spent."""
+    n = len(rec["candidates"])
+    out: list[float] = []
+    for rung in rec["rungs"]:
+        out += [_run_seconds(rung["window_ms"], rec.get("timed", True))] * (n * len(rung["repetitions"]))
+    runs = rec["budget"].get("runs")
+    return out if runs is None else out[:runs]
+
+
+def estimate_seconds(rec: dict[str, Any]) -> float:
+    """The longest a search may take on one host (the lease guard): its budget's runs, all candidates
+    surviving; with a ``minutes`` budget, those minutes plus each run's load and start-up."""
+    runs = _worst_runs(rec)
+    total = sum(runs)
+    minutes = rec["budget"].get("minutes")
+    if minutes is not None and runs:
+        mean = total / len(runs)
+        measured = mean - LOAD_OVERHEAD_S - RUN_OVERHEAD_S
+        total = min(total, minutes * 60 * mean / max(measured, 0.1) + mean)
+    return round(total, 1)
+
+
+def fit_runs(rec: dict[str, Any], seconds: float) -> int:
+    """The most runs of the search that end within ``seconds`` (its budget shrunk to a lease)."""
+    used, n = 0.0, 0
+    for s in _worst_runs(rec):
+        if used + s > seconds:
+            break
+        used, n = used + s, n + 1
+    return n
+
+
+def first_batch_runs(rec: dict[str, Any]) -> int:
+    """The runs of the first batch: halving's first rung, or one optuna trial."""
+    reps = len(rec["rungs"][0]["repetitions"])
+    return reps * (len(rec["candidates"]) if rec["strategy"] == HALVING else 1)
+
+
+# ------------------------------------------------------------------------------------ the decisions
+
+@dataclass
+class Entry:
+    """One candidate's line of the search path."""
+
+    name: str
+    #: halving: the last rung it was measured in; optuna: its batch
+    rung: int
+    n: int = 0
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    #: the rung (halving) or batch (optuna) after which it was dropped; None: it survived
+    dropped: int | None = None
+    why: str = ""
+
+
+@dataclass
+class Outcome:
+    """What the search does next (``decided``: nothing), and where it stands."""
+
+    decided: bool
+    text: str
+    variants: list[str] = field(default_factory=list)
+    repetitions: list[int] = field(default_factory=list)
+    path: list[Entry] = field(default_factory=list)
+    #: the winner (its lead over the runner-up excludes zero), else None and ``tie`` holds the leaders
+    winner: str | None = None
+    tie: list[str] = field(default_factory=list)
+    lead: str = ""
+    runs: int = 0
+    minutes: float = 0.0
+
+
+class _View:
+    """The host's measurements of the search's candidates at its load level."""
+
+    def __init__(self, rec: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        self.rec = rec
+        self.goal = rec["objective"]
+        self.names = [c["name"] for c in rec["candidates"]]
+        at = float(self.goal["at_load"])
+        self.rows: dict[str, dict[int, dict[str, Any]]] = {n: {} for n in self.names}
+        self.refused: set[str] = set()
+        known = set(self.names)
+        for r in rows:
+            if r.get("variant") not in known:
+                continue
+            if r.get("status") in ("refused", "unavailable"):
+                self.refused.add(r["variant"])
+            elif r.get("load") is not None and float(r["load"]) == at and r.get("repetition") is not None:
+                self.rows[r["variant"]][int(r["repetition"])] = r
+
+    def has(self, name: str, rep: int) -> bool:
+        return name in self.refused or rep in self.rows[name]
+
+    def samples(self, name: str, reps: set[int] | None = None, metric: str | None = None) -> list[float]:
+        m = metric or self.goal["metric"]
+        return [float(r[m]) for rep, r in sorted(self.rows[name].items())
+                if (reps is None or rep in reps) and r.get("status") == "ok" and r.get(m) is not None]
+
+    def spent(self, names: set[str], reps: set[int] | None = None) -> tuple[int, float]:
+        """(runs, measured minutes) of these candidates' measurements (of these repetitions)."""
+        rs = [r for n in names for rep, r in self.rows[n].items() if reps is None or rep in reps]
+        return len(rs), sum(float(r.get("duration_s") or 0) for r in rs) / 60
+
+    def violated(self, name: str, reps: set[int] | None) -> str | None:
+        """A constraint the candidate decidedly breaks: the metric's 95 % interval beyond the bound."""
+        from ..results import intervals as iv
+        for metric, bound in (self.goal.get("constraints") or {}).items():
+            s = iv.summarize(self.samples(name, reps, metric))
+            if s.ci_low is None or s.ci_high is None:
+                continue
+            if bound.get("max") is not None and s.ci_low > float(bound["max"]):
+                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies above its max {bound['max']:g}"
+            if bound.get("min") is not None and s.ci_high < float(bound["min"]):
+                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies below its min {bound['min']:g}"
+        return None
+
+    def entry(self, e: Entry, reps: set[int] | None = None) -> Entry:
+        from ..results import intervals as iv
+        s = iv.summarize(self.samples(e.name, reps))
+        e.n, e.mean, e.low, e.high = s.n, s.mean, s.ci_low, s.ci_high
+        return e
+
+
+def _ranked(view: _View, names: list[str], reps: set[int] | None) -> list[str]:
+    """Names with measurements, best mean first (ties in plan order)."""
+    means = {n: statistics.fmean(xs) for n in names if (xs := view.samples(n, reps))}
+    sign = -1.0 if view.goal.get("goal", "max") == "max" else 1.0
+    return sorted(means, key=lambda n: (sign * means[n], view.names.index(n)))
+
+
+def _worse(view: _View, leader: str, name: str, reps: set[int] | None) -> tuple[bool, str]:
+    """Whether ``name`` is decidedly worse than ``leader`` (the drop rule), and the effect's text."""
+    from ..results import intervals as iv
+    e = iv.effect(view.samples(leader, reps), view.samples(name, reps))
+    if not e.has_interval:
+        return False, iv.effect_text(e)
+    assert e.low is not None and e.high is not None
+    worse = e.high < 0 if view.goal.get("goal", "max") == "max" else e.low > 0
+    return worse, iv.effect_text(e)
+
+
+def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome,
+              dropped_last: list[str] | None = None) -> None:
+    """The winner, or the tie: the leader and every survivor not decidedly worse than it. With one
+    survivor, its lead is over the best of those the last rung dropped (``dropped_last``)."""
+    from ..results import intervals as iv
+    ranked = _ranked(view, alive, reps)
+    if not ranked:
+        out.tie = []
+        out.lead = "no candidate was measured"
+        return
+    others = _ranked(view, dropped_last or [], reps) if len(ranked) == 1 else ranked[1:]
+    if not others:
+        out.winner = ranked[0]
+        out.lead = "the only candidate measured"
+        return
+    best, runner = ranked[0], others[0]
+    e = iv.effect(view.samples(runner, reps), view.samples(best, reps))
+    v = iv.lead(e, view.goal.get("goal", "max"), float(view.rec.get("smallest_effect") or 0.05))
+    out.lead = f"lead over `{runner}` {iv.effect_text(e)}"
+    if v.word == iv.HELD:
+        out.winner = best
+    elif v.word == iv.NOT_HELD:  # decided, but by less than the smallest effect of interest
+        out.tie = [best, runner]
+        out.lead += f": they differ by less than the smallest effect ({view.rec.get('smallest_effect')})"
+    else:
+        out.tie = [best] + [n for n in others if not _worse(view, best, n, reps)[0]]
+
+
+def _budget_left(view: _View, spent_runs: int, spent_min: float, need: int, per_run_min: float | None
+                 ) -> str | None:
+    """Why a batch of ``need`` runs does not fit the budget (None: it does)."""
+    budget = view.rec["budget"]
+    runs, minutes = budget.get("runs"), budget.get("minutes")
+    if runs is not None and spent_runs + need > runs:
+        return f"it needs {need} run(s), {runs - spent_runs} of {runs} are left"
+    if minutes is not None:
+        if spent_min >= minutes:
+            return f"{spent_min:.1f} of {minutes:g} measured minutes are spent"
+        if per_run_min is not None and spent_min + need * per_run_min > minutes:
+            return (f"it would take about {need * per_run_min:.1f} measured minutes, "
+                    f"{minutes - spent_min:.1f} of {minutes:g} are left")
+    return None
+
+
+def step(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+    """The search's next batch on what is measured (``rows``: the host's summary rows), or its end."""
+    if rec["strategy"] == HALVING:
+        return _halving(rec, rows)
+    if rec["strategy"] == OPTUNA:
+        return _optuna(rec, rows)
+    raise ValueError(f"search strategy {rec['strategy']!r}: use grid, halving or optuna")
+
+
+def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+    view = _View(rec, rows)
+    alive = list(view.names)
+    path = {n: Entry(n, 1) for n in view.names}
+    seen: set[int] = set()  # the repetitions of the rungs done so far
+    last_mean: float | None = None  # the measured minutes of one run in the last rung
+    dropped_last: list[str] = []  # those the last rung dropped (the runner-up of a lone survivor)
+    rungs = rec["rungs"]
+    for k, rung in enumerate(rungs, 1):
+        reps = set(rung["repetitions"])
+        for n in list(alive):
+            if n in view.refused:
+                alive.remove(n)
+                path[n].dropped, path[n].why = k, "Triton refused its configuration"
+        pending = [(n, r) for n in alive for r in sorted(reps) if not view.has(n, r)]
+        if pending:
+            runs, minutes = view.spent(set(view.names))
+            started = view.spent(set(alive), reps)[0] > 0
+            per_run = None if last_mean is None else last_mean * 2
+            why = None if started else _budget_left(view, runs, minutes, len(pending), per_run)
+            if why is None:
+                names = list(dict.fromkeys(n for n, _ in pending))
+                out = Outcome(False, f"rung {k} of {len(rungs)}: {len(names)} candidate(s) x "
+                                     f"{len(reps)} measurement(s), {rung['window_ms']} ms windows"
+                                     + (" (resumed)" if started else ""),
+                              names, sorted({r for _, r in pending}), runs=runs, minutes=minutes)
+                out.path = [view.entry(path[n]) for n in view.names]
+                return out
+            return _end(view, alive, path, seen, f"the budget stops rung {k}: {why}", dropped_last)
+        seen |= reps
+        runs_k, min_k = view.spent(set(alive), reps)
+        last_mean = min_k / runs_k if runs_k else last_mean
+        for n in alive:
+            path[n].rung = k
+        before = alive
+        alive = _drop(view, alive, k, seen, path)
+        dropped_last = [n for n in before if n not in alive]
+        if len(alive) <= 1:
+            return _end(view, alive, path, seen, f"one candidate is left after rung {k}", dropped_last)
+    return _end(view, alive, path, seen, f"all {len(rungs)} rungs are measured", dropped_last)
+
+
+def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str, Entry]) -> list[str]:
+    """The rung's survivors (the drop rule of the module's text)."""
+    keep = []
+    for n in alive:
+        if not view.samples(n, seen):
+            path[n].dropped, path[n].why = k, "no measurement succeeded"
+        elif (bad := view.violated(n, seen)) is not None:
+            path[n].dropped, path[n].why = k, f"constraint: {bad}"
+        else:
+            keep.append(n)
+    ranked = _ranked(view, keep, seen)
+    if not ranked:
+        return []
+    leader = ranked[0]
+    half = math.ceil(len(ranked) / 2)
+    path[leader].why = f"leader of rung {k}"
+    for n in ranked[1:half]:
+        path[n].why = f"better half of rung {k}"
+    for n in ranked[half:]:
+        worse, text = _worse(view, leader, n, seen)
+        if worse:
+            path[n].dropped, path[n].why = k, f"decidedly worse than `{leader}`: {text}"
+        else:
+            path[n].why = f"worse half of rung {k}, but a tie with `{leader}`: {text}"
+    return [n for n in ranked if path[n].dropped is None]
+
+
+def _end(view: _View, alive: list[str], path: dict[str, Entry], reps: set[int], why: str,
+         dropped_last: list[str]) -> Outcome:
+    runs, minutes = view.spent(set(view.names))
+    out = Outcome(True, "", runs=runs, minutes=minutes)
+    _standing(view, alive, reps or None, out, dropped_last)
+    out.path = [view.entry(path[n]) for n in view.names if view.rows[n] or n in view.refused]
+    out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
+    return out
+
+
+def _result_text(out: Outcome) -> str:
+    if out.winner:
+        return f"`{out.winner}` wins ({out.lead})"
+    if out.tie:
+        return f"a tie of {', '.join(f'`{n}`' for n in out.tie)} ({out.lead})"
+    return out.lead
+
+
+# ------------------------------------------------------------------------------------ optuna
+
+def _study(rec: dict[str, Any], view: _View, done: list[str], reps: set[int]) -> Any:
+    """The TPE study rebuilt from the measured trials (in the order they were drawn), seeded."""
+    import optuna  # the strategy's own import: plan, report and decide of other specs stay fast
+
+    optuna.logging.set_verbosity(logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    keys = list(rec["candidates"][0]["params"])
+    choices = {k: list(dict.fromkeys(c["params"][k] for c in rec["candidates"])) for k in keys}
+    dists: dict[str, optuna.distributions.BaseDistribution] = {
+        str(k): optuna.distributions.CategoricalDistribution(v) for k, v in choices.items()}
+    goal = view.goal.get("goal", "max")
+    sampler = optuna.samplers.TPESampler(seed=int(rec.get("seed") or 0), constant_liar=True,
+                                         n_startup_trials=int(rec.get("startup") or 4))
+    study = optuna.create_study(direction="maximize" if goal == "max" else "minimize", sampler=sampler)
+    params = {c["name"]: c["params"] for c in rec["candidates"]}
+    for n in done:
+        xs = view.samples(n, reps)
+        ok = bool(xs) and view.violated(n, reps) is None
+        study.add_trial(optuna.trial.create_trial(
+            params=params[n], distributions=dists, value=statistics.fmean(xs) if ok else None,
+            state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL))
+    return study, dists, keys
+
+
+def _draw(rec: dict[str, Any], view: _View, done: list[str], reps: set[int], k: int) -> list[str]:
+    """``k`` new candidates drawn by TPE (a drawn point measured already is drawn again; after many
+    tries the first unmeasured ones in plan order)."""
+    import optuna
+
+    study, dists, keys = _study(rec, view, done, reps)
+    by_point = {tuple(c["params"][x] for x in keys): c["name"] for c in rec["candidates"]}
+    picked: list[str] = []
+    for _ in range(50 * k):
+        if len(picked) == k:
+            break
+        trial = study.ask(dists)
+        name = by_point.get(tuple(trial.params[x] for x in keys))
+        if name is None or name in done or name in picked:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            picked.append(name)  # left running: the constant liar keeps the batch spread out
+    rest = [n for n in view.names if n not in done and n not in picked]
+    return picked + rest[:k - len(picked)]
+
+
+def _optuna(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+    view = _View(rec, rows)
+    reps = set(rec["rungs"][0]["repetitions"])
+    batch = int(rec.get("batch") or 4)
+    budget = rec["budget"]
+    done: list[str] = []
+    path: dict[str, Entry] = {}
+    spent_runs, spent_min = 0, 0.0
+    b = 0
+    while len(done) < len(view.names):
+        b += 1
+        per_trial = len(reps)
+        left = len(view.names) - len(done)
+        k = min(batch, left)
+        if budget.get("runs") is not None:
+            k = min(k, (budget["runs"] - spent_runs) // per_trial)
+        runs_done = spent_runs
+        per_run = spent_min / runs_done if runs_done else None
+        if budget.get("minutes") is not None and per_run is not None:
+            k = min(k, int((budget["minutes"] - spent_min) / (per_run * per_trial)))
+        why = None
+        if k < 1:
+            why = _budget_left(view, spent_runs, spent_min, per_trial, per_run) or "the budget is spent"
+            return _optuna_end(view, done, path, reps, f"the budget stops batch {b}: {why}")
+        picks = _draw(rec, view, done, reps, k)
+        pending = [(n, r) for n in picks for r in sorted(reps) if not view.has(n, r)]
+        if pending:
+            started = any(view.has(n, r) for n in picks for r in reps)
+            names = list(dict.fromkeys(n for n, _ in pending))
+            out = Outcome(False, f"optuna batch {b}: {len(picks)} trial(s) x {len(reps)} measurement(s)"
+                                 + (" (resumed)" if started else ""),
+                          names, sorted({r for _, r in pending}), runs=spent_runs, minutes=spent_min)
+            out.path = [view.entry(path[n], reps) for n in done]
+            return out
+        for n in picks:
+            path[n] = Entry(n, b)
+            if n in view.refused:
+                path[n].dropped, path[n].why = b, "Triton refused its configuration"
+            elif not view.samples(n, reps):
+                path[n].dropped, path[n].why = b, "no measurement succeeded"
+            elif (bad := view.violated(n, reps)) is not None:
+                path[n].dropped, path[n].why = b, f"constraint: {bad}"
+            else:
+                path[n].why = f"trial of batch {b}"
+        done += picks
+        r, m = view.spent(set(picks), reps)
+        spent_runs, spent_min = spent_runs + r, spent_min + m
+    return _optuna_end(view, done, path, reps, f"all {len(view.names)} candidates are measured")
+
+
+def _optuna_end(view: _View, done: list[str], path: dict[str, Entry], reps: set[int], why: str) -> Outcome:
+    runs, minutes = view.spent(set(done), reps)
+    out = Outcome(True, "", runs=runs, minutes=minutes)
+    alive = [n for n in done if path[n].dropped is None]
+    _standing(view, alive, reps, out)
+    out.path = [view.entry(path[n], reps) for n in done]
+    out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
+    return out
+
+
+# ------------------------------------------------------------------------------------ the report
+
+def markdown(host: str, rec: dict[str, Any], out: Outcome) -> list[str]:
+    """A host's ``### Search`` lines: the path (each candidate, its rung, value, why dropped or kept),
+    then the winner with its interval, or the tie."""
+    goal = rec["objective"]
+    metric = goal["metric"]
+    cons = goal.get("constraints") or {}
+    bound = "; ".join(f"{m} {k} {v:g}" for m, b in cons.items() for k, v in b.items())
+    budget = ", ".join(f"{v:g} {k}" for k, v in (rec.get("budget") or {}).items() if v is not None)
+    unit = "batch" if rec["strategy"] == OPTUNA else "rung"
+    lines = [f"### {host}: {rec['strategy']}", "",
+             f"{goal['goal']} {metric} at load {float(goal['at_load']):g}"
+             + (f" subject to {bound}" if bound else "") + f"; budget {budget or 'none'}; "
+             f"{len(rec['candidates'])} candidates; used {out.runs} perf_analyzer run(s), "
+             f"{out.minutes:.1f} measured minutes. "
+             + ("Status: **decided**." if out.decided else f"Status: under way ({out.text})."), "",
+             f"| candidate | {unit} | n | {metric} mean [95 % interval] | dropped after | why |",
+             "|---|---|---|---|---|---|"]
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.1f}"
+
+    for e in sorted(out.path, key=lambda e: (e.dropped is not None, -(e.dropped or 0), -e.rung, e.name)):
+        ci = f" [{num(e.low)}, {num(e.high)}]" if e.low is not None else ""
+        lines.append(f"| `{e.name}` | {e.rung} | {e.n} | {num(e.mean)}{ci} | "
+                     f"{'-' if e.dropped is None else f'{unit} {e.dropped}'} | {e.why.replace('|', '/')} |")
+    if out.decided:
+        lines += ["", ("**Winner**: " if out.winner else "**Result**: ") + _result_text(out) + "."]
+        if out.winner:
+            w = next(e for e in out.path if e.name == out.winner)
+            lines[-1] += f" Its {metric}: {num(w.mean)} [{num(w.low)}, {num(w.high)}], n = {w.n}."
+    return lines + [""]

@@ -1,0 +1,74 @@
+"""A short ``halving`` search through the ``experiment`` role on a rehearsal node (real Triton on CPU,
+real perf_analyzer, the MNIST stand-in): 4 candidates of the mnist_cpu_sweep grid, 2 rungs of 2
+measurements with 1 s windows. The role asks ``serve-system decide`` for every batch; the report has
+the search path and the winner or the tie; a re-run with the same run id measures nothing again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from serve_system.experiment import records
+
+from .ansible_run import REPO, run_playbook
+
+pytestmark = pytest.mark.integration
+
+
+def _spec(tmp_path: Path) -> Path:
+    spec = yaml.safe_load((REPO / "experiments" / "specs" / "mnist_cpu_sweep.yml").read_text())
+    dest = tmp_path / "model_repository" / "onnx-mnist-cpu" / "config.pbtxt"
+    dest.parent.mkdir(parents=True)
+    shutil.copyfile(REPO / "model_repository" / "onnx-mnist-cpu" / "config.pbtxt", dest)
+    spec["load"]["levels"] = [1, 8]
+    spec["sweep"]["grid"] = {"instances": [1, 4], "delay": [100, 4000]}
+    spec["perf"].update(stability_percentage=60, max_trials=8)
+    spec["warmup"] = {"requests": 10}
+    spec["search"] = {"strategy": "halving", "objective": "most_throughput_at_8", "repetitions": 2,
+                      "rungs": 2, "window_ms": 1000, "budget": {"runs": 16}}
+    path = tmp_path / "mnist_cpu_sweep.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_a_short_halving_search_through_the_role(rehearsal_cluster,
+                                                 tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster = rehearsal_cluster
+    node = cluster.nodes[0]
+    path = _spec(tmp_path)
+    results = tmp_path / "results"
+    args = ("-e", f"experiment_spec={path}", "-e", f"experiment_results_dir={results}", "-e", "run_id=s1")
+    res = run_playbook("../experiments/mnist_cpu_sweep.yml", cluster.inventory, *args, limit=node.name)
+    assert res.rc == 0, res.tail(80)
+    assert "rung 1 of 2: 4 candidate(s) x 2 measurement(s), 1000 ms windows" in res.flat, res.tail(80)
+    assert "search decided" in res.flat, res.tail(80)
+    run = results / "mnist_cpu_sweep" / "s1"
+    plan = records.read(run / node.name / "plan.json", records.HostPlan)
+    assert plan.search is not None and [r["window_ms"] for r in plan.search["rungs"]] == [1000, 2000]
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    measured = [(r["variant"], r["repetition"]) for r in rows]
+    assert len(measured) == len(set(measured)) <= 16
+    names = {f"i{i}_d{d}" for i in (1, 4) for d in (100, 4000)}
+    assert {(n, r) for n in names for r in (1, 2)} <= set(measured)  # rung 1: every candidate, twice
+    assert all(r["load"] == 8 and r["status"] == "ok" for r in rows), rows
+    # the argv of rung 2 used the longer window
+    for n, r in measured:
+        if r > 2:
+            lrec = records.read(run / node.name / n / f"c8_r{r}" / "level.json", records.LevelRecord)
+            argv = lrec.attempts[0].argv
+            assert argv[argv.index("--measurement-interval") + 1] == "2000"
+    md = (run / "report.md").read_text()
+    section = md.split("\n## Search\n", 1)[1].split("\n## ", 1)[0]
+    assert "| candidate | rung | n |" in section and all(f"`{n}`" in section for n in names)
+    assert "**Winner**: " in section or "**Result**: a tie of" in section, section
+    assert records.read(run / node.name / "host.json", records.HostRecord).baseline_restored
+    # the same run id again: the search is decided from what it measured, nothing is measured again
+    stamps = {p: p.stat().st_mtime for p in (run / node.name).glob("*/*/level.json")}
+    again = run_playbook("../experiments/mnist_cpu_sweep.yml", cluster.inventory, *args, limit=node.name)
+    assert again.rc == 0, again.tail(80)
+    assert "search decided" in again.flat and "rung 1 of 2" not in again.flat, again.tail(80)
+    assert {p: p.stat().st_mtime for p in (run / node.name).glob("*/*/level.json")} == stamps

@@ -1,0 +1,325 @@
+"""Searches (halving, optuna) on a synthetic, deterministic objective surface with noise: each finds
+the known best within its budget, keeps ties, drops only decided differences, and a search resumed
+from a checkpoint (what an interrupted run measured) measures nothing twice."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serve_system.cli import main
+from serve_system.experiment import search
+from serve_system.experiment.spec.reader import load_spec
+
+INSTANCES = [24, 12, 5, 4]
+DELAYS = [100, 150, 200, 500, 1000, 2000, 4000]
+
+SPEC = """\
+name: surface
+model: m
+base_config_text: |
+  name: "m"
+  platform: "onnxruntime_onnx"
+  max_batch_size: 8
+  input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
+  output [ { name: "y" data_type: TYPE_FP32 dims: [ 2 ] } ]
+  instance_group [ { kind: KIND_CPU } ]
+load: {mode: concurrency, levels: "1:8"}
+perf: {batch_size: 1}
+sweep:
+  name: "i{instances}_d{delay}"
+  grid: {instances: [24, 12, 5, 4], delay: [100, 150, 200, 500, 1000, 2000, 4000]}
+  config:
+    instance_group: [{count: "{instances}", kind: KIND_CPU}]
+    dynamic_batching: {max_queue_delay_microseconds: "{delay}"}
+objectives:
+  - name: most_throughput_at_8
+    metric: throughput
+    goal: max
+    at_load: 8
+"""
+
+
+def surface(name: str) -> float:
+    """The true throughput of a candidate: a smooth hill, best at 5 instances and 500 us."""
+    i, d = (int(x[1:]) for x in name.split("_"))
+    return 1000.0 * math.exp(-((math.log(i / 5)) ** 2) / 0.8 - ((math.log(d / 500)) ** 2) / 6)
+
+
+def noise(name: str, rep: int, seed: int, cv: float) -> float:
+    """A measurement's noise: fixed by (candidate, repetition, seed), whatever the order measured."""
+    h = int(hashlib.sha256(f"{seed}/{name}/{rep}".encode()).hexdigest()[:12], 16)
+    return random.Random(h).gauss(1.0, cv)
+
+
+def record(spec_text: str, tmp: Path, **search_: Any) -> dict[str, Any]:
+    body = ", ".join(f"{k}: {json.dumps(v)}" for k, v in search_.items())
+    path = tmp / "spec.yml"
+    path.write_text(spec_text + f"search: {{{body}}}\n")
+    spec = load_spec(path)
+    rec = search.plan_record(spec, {}, spec.smallest_effect)
+    assert rec is not None
+    return rec
+
+
+def row(name: str, rep: int, true: float, seed: int = 1, cv: float = 0.03, **extra: Any) -> dict[str, Any]:
+    return {"host": "h", "variant": name, "mode": "concurrency", "load": 8, "repetition": rep, "status": "ok",
+            "throughput": true * noise(name, rep, seed, cv), "duration_s": 4.0, **extra}
+
+
+def run(rec: dict[str, Any], truth: Any = surface, rows: list[dict[str, Any]] | None = None,
+        stop_after: int | None = None, **kw: Any) -> tuple[search.Outcome, list[dict[str, Any]],
+                                                         list[list[tuple[str, int]]]]:
+    """Measure what the search asks until it decides (or ``stop_after`` measurements: an interruption);
+    returns its outcome, every row and each batch's (candidate, repetition) pairs."""
+    rows = list(rows or [])
+    batches: list[list[tuple[str, int]]] = []
+    for _ in range(100):
+        out = search.step(rec, rows)
+        if out.decided:
+            return out, rows, batches
+        have = {(r["variant"], r["repetition"]) for r in rows}
+        asked = [(n, r) for n in out.variants for r in out.repetitions if (n, r) not in have]
+        assert asked, "a batch that measures nothing"
+        batches.append(asked)
+        for n, r in asked:
+            if stop_after is not None and len(rows) >= stop_after:
+                return out, rows, batches
+            rows.append(row(n, r, truth(n), **kw))
+    raise AssertionError("the search never decided")
+
+
+def best_name() -> str:
+    return max((f"i{i}_d{d}" for i in INSTANCES for d in DELAYS), key=surface)
+
+
+# ------------------------------------------------------------------------------------ halving
+
+def test_halving_finds_the_known_best_within_its_budget(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=3, budget={"runs": 150})
+    out, rows, batches = run(rec)
+    assert out.decided and out.runs == len(rows) <= 150
+    assert len(batches[0]) == 28 * 3  # rung 1: every candidate, 3 short measurements
+    assert len(batches) == 3 and len(batches[1]) < len(batches[0])  # the decidedly worse were dropped
+    top = out.winner or out.tie[0]
+    assert surface(top) >= 0.95 * surface(best_name())
+    assert best_name() in ([out.winner] if out.winner else out.tie)
+    # far fewer runs than the grid's 28 x 8 levels, and the path names every candidate measured
+    assert len(rows) < 28 * 8
+    assert {e.name for e in out.path} == {f"i{i}_d{d}" for i in INSTANCES for d in DELAYS}
+    dropped = [e for e in out.path if e.dropped is not None]
+    assert dropped and all("decidedly worse than" in e.why for e in dropped)
+
+
+def test_halving_drops_only_decided_differences(tmp_path: Path) -> None:
+    """Every drop's interval lies below zero; with huge noise nothing is decided and nothing dropped."""
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=2, budget={"runs": 300})
+    out, _rows, batches = run(rec, cv=0.6)
+    survivors_2 = {n for n, _ in batches[1]}
+    dropped = [e for e in out.path if e.dropped == 1]
+    for e in dropped:  # a drop is decided: recompute its effect against the rung's leader
+        assert "decidedly worse" in e.why and e.name not in survivors_2
+    assert len(survivors_2) + len(dropped) == 28
+
+
+def test_halving_keeps_ties(tmp_path: Path) -> None:
+    """Two candidates equally best (same true value): neither is ever dropped, the result is a tie."""
+    twins = {"i5_d500", "i12_d500"}
+
+    def flat(name: str) -> float:
+        return 1000.0 if name in twins else 0.5 * surface(name)
+
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=3, budget={"runs": 200})
+    out, _rows, _ = run(rec, truth=flat)
+    assert out.decided and out.winner is None, out.text
+    assert twins <= set(out.tie)
+    assert all(e.dropped is None for e in out.path if e.name in twins)
+    assert "a tie of" in out.text
+
+
+def test_halving_resumes_from_a_checkpoint_without_measuring_again(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=3, budget={"runs": 150})
+    whole, all_rows, _ = run(rec)
+    for cut in (40, 84, 90):  # inside rung 1, right after it, inside rung 2
+        _, part, _ = run(rec, stop_after=cut)
+        assert len(part) == cut
+        nxt = search.step(rec, part)
+        have = {(r["variant"], r["repetition"]) for r in part}
+        asked = {(n, r) for n in nxt.variants for r in nxt.repetitions}
+        # the runner measures only a batch's pending levels; the batch names nothing beyond the rung
+        assert asked - have and set(nxt.variants) == {n for n, _ in asked - have}
+        resumed, rows, _ = run(rec, rows=part)
+        assert len({(r["variant"], r["repetition"]) for r in rows}) == len(rows)  # nothing measured twice
+        assert sorted((r["variant"], r["repetition"]) for r in rows) == \
+            sorted((r["variant"], r["repetition"]) for r in all_rows)
+        assert (resumed.winner, resumed.tie) == (whole.winner, whole.tie)
+
+
+def test_halving_stops_when_the_budget_cannot_pay_the_next_rung(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=3, budget={"runs": 90})
+    out, rows, batches = run(rec)
+    assert len(rows) == 84 and len(batches) == 1
+    assert "the budget stops rung 2" in out.text and "left" in out.text
+
+
+def test_halving_drops_a_candidate_that_decidedly_breaks_a_constraint(tmp_path: Path) -> None:
+    spec = SPEC + "    constraints: {p95_us: {max: 5000}}\n"
+    rec = record(spec, tmp_path, strategy="halving", repetitions=3, rungs=2, budget={"runs": 200})
+    best = best_name()
+    rows: list[dict[str, Any]] = []
+    for _ in range(20):
+        out = search.step(rec, rows)
+        if out.decided:
+            break
+        for n in out.variants:
+            for r in out.repetitions:
+                rows.append(row(n, r, surface(n), p95_us=9000.0 + r if n == best else 1000.0 + r))
+    assert out.decided and out.winner != best and best not in out.tie
+    entry = next(e for e in out.path if e.name == best)
+    assert entry.dropped == 1 and "constraint: p95_us" in entry.why and "above its max 5000" in entry.why
+
+
+def test_a_refused_candidate_is_dropped_not_asked_again(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=2, budget={"runs": 200})
+    rows = [{"host": "h", "variant": "i24_d100", "status": "refused", "load": None, "repetition": None}]
+    out, rows, batches = run(rec, rows=rows)
+    assert all(n != "i24_d100" for b in batches for n, _ in b)
+    assert next(e for e in out.path if e.name == "i24_d100").why == "Triton refused its configuration"
+
+
+# ------------------------------------------------------------------------------------ optuna
+
+def test_optuna_finds_a_near_best_candidate_within_its_budget(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="optuna", repetitions=3, batch=4, startup=4, seed=7,
+                 budget={"runs": 48})
+    out, rows, batches = run(rec)
+    assert out.decided and len(rows) <= 48 and "the budget stops" in out.text
+    assert len(batches) == 4 and all(len(b) == 12 for b in batches)
+    trials = {n for b in batches for n, _ in b}
+    assert len(trials) == 16  # no candidate drawn twice
+    top = out.winner or out.tie[0]
+    assert surface(top) >= 0.9 * surface(best_name()), (top, sorted(trials))
+
+
+def test_optuna_is_deterministic_and_resumes_without_measuring_again(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="optuna", repetitions=3, batch=4, seed=3, budget={"runs": 36})
+    whole, rows1, batches1 = run(rec)
+    again, _rows2, batches2 = run(rec)
+    assert batches1 == batches2 and (whole.winner, whole.tie) == (again.winner, again.tie)
+    _, part, _ = run(rec, stop_after=17)  # inside the second batch
+    resumed, rows3, _ = run(rec, rows=part)
+    assert [(r["variant"], r["repetition"]) for r in rows3][:17] == \
+        [(r["variant"], r["repetition"]) for r in rows1][:17]
+    assert sorted((r["variant"], r["repetition"]) for r in rows3) == \
+        sorted((r["variant"], r["repetition"]) for r in rows1)
+    assert (resumed.winner, resumed.tie) == (whole.winner, whole.tie)
+    other = record(SPEC, tmp_path, strategy="optuna", repetitions=3, batch=4, seed=4, budget={"runs": 36})
+    assert run(other)[2] != batches1  # the seed matters
+
+
+def test_optuna_measures_every_candidate_when_the_budget_allows(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="optuna", repetitions=2, batch=10, budget={"runs": 1000})
+    out, rows, _ = run(rec)
+    assert len(rows) == 56 and "all 28 candidates are measured" in out.text
+    assert best_name() in ([out.winner] if out.winner else out.tie)
+
+
+# ------------------------------------------------------------------------------------ plan and lease
+
+def test_the_plan_measures_only_the_objective_load_rung_by_rung(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=2, rungs=3, budget={"runs": 100})
+    assert [r["window_ms"] for r in rec["rungs"]] == [1250, 2500, 5000]  # the spec's 5 s, halved per rung
+    assert [r["repetitions"] for r in rec["rungs"]] == [[1, 2], [3, 4], [5, 6]]
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0",
+                 "--quiet"]) == 0
+    plan = json.loads((run_dir / "n" / "plan.json").read_text())
+    v = plan["variants"][0]
+    assert [lv["id"] for lv in v["levels"]] == [f"c8_r{r}" for r in range(1, 7)]
+    windows = [lv["argv"][lv["argv"].index("--measurement-interval") + 1] for lv in v["levels"]]
+    assert windows == ["1250", "1250", "2500", "2500", "5000", "5000"]
+    assert plan["search"]["strategy"] == "halving" and len(plan["search"]["candidates"]) == 28
+    assert plan["estimate_s"] == search.estimate_seconds(plan["search"])
+
+
+def test_the_lease_guard_refuses_a_search_or_fits_its_budget(tmp_path: Path, capsys: Any) -> None:
+    record(SPEC, tmp_path, strategy="halving", repetitions=2, rungs=3, budget={"runs": 150})
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    import time
+    end = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 12 * 60))
+    args = ["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0", "--quiet",
+            "--lease-end", end]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lease:" in err[0] and "-e fit_lease=true" in err[0]
+    assert not run_dir.exists()  # refused: nothing written
+    assert main([*args, "--fit-lease"]) == 0
+    err = capsys.readouterr().err
+    plan = json.loads((run_dir / "n" / "plan.json").read_text())
+    runs = plan["search"]["budget"]["runs"]
+    assert 56 <= runs < 150 and f"cut to {runs} perf_analyzer runs" in err
+    assert plan["estimate_s"] <= 12 * 60
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
+    assert main([*args[:-1], soon, "--fit-lease"]) == 1
+    assert "the search's first batch needs 56" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy", ["halving", "optuna"])
+def test_the_role_gets_no_first_batch_decide_picks_them(tmp_path: Path, strategy: str, capsys: Any) -> None:
+    record(SPEC, tmp_path, strategy=strategy, budget={"runs": 90})
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0",
+                 "--role"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["hosts"]["n"]["batches"] == [] and view["hosts"]["n"]["more_rounds"] >= 2
+    assert main(["decide", str(run_dir), "--host", "n"]) == 0
+    nxt = json.loads(capsys.readouterr().out)
+    assert not nxt["decided"] and nxt["batch"]["todo"] == len(nxt["batch"]["variants"]) * 3
+    assert nxt["batch"]["args"][-3:] == ["--repetition=1", "--repetition=2", "--repetition=3"]
+    assert len(nxt["batch"]["variants"]) == (28 if strategy == "halving" else 4)
+
+
+# ------------------------------------------------------------------------------------ decide and report
+
+def test_decide_drives_a_search_and_the_report_shows_its_path(tmp_path: Path, capsys: Any) -> None:
+    """A tiny halving search on recorded perf_analyzer output (the lab's concurrency-8 level, sped up
+    per candidate): decide asks for each rung, the report's Search section has the path and result."""
+    from report_trees import NB, level, variant
+
+    small = SPEC.replace("grid: {instances: [24, 12, 5, 4], delay: [100, 150, 200, 500, 1000, 2000, 4000]}",
+                         "grid: {instances: [1, 4], delay: [100, 4000]}")
+    record(small, tmp_path, strategy="halving", repetitions=3, rungs=2, budget={"runs": 24})
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0",
+                 "--quiet"]) == 0
+    speed = {"i1_d100": 1.0, "i1_d4000": 0.5, "i4_d100": 2.0, "i4_d4000": 1.9}
+    asked = []
+    for _ in range(5):
+        assert main(["decide", str(run_dir), "--host", "n"]) == 0
+        nxt = json.loads(capsys.readouterr().out)
+        if nxt["decided"]:
+            break
+        asked.append(nxt["batch"]["variants"])
+        reps = [int(a.split("=")[1]) for a in nxt["batch"]["args"] if a.startswith("--repetition=")]
+        for n in nxt["batch"]["variants"]:
+            variant(run_dir, "n", n, None)
+            for r in reps:
+                jitter = 1 + 0.02 * ((r * 7 + len(n)) % 3 - 1)
+                level(run_dir, "n", n, f"c8_r{r}", load=8, stdout=NB / "notebook_02.txt", repetition=r,
+                      speed=speed[n] * jitter, t0=1000.0 + 20 * r)
+    assert nxt["decided"] and "search decided" in nxt["text"], nxt
+    assert sorted(asked[0]) == sorted(speed) and "i1_d4000" not in asked[1]  # decidedly worse: dropped
+    assert main(["report", str(run_dir), "--partial"]) == 0
+    md = (run_dir / "report.md").read_text()
+    section = md.split("\n## Search\n", 1)[1].split("\n## ", 1)[0]
+    assert "### n: halving" in section and "| candidate | rung | n |" in section
+    row = next(ln for ln in section.splitlines() if ln.startswith("| `i1_d4000`"))
+    assert "| rung 1 |" in row and "decidedly worse than `i4_d" in row
+    assert "**Winner**: " in section or "**Result**: a tie of `i4_d100`, `i4_d4000`" in section, section
+    assert "c1_r" not in md  # the levels a search did not pick are not listed as missing

@@ -67,7 +67,7 @@ def stack_refs() -> dict[str, StackImage]:
     return out
 
 
-def built(key: str) -> bool:
+def is_built(key: str) -> bool:
     """Whether image ``key`` needs no build: the node's image is in podman's storage, a stack image's
     archive is in the cache (what the nodes load)."""
     if key == "node":
@@ -77,7 +77,7 @@ def built(key: str) -> bool:
 
 def _base(base: BaseSpec, keys: Sequence[str], report: Report) -> str:
     """Make ``base`` unless every image of ``keys`` on it is built already (then nothing needs it)."""
-    if all(built(k) for k in keys if base_of(k) == base):
+    if all(is_built(k) for k in keys if base_of(k) == base):
         return base.ref
     return ensure_base(base, report)
 
@@ -128,15 +128,9 @@ def ensure_images(keys: Sequence[str] = IMAGE_KEYS, report: Report = _quiet,
     return schedule.run([*plan(keys, report), *extra], workers + len(extra), on_done)
 
 
-def ensure_stack_images(report: Report = _quiet) -> dict[str, StackImage]:
-    """Build (or reuse) the Triton, client and FastAPI images and their archives."""
-    return stack_of(ensure_images(("triton", "client", "fastapi"), report))
-
-
 def stack_of(results: dict[str, Any]) -> dict[str, StackImage]:
     """The serve stack's images out of :func:`ensure_images`' results."""
     return {key: results[f"image:{key}"] for key in ("triton", "client", "fastapi")}
-
 
 
 def image_size(ref: str) -> int:

@@ -183,11 +183,16 @@ def ensure_base(spec: BaseSpec, report: Report = _quiet) -> str:
         debootstrap = require_tool("debootstrap", "debootstrap")
         report(f"debootstrap {spec.suite} ({len(spec.include)} extra packages) -> {spec.ref}")
         logs = cache_dir() / "logs"
-        with tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=scratch_dir()) as tmp:
+        started = time.monotonic()
+        # one download cache per suite, used by one debootstrap at a time (debootstrap writes it
+        # without locking): the second base of a suite copies most of its .debs from there
+        with lock(f"debs-{spec.suite}"), \
+                tempfile.TemporaryDirectory(prefix=f"{spec.name}-", dir=scratch_dir()) as tmp:
             rootfs = Path(tmp) / "rootfs"
             run_streamed(
                 [debootstrap, f"--variant={spec.variant}", f"--components={','.join(spec.components)}",
-                 f"--include={','.join(spec.include)}", spec.suite, str(rootfs), MIRROR],
+                 f"--include={','.join(spec.include)}", f"--cache-dir={deb_cache(spec.suite)}",
+                 spec.suite, str(rootfs), MIRROR],
                 logs / f"{spec.name}-{spec.tag}.debootstrap.log",
                 f"debootstrap {spec.suite}",
             )
@@ -205,7 +210,19 @@ def ensure_base(spec: BaseSpec, report: Report = _quiet) -> str:
                 if tar.stdout:
                     tar.stdout.close()
                 tar.wait()
+        report(f"made {spec.ref} in {time.monotonic() - started:.0f} s")
     return spec.ref
+
+
+def deb_cache(suite: str) -> Path:
+    """The folder of ``suite``'s downloaded .debs that debootstrap reuses (``--cache-dir``).
+
+    Its ``partial/`` subfolder makes debootstrap download there first and rename a file into place
+    once its checksum is right, so an interrupted download never leaves a broken .deb behind.
+    """
+    path = cache_dir() / "debs" / suite
+    (path / "partial").mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def scratch_dir() -> Path:
@@ -266,11 +283,22 @@ def ensure_archive(spec: ImageSpec, report: Report = _quiet) -> Path:
 def save_archive(ref: str, path: Path, report: Report = _quiet) -> None:
     """``podman save`` ``ref`` as a docker-archive at ``path``, never leaving a half-written file."""
     report(f"podman save {ref} -> {path}")
+    with written_as(path) as tmp:
+        podman("save", "--format", "docker-archive", "-o", str(tmp), ref, timeout=1800)
+
+
+@contextlib.contextmanager
+def written_as(path: Path) -> Iterator[Path]:
+    """A temporary name next to ``path`` to write to; renamed to ``path`` when the block ends well,
+    removed when it fails, so ``path`` is either absent or complete (never half-written)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tar.partial")
+    tmp = path.with_name(path.name + ".partial")
     tmp.unlink(missing_ok=True)
-    podman("save", "--format", "docker-archive", "-o", str(tmp), ref, timeout=1800)
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

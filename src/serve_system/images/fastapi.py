@@ -100,8 +100,16 @@ def rehearsal_build_args(base_ref: str) -> dict[str, str]:
     return {**REHEARSAL_ARGS, "BASE_IMAGE": base_ref}
 
 
+def rehearsal_image() -> images.StackImage:
+    """The rehearsal image's ref and archive path (known from the recipe, built or not)."""
+    tag = recipe_tag(rehearsal_build_args(images.TRIXIE_SLIM.ref))
+    return images.StackImage("fastapi", f"localhost/{IMAGE_NAME}:{tag}",
+                             images.cache_dir() / "images" / f"{IMAGE_NAME}-{tag}.tar")
+
+
 def ensure_rehearsal_image(report: Callable[[str], None] | None = None) -> images.StackImage:
     """Build (or reuse) the rehearsal image and its docker-archive; an ``images.StackImage``.
+    An archive already in the cache is used as it is (the image need not be in podman's storage).
 
     The base is the rehearsal images' Debian 13 base with python3-venv; the build runs with
     ``--format docker`` so the image keeps its HEALTHCHECK.
@@ -112,11 +120,13 @@ def ensure_rehearsal_image(report: Callable[[str], None] | None = None) -> image
     from ..podman import image_exists, run_streamed
 
     say = report or (lambda _msg: None)
+    planned = rehearsal_image()
+    if planned.archive.is_file():  # what the nodes load: there already (like the other stack images)
+        return planned
     base = images.ensure_base(images.TRIXIE_SLIM, say)
     args = rehearsal_build_args(base)
-    tag = recipe_tag(args)
-    ref = f"localhost/{IMAGE_NAME}:{tag}"
-    archive = images.cache_dir() / "images" / f"{IMAGE_NAME}-{tag}.tar"
+    tag = planned.ref.rpartition(":")[2]
+    ref, archive = planned.ref, planned.archive
     with images.lock(f"{IMAGE_NAME}-{tag}"):
         if not image_exists(ref):
             say(f"podman build {ref}")

@@ -30,7 +30,8 @@ from typing import Any
 
 from ..errors import ServeSystemError
 from ..images import build as images
-from ..images.stack import ensure_stack_images
+from ..images import schedule
+from ..images.stack import IMAGE_KEYS, ensure_images, stack_of, stack_refs
 from ..podman import podman, require_podman
 from .base import Fleet, LaunchRequest, Machine, Progress, quiet
 from .nodes import Node, scan_host_keys
@@ -203,22 +204,27 @@ class LocalProvider:
     inventory: Path
     name: str = field(default="local", init=False)
 
-    def _prepare(self, progress: Progress) -> tuple[Path, str, str, dict[str, images.StackImage], Path]:
+    def _bring_up(self, names: Sequence[str], progress: Progress, *, node_vars: dict[str, dict[str, Any]],
+                  ports: dict[str, int] | None = None) -> list[Node]:
+        """Build (or reuse) the images and start the nodes: the nodes start as soon as the node image
+        is there, while the serve stack's images are still being built (their refs and archive paths
+        are known from the recipes; the archive folder is mounted into each node, so archives written
+        later are there too). Returns once every image is built and every node answers on SSH."""
         require_podman()
         key = ensure_key(self.inventory)
         pubkey = key.with_suffix(".pub").read_text(encoding="utf-8")
-        progress.step("images", "rehearsal images (built once per recipe)", 0, 2)
-        node_image = images.ensure_image(images.NODE, progress.note)
-        progress.step("images", "rehearsal images (built once per recipe)", 1, 2)
-        stack = ensure_stack_images(progress.note)
-        progress.step("images", "rehearsal images (built once per recipe)", 2, 2)
-        return key, pubkey, node_image, stack, images.cache_dir() / "images"
-
-    def _bring_up(self, names: Sequence[str], progress: Progress, *, node_vars: dict[str, dict[str, Any]],
-                  ports: dict[str, int] | None = None) -> list[Node]:
-        key, pubkey, node_image, stack, archive_dir = self._prepare(progress)
+        node_image = images.NODE.ref
+        stack = stack_refs()
+        archive_dir = images.cache_dir() / "images"
         done = [0]
-        progress.step("ssh", "starting nodes, waiting for SSH", 0, len(names))
+        built = [0]
+        what = "rehearsal images (built once per recipe)"
+        progress.step("images", what, 0, len(IMAGE_KEYS))
+
+        def image_done(step_key: str) -> None:
+            if step_key.startswith("image:"):
+                built[0] += 1
+                progress.step("images", what, built[0], len(IMAGE_KEYS))
 
         def bring_up(name: str) -> Node:
             _start(name, self.prefix, node_image, archive_dir, (ports or {}).get(name))
@@ -236,8 +242,19 @@ class LocalProvider:
                 vars={**node_vars_for(stack), **node_vars.get(name, {})},
             )
 
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
-            return list(pool.map(bring_up, names))
+        def start_all() -> list[Node]:
+            progress.step("ssh", "starting nodes, waiting for SSH", 0, len(names))
+            with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
+                return list(pool.map(bring_up, names))
+
+        nodes_step = schedule.Step("nodes", f"starting the rehearsal node(s) {', '.join(names)}",
+                                   ("image:node",), start_all)
+        results = ensure_images(IMAGE_KEYS, progress.note, extra=[nodes_step], on_done=image_done)
+        if stack_of(results) != stack:  # the refs the nodes were given are the ones built
+            raise ServeSystemError("rehearsal images: the built refs differ from the planned ones "
+                                   f"({stack_of(results)} vs {stack})")
+        nodes: list[Node] = results["nodes"]
+        return nodes
 
     def launch(self, req: LaunchRequest, progress: Progress = quiet) -> list[Node]:
         """Start (or reuse) the named nodes; returns once every node's sshd answers."""

@@ -91,24 +91,31 @@ def _runner(image: str, node: Path, triton: LocalTriton, *args: str,
                           input=stdin)
 
 
-def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: Path) -> None:
+def _planned(triton: LocalTriton, tmp_path: Path, spec: dict) -> tuple[Path, Path]:  # type: ignore[type-arg]
+    """``spec`` planned for host ``local`` in a copy of the model repository, its node bundle put in
+    the node's work folder as the role copies it: (the node's run folder, the controller's)."""
     work = tmp_path / "work"
     work.mkdir()
     shutil.copytree(triton.repo, work / "model_repository")
     (work / "input.json").write_text(json.dumps({"data": [{"INPUT0": [1.0, 2.0, 3.0, 4.0]}]}))
     (work / "ansible.cfg").write_text("[defaults]\n")
     spec_path = work / "spec.yml"
-    spec_path.write_text(yaml.safe_dump(SPEC, sort_keys=False))
-    work_dir = tmp_path / "node_work"  # the node's work folder; the run's folder is /work/<experiment>/<run>
-    node = work_dir / "local_triton" / "r1"
-    run_dir = tmp_path / "results" / "local_triton" / "r1"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    # the node's work folder; the run's folder is /work/<experiment>/<run>
+    node = tmp_path / "node_work" / spec["name"] / "r1"
+    run_dir = tmp_path / "results" / spec["name"] / "r1"
     plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir",
                            str(run_dir),
                            "--host", "local=0", "--url", f"127.0.0.1:{triton.http}", "--node-work-dir",
                            str(node), "--quiet"], check=False, capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr
-    node.mkdir(parents=True)  # the node bundle, as the role copies it
+    node.mkdir(parents=True)
     shutil.copyfile(run_dir / "local" / ".node.pyz", node / ".node.pyz")
+    return node, run_dir
+
+
+def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: Path) -> None:
+    node, run_dir = _planned(triton, tmp_path, SPEC)
     # one call for two variants (as the role runs a Triton plan), then the refused one on its own
     proc = _runner(image, node, triton, "--variant", "baseline", "--variant", "dynbatch")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -201,22 +208,7 @@ def test_two_variants_with_one_config_are_each_loaded_afresh(triton: LocalTriton
                      "max_trials": 3},
             "warmup": {"requests": 5},
             "variants": [{"name": "first"}, {"name": "again"}], "repetitions": 2, "objectives": []}
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copytree(triton.repo, work / "model_repository")
-    (work / "input.json").write_text(json.dumps({"data": [{"INPUT0": [1.0, 2.0, 3.0, 4.0]}]}))
-    (work / "ansible.cfg").write_text("[defaults]\n")
-    spec_path = work / "spec.yml"
-    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    node = tmp_path / "node_work" / "local_aa" / "r1"
-    run_dir = tmp_path / "results" / "local_aa" / "r1"
-    plan = subprocess.run([sys.executable, "-m", "serve_system.cli", "plan", str(spec_path), "--run-dir",
-                           str(run_dir), "--host", "local=0", "--url", f"127.0.0.1:{triton.http}",
-                           "--node-work-dir", str(node), "--quiet"], check=False, capture_output=True,
-                          text=True)
-    assert plan.returncode == 0, plan.stderr
-    node.mkdir(parents=True)
-    shutil.copyfile(run_dir / "local" / ".node.pyz", node / ".node.pyz")
+    node, run_dir = _planned(triton, tmp_path, spec)
     rounds = records.read(run_dir / "local" / "plan.json", records.HostPlan).rounds
     assert rounds[0] == rounds[1][::-1]  # counterbalanced: the second round starts where the first ended
     proc = _runner(image, node, triton, "--variant", "first", "--variant", "again")

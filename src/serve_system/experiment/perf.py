@@ -150,6 +150,8 @@ def build_argv(
             argv += [flag, str(perf[key])]
     if perf.get("async"):
         argv.append("--async")
+    if perf.get("shared_memory") not in (None, "none"):
+        argv += ["--shared-memory", str(perf["shared_memory"])]
     if csv_path:
         argv += ["-f", csv_path]
         if perf.get("verbose_csv", True):

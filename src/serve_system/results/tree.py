@@ -36,7 +36,7 @@ COLUMNS: tuple[str, ...] = (
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
     "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s",
-    "stand_in",
+    "client_peak_rss_bytes", "stand_in",
     "errors",
 )
 
@@ -122,6 +122,7 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["attempts"] = len(lrec.attempts) or None
     row["retried"] = len(lrec.attempts) > 1
     row["duration_s"] = round(lrec.end - lrec.start, 3)
+    row["client_peak_rss_bytes"] = lrec.client_peak_rss_bytes  # perf_analyzer's, failed levels too
     if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
         row.update(status="failed", error=lrec.error or "the level failed")
         return row

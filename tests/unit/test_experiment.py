@@ -211,3 +211,33 @@ def test_a_base_moved_off_gpus_at_deploy_is_an_adaptation_of_the_variants_that_r
     dyn = {p.name: p
            for p in exp.plan(load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
     assert dyn["baseline"].notes == [moved] and dyn["dynbatch"].notes == [moved]
+
+
+def _count(argv: list[str], flag: str) -> int | None:
+    return int(argv[argv.index(flag) + 1]) if flag in argv else None
+
+
+def test_large_generated_inputs_are_bounded_by_a_request_count() -> None:
+    """perf_analyzer keeps ~2 copies of every request's inputs of a window: image-sized generated inputs
+    get a request count within the memory budget (warm-up included), whatever the server's speed."""
+    from serve_system.experiment import perf as perfmod
+
+    image = 3 * 224 * 224 * 4
+    most = perfmod.request_limit(image)
+    assert most * perfmod.RETAINED_COPIES * image <= perfmod.REQUEST_MEMORY_BUDGET < (most + 1) * 2 * image
+    plans = {p.name: p for p in exp.plan(load_spec(SPECS / "backends.yml"), 0)}
+    two = plans["onnx_2gpus"]  # the lab's 500 + 3000 requests: ~4.2 GB, past the 4096 MB cap
+    for lv in two.levels:
+        warm, count = _count(lv.argv, "--warmup-request-count"), _count(lv.argv, "--request-count")
+        assert warm is not None and count is not None and warm + count <= most and warm <= most // 4
+        assert count == most - warm
+    assert any("request_count" in n and "instead of request_count 3000" in n for n in two.notes), two.notes
+    assert _count(plans["onnx"].levels[0].argv, "--request-count") == 600  # within the budget: as given
+    assert not any("request_count" in n for n in plans["onnx"].notes)
+    assert _count(plans["onnx_batch16"].levels[0].argv, "--request-count") == 100  # 16 images a request
+    assert _count(plans["python"].levels[0].argv, "--request-count") is None  # a JSON input file
+    rate = exp.plan(load_spec(SPECS / "arrivals.yml"), 0)[0]  # time windows: a count instead
+    assert _count(rate.levels[0].argv, "--request-count") == most
+    assert any("instead of time windows" in n for n in rate.notes)
+    small = exp.plan(load_spec(SPECS / "mnist_cpu_sweep.yml"), 0)[0]  # 1x28x28: windows kept
+    assert all(_count(lv.argv, "--request-count") is None for lv in small.levels)

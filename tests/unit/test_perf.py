@@ -156,15 +156,6 @@ def test_build_argv_concurrency_and_rate() -> None:
     assert rate[rate.index("-i") + 1] == "grpc"
 
 
-def test_build_argv_shared_memory() -> None:
-    shm = perf.build_argv(model="m", url="u", mode="concurrency", load=16,
-                          perf={"shapes": {"input": [3, 224, 224]}, "shared_memory": "system"})
-    assert shm[shm.index("--shared-memory") + 1] == "system"
-    for off in ({}, {"shared_memory": "none"}, {"shared_memory": None}):
-        assert "--shared-memory" not in perf.build_argv(model="m", url="u", mode="concurrency", load=1,
-                                                        perf=off)
-
-
 def test_longer_window_doubles_the_window() -> None:
     assert perf.longer_window({"measurement_interval_ms": 2000})["measurement_interval_ms"] == 4000
     cw = perf.longer_window({"measurement_mode": "count_windows", "measurement_request_count": 50})

@@ -150,8 +150,6 @@ def build_argv(
             argv += [flag, str(perf[key])]
     if perf.get("async"):
         argv.append("--async")
-    if perf.get("shared_memory") not in (None, "none"):
-        argv += ["--shared-memory", str(perf["shared_memory"])]
     if csv_path:
         argv += ["-f", csv_path]
         if perf.get("verbose_csv", True):
@@ -172,6 +170,50 @@ def longer_window(perf: dict[str, Any], factor: int = 2) -> dict[str, Any]:
         out["measurement_interval_ms"] = int(out.get("measurement_interval_ms") or 5000) * factor
     out["max_trials"] = int(out.get("max_trials") or 10) * factor
     return out
+
+
+#: perf_analyzer 2.60 keeps a copy of every request's input tensors until it sums up the window they
+#: were sent in, and holds about twice that at its peak (measured on a rehearsal node: 715 MB for 600
+#: requests of FP32 3x224x224, 602 KB each, at concurrency 8 and 16; 361 MB for 300). So its memory
+#: grows with the requests of one window: with time windows, with the server's speed, without bound.
+RETAINED_COPIES = 2
+#: what one level's retained requests may take: half the runner's default memory cap (4096 MB), the
+#: rest for perf_analyzer itself and the client container's other processes
+REQUEST_MEMORY_BUDGET = 2048 * 1024 * 1024
+#: requests at least this large (bytes of generated input tensors) are bounded by a request count
+LARGE_REQUEST_BYTES = 64 * 1024
+
+
+def request_limit(request_bytes: int, budget: int = REQUEST_MEMORY_BUDGET) -> int:
+    """The most requests (warm-up included) one perf_analyzer run may send with requests this large."""
+    return max(1, budget // (RETAINED_COPIES * max(request_bytes, 1)))
+
+
+def bound_requests(perf: dict[str, Any], request_bytes: int | None) -> tuple[dict[str, Any], str | None]:
+    """perf settings whose request counts keep perf_analyzer's memory within the budget, and a note.
+
+    Requests of ``LARGE_REQUEST_BYTES`` or more get a request count (time windows would grow with the
+    server's speed), at most :func:`request_limit` together with the warm-up (a quarter of it at most);
+    smaller or unknown requests (None) are left as they are.
+    """
+    if request_bytes is None or request_bytes < LARGE_REQUEST_BYTES:
+        return perf, None
+    most = request_limit(request_bytes)
+    warm = int(perf.get("warmup_request_count") or 0)
+    count = perf.get("request_count")
+    if count is not None and count + warm <= most:
+        return perf, None
+    out = dict(perf)
+    if warm:
+        out["warmup_request_count"] = warm = min(warm, most // 4)
+    out["request_count"] = max(1, min(count if count is not None else most, most - warm))
+    was = "time windows" if count is None else f"request_count {count}"
+    if perf.get("warmup_request_count"):
+        was += f", warmup_request_count {perf['warmup_request_count']}"
+    return out, (f"requests of {request_bytes / 1e6:.2f} MB: request_count {out['request_count']}"
+                 + (f", warmup_request_count {warm}" if warm else "")
+                 + f" instead of {was} (perf_analyzer keeps ~{RETAINED_COPIES} copies of each request's "
+                 f"inputs: at most {REQUEST_MEMORY_BUDGET // 2**20} MB)")
 
 
 UNSTABLE = re.compile(

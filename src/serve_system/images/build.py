@@ -138,7 +138,7 @@ CLIENT = ImageSpec(
     "client",
     TRIXIE_SLIM,
     {"PIP_PACKAGES": "perf-analyzer==2.60.0 'tritonclient[http,grpc]==2.60.0' 'numpy>=2,<3' 'pillow>=11,<13' "
-                     "'jupyterlab>=4.2,<5' nvidia-cuda-runtime-cu12==12.6.77"},
+                     "'jupyterlab>=4.2,<5'"},
 )
 #: images that run in the serve stack on a node (shipped as docker-archive tarballs)
 STACK_IMAGES: dict[str, ImageSpec] = {"triton": TRITON, "client": CLIENT}

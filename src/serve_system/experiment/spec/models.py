@@ -213,10 +213,6 @@ class Perf(_Model):
     async_: bool | None = Field(default=None, alias="async")
     verbose_csv: bool | None = None
     retries: Annotated[int, Field(ge=0, le=10, strict=True)] | None = None
-    shared_memory: Literal["none", "system"] | None = Field(
-        default=None, description="'system': inputs go through system shared memory with Triton, not "
-        "in each request (perf_analyzer then keeps no copy per request: image-sized inputs at any "
-        "speed); the serve stack gives the client and Triton one /dev/shm")
 
 
 class Warmup(_Model):

@@ -277,6 +277,7 @@ def test_backends_onnx_variants_at_16_without_memory_loss(rehearsal_cluster,
     spec["variants"][0]["perf"]["request_count"] = 200
     spec["variants"][1]["perf"].update(warmup_request_count=50, request_count=300)
     del spec["variants"][1]["load"]  # the spec's [16]
+    spec["objectives"] = [{"name": "most_at_16", "metric": "throughput", "goal": "max", "at_load": 16}]
     path = _write(tmp_path, "backends", spec)
     res = run_playbook("../experiments/backends.yml", cluster.inventory,
                        *_common(path, tmp_path / "r", "it16"), limit=node.name)

@@ -159,8 +159,10 @@ def test_shipped_specs_on_a_rehearsal_node_adapt_or_refuse() -> None:
     assert [p.config_pbtxt.count("KIND_CPU") for p in adapted] == [1, 2, 2]
     assert "count: 4" in adapted[2].config_pbtxt
     blip = {p.name: p for p in exp.plan(load_spec(SPECS / "blip.yml"), 0)}
-    assert blip["cpu"].notes == []  # the tutorial's CPU config runs as is
-    assert blip["two_gpus"].notes == ["instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)"]
+    bound = [n for n in blip["cpu"].notes if n.startswith("requests of 1.77 MB: count windows of 200 ")]
+    assert blip["cpu"].notes == bound and len(bound) == 1  # the tutorial's CPU config runs as is
+    assert blip["two_gpus"].notes == ["instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)",
+                                      *bound]
     assert "optimization: GPU accelerator tensorrt dropped (host has no GPU)" in blip["tensorrt"].notes
     assert "tensorrt" not in blip["tensorrt"].config_pbtxt
     dli = exp.plan(load_spec(SPECS / "dli_bert.yml"), 0)
@@ -236,8 +238,15 @@ def test_large_generated_inputs_are_bounded_by_a_request_count() -> None:
     assert not any("request_count" in n for n in plans["onnx"].notes)
     assert _count(plans["onnx_batch16"].levels[0].argv, "--request-count") == 100  # 16 images a request
     assert _count(plans["python"].levels[0].argv, "--request-count") is None  # a JSON input file
-    rate = exp.plan(load_spec(SPECS / "arrivals.yml"), 0)[0]  # time windows: a count instead
-    assert _count(rate.levels[0].argv, "--request-count") == most
-    assert any("instead of time windows" in n for n in rate.notes)
+    rate = exp.plan(load_spec(SPECS / "arrivals.yml"), 0)[0]  # time windows: count windows instead
+    argv = rate.levels[0].argv
+    assert argv[argv.index("--measurement-mode") + 1] == "count_windows"
+    assert _count(argv, "--measurement-request-count") == perfmod.COUNT_WINDOW
+    assert _count(rate.levels[0].retry_argv[0], "--measurement-request-count") == 2 * perfmod.COUNT_WINDOW
+    assert _count(argv, "--request-count") is None and any("instead of time windows" in n for n in rate.notes)
+    short = {"measurement_mode": "count_windows", "measurement_request_count": 12}
+    assert perfmod.bound_requests(short, image) == (short, None)  # small count windows: bounded already
+    big, note = perfmod.bound_requests({**short, "measurement_request_count": 5000}, image)
+    assert big["measurement_request_count"] == most // 2 and note and "count windows of 5000" in note
     small = exp.plan(load_spec(SPECS / "mnist_cpu_sweep.yml"), 0)[0]  # 1x28x28: windows kept
     assert all(_count(lv.argv, "--request-count") is None for lv in small.levels)

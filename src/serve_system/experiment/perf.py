@@ -189,31 +189,47 @@ def request_limit(request_bytes: int, budget: int = REQUEST_MEMORY_BUDGET) -> in
     return max(1, budget // (RETAINED_COPIES * max(request_bytes, 1)))
 
 
-def bound_requests(perf: dict[str, Any], request_bytes: int | None) -> tuple[dict[str, Any], str | None]:
-    """perf settings whose request counts keep perf_analyzer's memory within the budget, and a note.
+#: requests per count window given to large inputs instead of time windows (stability is still
+#: checked window by window; perf_analyzer frees a window's copies once it is summed up)
+COUNT_WINDOW = 200
 
-    Requests of ``LARGE_REQUEST_BYTES`` or more get a request count (time windows would grow with the
-    server's speed), at most :func:`request_limit` together with the warm-up (a quarter of it at most);
-    smaller or unknown requests (None) are left as they are.
+
+def bound_requests(perf: dict[str, Any], request_bytes: int | None) -> tuple[dict[str, Any], str | None]:
+    """perf settings under which perf_analyzer's copies of the requests stay within the budget, and a note.
+
+    For requests of ``LARGE_REQUEST_BYTES`` or more (smaller or unknown ones, None, are left as they
+    are), with :func:`request_limit` requests at most: a ``request_count`` (with the warm-up, a quarter
+    of it at most) is capped; count windows are capped (half of it: a retry doubles them); time
+    windows, which grow with the server's speed, become count windows of ``COUNT_WINDOW`` requests.
     """
     if request_bytes is None or request_bytes < LARGE_REQUEST_BYTES:
         return perf, None
     most = request_limit(request_bytes)
-    warm = int(perf.get("warmup_request_count") or 0)
-    count = perf.get("request_count")
-    if count is not None and count + warm <= most:
-        return perf, None
     out = dict(perf)
-    if warm:
-        out["warmup_request_count"] = warm = min(warm, most // 4)
-    out["request_count"] = max(1, min(count if count is not None else most, most - warm))
-    was = "time windows" if count is None else f"request_count {count}"
-    if perf.get("warmup_request_count"):
-        was += f", warmup_request_count {perf['warmup_request_count']}"
-    return out, (f"requests of {request_bytes / 1e6:.2f} MB: request_count {out['request_count']}"
-                 + (f", warmup_request_count {warm}" if warm else "")
-                 + f" instead of {was} (perf_analyzer keeps ~{RETAINED_COPIES} copies of each request's "
-                 f"inputs: at most {REQUEST_MEMORY_BUDGET // 2**20} MB)")
+    count = perf.get("request_count")
+    if count is not None:
+        warm = int(perf.get("warmup_request_count") or 0)
+        if count + warm <= most:
+            return perf, None
+        if warm:
+            out["warmup_request_count"] = min(warm, most // 4)
+        out["request_count"] = max(1, min(count, most - int(out.get("warmup_request_count") or 0)))
+        was = f"request_count {count}" + (f", warmup_request_count {warm}" if warm else "")
+        now = f"request_count {out['request_count']}" + (
+            f", warmup_request_count {out['warmup_request_count']}" if warm else "")
+    elif perf.get("measurement_mode") == "count_windows":
+        window = int(perf.get("measurement_request_count") or 50)
+        if window <= most // 2:
+            return perf, None
+        out["measurement_request_count"] = max(1, most // 2)
+        was, now = f"count windows of {window}", f"count windows of {out['measurement_request_count']}"
+    else:
+        out.update(measurement_mode="count_windows", measurement_request_count=max(1, min(COUNT_WINDOW,
+                                                                                             most // 2)))
+        was, now = "time windows", f"count windows of {out['measurement_request_count']} requests"
+    return out, (f"requests of {request_bytes / 1e6:.2f} MB: {now} instead of {was} (perf_analyzer keeps "
+                 f"~{RETAINED_COPIES} copies of each request's inputs of a window: at most "
+                 f"{REQUEST_MEMORY_BUDGET // 2**20} MB)")
 
 
 UNSTABLE = re.compile(

@@ -159,8 +159,10 @@ def test_shipped_specs_on_a_rehearsal_node_adapt_or_refuse() -> None:
     assert [p.config_pbtxt.count("KIND_CPU") for p in adapted] == [1, 2, 2]
     assert "count: 4" in adapted[2].config_pbtxt
     blip = {p.name: p for p in exp.plan(load_spec(SPECS / "blip.yml"), 0)}
-    assert blip["cpu"].notes == []  # the tutorial's CPU config runs as is
-    assert blip["two_gpus"].notes == ["instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)"]
+    bound = [n for n in blip["cpu"].notes if n.startswith("requests of 1.77 MB: count windows of 200 ")]
+    assert blip["cpu"].notes == bound and len(bound) == 1  # the tutorial's CPU config runs as is
+    assert blip["two_gpus"].notes == ["instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)",
+                                      *bound]
     assert "optimization: GPU accelerator tensorrt dropped (host has no GPU)" in blip["tensorrt"].notes
     assert "tensorrt" not in blip["tensorrt"].config_pbtxt
     dli = exp.plan(load_spec(SPECS / "dli_bert.yml"), 0)
@@ -212,3 +214,40 @@ def test_a_base_moved_off_gpus_at_deploy_is_an_adaptation_of_the_variants_that_r
     dyn = {p.name: p
            for p in exp.plan(load_spec(SPECS / "dynbatch.yml"), 0, repository=tmp_path / "node_base")}
     assert dyn["baseline"].notes == [moved] and dyn["dynbatch"].notes == [moved]
+
+
+def _count(argv: list[str], flag: str) -> int | None:
+    return int(argv[argv.index(flag) + 1]) if flag in argv else None
+
+
+def test_large_generated_inputs_are_bounded_by_a_request_count() -> None:
+    """perf_analyzer keeps ~2 copies of every request's inputs of a window: image-sized generated inputs
+    get a request count within the memory budget (warm-up included), whatever the server's speed."""
+    from serve_system.experiment import perf as perfmod
+
+    image = 3 * 224 * 224 * 4
+    most = perfmod.request_limit(image)
+    assert most * perfmod.RETAINED_COPIES * image <= perfmod.REQUEST_MEMORY_BUDGET < (most + 1) * 2 * image
+    plans = {p.name: p for p in exp.plan(load_spec(SPECS / "backends.yml"), 0)}
+    two = plans["onnx_2gpus"]  # the lab's 500 + 3000 requests: ~4.2 GB, past the 4096 MB cap
+    for lv in two.levels:
+        warm, count = _count(lv.argv, "--warmup-request-count"), _count(lv.argv, "--request-count")
+        assert warm is not None and count is not None and warm + count <= most and warm <= most // 4
+        assert count == most - warm
+    assert any("request_count" in n and "instead of request_count 3000" in n for n in two.notes), two.notes
+    assert _count(plans["onnx"].levels[0].argv, "--request-count") == 600  # within the budget: as given
+    assert not any("request_count" in n for n in plans["onnx"].notes)
+    assert _count(plans["onnx_batch16"].levels[0].argv, "--request-count") == 100  # 16 images a request
+    assert _count(plans["python"].levels[0].argv, "--request-count") is None  # a JSON input file
+    rate = exp.plan(load_spec(SPECS / "arrivals.yml"), 0)[0]  # time windows: count windows instead
+    argv = rate.levels[0].argv
+    assert argv[argv.index("--measurement-mode") + 1] == "count_windows"
+    assert _count(argv, "--measurement-request-count") == perfmod.COUNT_WINDOW
+    assert _count(rate.levels[0].retry_argv[0], "--measurement-request-count") == 2 * perfmod.COUNT_WINDOW
+    assert _count(argv, "--request-count") is None and any("instead of time windows" in n for n in rate.notes)
+    short = {"measurement_mode": "count_windows", "measurement_request_count": 12}
+    assert perfmod.bound_requests(short, image) == (short, None)  # small count windows: bounded already
+    big, note = perfmod.bound_requests({**short, "measurement_request_count": 5000}, image)
+    assert big["measurement_request_count"] == most // 2 and note and "count windows of 5000" in note
+    small = exp.plan(load_spec(SPECS / "mnist_cpu_sweep.yml"), 0)[0]  # 1x28x28: windows kept
+    assert all(_count(lv.argv, "--request-count") is None for lv in small.levels)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import shutil
@@ -144,12 +145,14 @@ def _fake_run(run: Path) -> None:
             (d / "perf.stdout").write_text((p260 / "concurrency_1_4.stdout").read_text())
             (d / "perf.csv").write_text((p260 / "concurrency_1_4.csv").read_text())
             (d / "stats_after.json").write_text(json.dumps(after))
-            attempts = [records.Attempt(argv=["perf_analyzer"], rc=0, start=10.0, end=12.0),
+            attempts = [records.Attempt(argv=["perf_analyzer"], rc=0, start=10.0, end=12.0,
+                                        peak_rss_bytes=15_000_000 * load),
                         records.Attempt(argv=["perf_analyzer"], rc=0, start=12.0, end=15.5,
-                                        reason="unstable")]
+                                        reason="unstable", peak_rss_bytes=16_000_000)]
             records.write(d / "level.json", records.LevelRecord(
                 variant=variant, level=f"c{load}_r1", mode="concurrency", load=load, repetition=1,
-                status="ok", start=10.0, end=15.5, attempts=attempts))
+                status="ok", start=10.0, end=15.5, attempts=attempts,
+                client_peak_rss_bytes=records.client_peak_rss(attempts)))
             (d / "metrics.jsonl").write_text(json.dumps({"t": 1.0, "text": "nv_cpu_utilization 0.5\n"})
                                              + "\n")
         records.write(run / "node-1" / variant / "variant.json", records.VariantRecord(
@@ -172,6 +175,10 @@ def test_report_from_raw_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert a4["avg_batch_size"] == round(1436 / 386, 4) and a4["batch_size_histogram"]["2"] == 127
     assert (a4["retried"] is True and a4["duration_s"] == 5.5 and a4["cpu_util"] == 0.5
             and a4["gpu_util"] is None)
+    a1 = next(r for r in rows if r["variant"] == "a" and r["load"] == 1)
+    assert a4["client_peak_rss_bytes"] == 60_000_000 and a1["client_peak_rss_bytes"] == 16_000_000
+    with (run / "summary.csv").open() as fh:
+        assert {r["client_peak_rss_bytes"] for r in csv.DictReader(fh)} >= {"60000000", "16000000"}
     assert rows[-1]["status"] == "refused"
     md = (run / "report.md").read_text()
     assert "Stand-in model" in md and "default priority level out of range" in md

@@ -111,9 +111,9 @@ def test_failed_levels_carry_their_own_reason_and_peak_memory(tmp_path: Path) ->
     # killed at the runner's cap: its own text says the resident size
     _failed_level(run, "n1", "onnx", "c8_r1", 8, "killed by the runner: memory cap 4096 MB reached (resident "
                   "4101 MB)", peak_mb=4101.0)
-    # a level-wide peak (bytes, where the level record has one) wins over the attempts' samples
+    # the kernel's exact count (the level's client_peak_rss_bytes) wins over the runner's samples
     _failed_level(run, "n1", "python", "c8_r1", 8, "perf_analyzer was killed by SIGKILL (the kernel's OOM "
-                  "killer?)", peak_mb=100.0, peak_rss_bytes=5 * 2**30)
+                  "killer?)", peak_mb=100.0, client_peak_rss_bytes=5 * 2**30)
     found = _findings(run)
     assert found["onnx_backend"].detail == (
         "Run but not measured: `onnx` failed at all 2 level(s): perf_analyzer was killed by SIGKILL (the "

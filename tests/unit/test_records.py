@@ -110,6 +110,22 @@ def test_runner_caps_memory_and_time(tmp_path: Path) -> None:
     assert killed.rc == -9 and killed.reason is not None and "SIGKILL" in killed.reason
 
 
+def test_runner_records_the_exact_peak_rss(tmp_path: Path) -> None:
+    """The kernel's peak (wait4) of a short-lived spike the 0.2 s sampling cannot see, and of a killed hog."""
+    spike = [sys.executable, "-c", "x = bytearray(300_000_000)"]
+    attempt, _ = runner.run_capped(spike, tmp_path, memory_mb=2000, timeout_s=60)
+    assert attempt.rc == 0 and attempt.peak_rss_bytes is not None
+    assert 300_000_000 <= attempt.peak_rss_bytes < 1_000_000_000, attempt.peak_rss_bytes
+    hog = [sys.executable, "-c",
+           "import time\nx=[]\nwhile True:\n x.append(bytearray(20_000_000)); time.sleep(0.05)"]
+    killed, _ = runner.run_capped(hog, tmp_path, memory_mb=200, timeout_s=60)
+    assert killed.reason is not None and killed.reason.startswith("killed by the runner: memory cap")
+    assert killed.peak_rss_bytes is not None and killed.peak_rss_bytes > 200 * 1024 * 1024
+    level = _level(attempts=[attempt, killed])
+    assert records.client_peak_rss(level.attempts) == max(attempt.peak_rss_bytes, killed.peak_rss_bytes)
+    assert records.client_peak_rss([records.Attempt(argv=[], rc=None, start=0, end=0)]) is None
+
+
 def test_lease_guard() -> None:
     now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
     assert lease_problem("2027-01-15T09:00:00Z", 1800, now) is None

@@ -111,3 +111,15 @@ def test_shapes_against_inputs() -> None:
     blip = tc.load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
     assert tc.check_shapes(blip, {"pixel_values": [3, 384, 384], "input_ids": [16],
                                   "attention_mask": [16]}) == []
+
+
+def test_request_bytes_of_generated_inputs() -> None:
+    cfg = tc.parse_pbtxt('name: "m"\nmax_batch_size: 16\ninput { name: "input" data_type: TYPE_FP32 '
+                         'dims: [3, 224, 224] }\ninput { name: "mask" data_type: TYPE_INT64 dims: [-1] }\n'
+                         'output { name: "o" data_type: TYPE_FP32 dims: [11] }\n')
+    assert tc.request_bytes(cfg, {}, 1) is None  # a variable dim without a shape: unknown
+    assert tc.request_bytes(cfg, {"mask": [16]}, 1) == 3 * 224 * 224 * 4 + 16 * 8
+    assert tc.request_bytes(cfg, {"mask": [16]}, 16) == 16 * (3 * 224 * 224 * 4 + 16 * 8)
+    text = tc.parse_pbtxt('name: "s"\ninput { name: "t" data_type: TYPE_STRING dims: [1] }\n'
+                          'output { name: "o" data_type: TYPE_FP32 dims: [1] }\n')
+    assert tc.request_bytes(text, {}, 1) is None

@@ -164,6 +164,9 @@ def plan(
                             "an existing JSON file (relative to the spec's folder), 'random' or 'zero'")
             input_data = str(src)
             perf["input_data"] = f"{node_work_dir}/{src.name}"
+        if input_data is None:  # generated inputs: large ones get a request count (perf_analyzer's memory)
+            perf, bound = perfmod.bound_requests(perf, tc.request_bytes(cfg, perf.get("shapes") or {}, batch))
+            notes += [bound] if bound else []
         if "distribution" in load:
             perf["distribution"] = load["distribution"]
         mode = load.get("mode", perfmod.CONCURRENCY)

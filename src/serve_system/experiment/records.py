@@ -135,7 +135,11 @@ class Attempt:
     end: float
     #: why this attempt was made (retries) or how it ended badly (killed, unstable)
     reason: str | None = None
+    #: resident memory sampled every 0.2 s (the runner's memory cap watches it), MB
     max_rss_mb: float | None = None
+    #: the command's peak resident memory as the kernel counted it (wait4's ru_maxrss), bytes;
+    #: exact even when it was killed
+    peak_rss_bytes: int | None = None
 
 
 @dataclass
@@ -154,6 +158,15 @@ class LevelRecord:
     tool: str = "perf_analyzer"
     requests: int | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: the measuring client's (perf_analyzer's or the FastAPI client's) peak resident memory over the
+    #: level's attempts, bytes (:func:`client_peak_rss`); None when no attempt ran
+    client_peak_rss_bytes: int | None = None
+
+
+def client_peak_rss(attempts: list[Attempt]) -> int | None:
+    """The largest peak resident memory of these attempts (bytes), None when none was counted."""
+    peaks = [a.peak_rss_bytes for a in attempts if a.peak_rss_bytes is not None]
+    return max(peaks) if peaks else None
 
 
 @dataclass

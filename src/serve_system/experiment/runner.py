@@ -136,7 +136,7 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
         except OSError as exc:
             return rec.Attempt(argv=argv, rc=None, start=start, end=time.time(),
                                reason=f"could not start: {exc}"), ""
-        while proc.poll() is None:
+        while (peak_kib := _reap(proc)) is None:
             rss = _rss_mb(proc.pid)
             if rss is not None:
                 peak = max(peak, rss)
@@ -147,7 +147,7 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
                 reason = f"killed by the runner: time cap {timeout_s:.0f} s reached"
             if reason:
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                peak_kib = _reap(proc, block=True)
                 break
             time.sleep(0.2)
     rc = proc.returncode
@@ -158,7 +158,18 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
     text = out_path.read_text(encoding="utf-8", errors="replace")
     out_path.unlink()
     return rec.Attempt(argv=argv, rc=rc, start=start, end=time.time(), reason=reason,
-                       max_rss_mb=round(peak, 1) or None), text
+                       max_rss_mb=round(peak, 1) or None,
+                       peak_rss_bytes=None if peak_kib is None else peak_kib * 1024), text
+
+
+def _reap(proc: subprocess.Popen[bytes], block: bool = False) -> int | None:
+    """Reap ``proc`` if it ended (``block``: wait for it): its peak resident memory in KiB (the
+    kernel's ru_maxrss, its reaped children included), with ``proc.returncode`` set; None while it runs."""
+    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return int(usage.ru_maxrss)
 
 
 def host_facts() -> dict[str, Any]:
@@ -501,7 +512,8 @@ class Runner:
             status=rec.FAILED if problems else rec.OK, error="; ".join(problems) or None,
             start=attempts[0].start, end=last.end, attempts=attempts,
             batch_size=int(v.perf.get("batch_size", 1)), tool="perf_analyzer" if triton else "fastapi_bench",
-            requests=lv.requests, provenance=self.provenance(v))
+            requests=lv.requests, provenance=self.provenance(v),
+            client_peak_rss_bytes=rec.client_peak_rss(attempts))
         rec.write(ldir / "level.json", lrec)  # last: the level is complete
         return lrec
 

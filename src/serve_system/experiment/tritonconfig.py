@@ -965,6 +965,25 @@ def input_dims(cfg: ModelConfig) -> dict[str, list[int]]:
     return {inp.name: list(inp.dims) for inp in cfg.input}
 
 
+#: bytes per element of Triton's fixed-size data types (TYPE_STRING has none)
+_DTYPE_BYTES = {"TYPE_BOOL": 1, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_UINT16": 2, "TYPE_INT16": 2,
+                "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT32": 4, "TYPE_INT32": 4, "TYPE_FP32": 4,
+                "TYPE_UINT64": 8, "TYPE_INT64": 8, "TYPE_FP64": 8}
+
+
+def request_bytes(cfg: ModelConfig, shapes: dict[str, list[int]], batch_size: int) -> int | None:
+    """Bytes of the input tensors of one request perf_analyzer generates (``--shape`` over the config's
+    dims); None when a size is unknown (a variable dim without a shape, a string input)."""
+    total = 0
+    for inp in cfg.input:
+        dims = shapes.get(inp.name) or list(inp.dims)
+        size = _DTYPE_BYTES.get(model_config_pb2.DataType.Name(inp.data_type))
+        if size is None or any(d < 0 for d in dims):
+            return None
+        total += math.prod(dims) * size
+    return total * max(batch_size, 1) if cfg.input else None
+
+
 def check_shapes(cfg: ModelConfig, shapes: dict[str, list[int]]) -> list[Problem]:
     """perf_analyzer ``--shape NAME:dims`` against the model's inputs (names, ranks, fixed dims)."""
     problems: list[Problem] = []

@@ -37,7 +37,7 @@ COLUMNS: tuple[str, ...] = (
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
     "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s",
     "windows", "window_cv",
-    "stand_in",
+    "client_peak_rss_bytes", "stand_in",
     "errors",
 )
 
@@ -123,6 +123,7 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["attempts"] = len(lrec.attempts) or None
     row["retried"] = len(lrec.attempts) > 1
     row["duration_s"] = round(lrec.end - lrec.start, 3)
+    row["client_peak_rss_bytes"] = lrec.client_peak_rss_bytes  # perf_analyzer's, failed levels too
     if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
         row.update(status="failed", error=lrec.error or "the level failed",
                    peak_rss_mb=peak_rss_mb(meta, lrec))
@@ -181,10 +182,11 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
 
 def peak_rss_mb(meta: dict[str, Any], lrec: records.LevelRecord) -> float | None:
     """The measuring command's peak resident memory over a level's attempts (MB), where recorded: the
-    level's ``peak_rss_bytes``, else its attempts' ``max_rss_mb``."""
-    level_peak = meta.get("peak_rss_bytes")
-    if isinstance(level_peak, int | float) and not isinstance(level_peak, bool):
-        return round(float(level_peak) / 2**20, 1)
+    kernel's exact count (the level's ``client_peak_rss_bytes``, else its attempts' ``peak_rss_bytes``),
+    else the runner's samples (``max_rss_mb``, records written before the exact count)."""
+    exact = lrec.client_peak_rss_bytes or records.client_peak_rss(lrec.attempts)
+    if exact is not None:
+        return round(exact / 2**20, 1)
     peaks = [a.max_rss_mb for a in lrec.attempts if a.max_rss_mb is not None]
     return max(peaks) if peaks else None
 

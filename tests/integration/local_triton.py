@@ -42,14 +42,17 @@ class LocalTriton:
             self.proc.wait(timeout=10)
 
 
-def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
-    """Start tritonserver on a copy of ``models`` (a model repository) in ``workdir``."""
+def start_triton(workdir: Path, models: Path = MODELS, ports: tuple[int, int, int] | None = None,
+                 copy: bool = True) -> LocalTriton:
+    """Start tritonserver on a copy of ``models`` (a model repository) in ``workdir`` (or on ``models``
+    itself, ``copy=False``), on free ports or the given (http, grpc, metrics) ones."""
     venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "local_triton_venv.sh")], check=True,
                                capture_output=True, text=True).stdout.strip().splitlines()[-1])
     tri = next(venv.glob("lib/python3*/site-packages/pytriton/tritonserver"))
-    repo = workdir / "model_repository"
-    shutil.copytree(models, repo)
-    http, grpc, metrics = free_ports(3)
+    repo = workdir / "model_repository" if copy else models
+    if copy:
+        shutil.copytree(models, repo)
+    http, grpc, metrics = ports or free_ports(3)
     log = workdir / "tritonserver.log"
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(
@@ -58,7 +61,7 @@ def start_triton(workdir: Path, models: Path = MODELS) -> LocalTriton:
          "--model-control-mode=explicit", "--load-model=echo_local",
          "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
          "--metrics-address=127.0.0.1", f"--metrics-port={metrics}"],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+        stdout=log.open("a"), stderr=subprocess.STDOUT, env=env)
     server = LocalTriton(proc, repo, http, grpc, metrics, log)
     deadline = time.time() + 120
     while time.time() < deadline:

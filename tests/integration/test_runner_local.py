@@ -223,3 +223,42 @@ def test_two_variants_with_one_config_are_each_loaded_afresh(triton: LocalTriton
     for prev, nxt in itertools.pairwise(order):
         # after a fresh load Triton counts from zero: the next level starts below where the last ended
         assert count(*nxt, "before") < count(*prev, "after"), (prev, nxt)
+
+
+def test_a_load_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> None:
+    """Triton restarting (after a crash, or restarted by its container's policy) answers nothing for a
+    while. The runner's load waits for it to be ready again, then the variant is loaded and measured:
+    it is not recorded as refused."""
+    first = start_triton(tmp_path / "triton")
+    spec = {**SPEC, "name": "local_restart", "load": {"mode": "concurrency", "levels": [1]},
+            "perf": {**SPEC["perf"], "measurement_interval_ms": 500, "max_trials": 3},
+            "warmup": {"requests": 5}, "objectives": [],
+            "variants": [{"name": "dynbatch", "config": SPEC["variants"][1]["config"]}]}
+    node, _ = _planned(first, tmp_path, spec)
+    first.stop()  # Triton is gone when the runner asks for the load
+    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    argv = ["podman", "run", "--rm", "--network", "host", "-v", f"{node}:{node}", image, "python3",
+            str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", first.url,
+            "--metrics", f"http://127.0.0.1:{first.metrics}/metrics",
+            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240",
+            "--ready-timeout", "120"]
+    runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    again = None
+    try:
+        time.sleep(8)  # the runner starts and finds no Triton; then the server comes back
+        # the same server back on its ports, with the same model repository
+        again = start_triton(tmp_path / "triton", first.repo, (first.http, first.grpc, first.metrics),
+                             copy=False)
+        out, err = runner.communicate(timeout=600)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        if again is not None:
+            again.stop()
+    assert runner.returncode == 0, out + err
+    assert "Triton did not answer the load" in err and "waiting for it to be ready again" in err
+    vrec = records.read(node / "dynbatch" / "variant.json", records.VariantRecord)
+    assert vrec.status == records.MEASURED and vrec.error is None
+    assert vrec.switch_seconds is not None and vrec.switch_seconds >= 3  # it waited for the restart
+    level = records.read(node / "dynbatch" / "c1_r1" / "level.json", records.LevelRecord)
+    assert level.status == records.OK, level.error

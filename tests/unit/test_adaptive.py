@@ -60,6 +60,19 @@ def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path
                                      or "every claim is decided" in nxt["text"])
 
 
+def test_picked_variants_are_the_only_ones_repeated(tmp_path: Path) -> None:
+    """-e variants with repetitions: auto: the further repetitions are only of the variants picked."""
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
+    _plan(run, {"start": 3, "max": 4, "minutes": None})
+    every = adaptive.next_round(run, "node-1")["batch"]["variants"]
+    assert len(every) >= 2
+    _plan(run, {"start": 3, "max": 4, "minutes": None, "only": every[1:]})
+    assert adaptive.next_round(run, "node-1")["batch"]["variants"] == every[1:]
+    _plan(run, {"start": 3, "max": 4, "minutes": None, "only": ["gone"]})
+    nxt = adaptive.next_round(run, "node-1")
+    assert nxt["decided"] and "no variant's repetition can decide it" in nxt["text"]
+
+
 def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: object) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(run, {"start": 3, "max": 4, "minutes": 0.01})

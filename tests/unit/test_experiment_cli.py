@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import yaml
 from serve_system.cli import main
 from serve_system.experiment import plan, records
 from serve_system.experiment.spec.reader import load_spec
+from serve_system.experiment.tritonlocal import free_ports
 from serve_system.results import report
 
 FIX = Path(__file__).parent / "fixtures"
@@ -368,3 +370,31 @@ def test_interleaved_rounds_are_counterbalanced() -> None:
                 assert sorted(r[position] for r in block) == ["a", "b", "c"]
         assert plan.interleave(variants, seed) == rounds  # the seed decides it all (resume)
     assert len({tuple(map(tuple, plan.interleave(variants, s))) for s in range(20)}) > 1
+
+
+def test_a_load_triton_never_answers_is_unavailable_not_refused(tmp_path: Path) -> None:
+    """No answer to a load (connection refused: Triton restarting or gone) is not Triton refusing the
+    config: the runner waits for Triton within --ready-timeout, then records the variant unavailable with
+    that reason, and goes on."""
+    spec = _dynbatch_in_repo(tmp_path)
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    node = tmp_path / "node"
+    assert main(["plan", str(spec), "--run-dir", str(run), "--host", "node-1=0", "--node-work-dir", str(node),
+                 "--quiet"]) == 0
+    node.mkdir()
+    shutil.copyfile(run / "node-1" / ".node.pyz", node / ".node.pyz")
+    (port,) = free_ports(1)  # nothing listens there: every request is refused
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(node / ".node.pyz"), "--plan", str(node / "plan.json"),
+                           "--variant", "baseline", "--triton", f"http://127.0.0.1:{port}",
+                           "--ready-timeout", "3", "--progress", str(node / "progress.json")],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert time.time() - t0 >= 3  # it waited for Triton before giving up
+    assert "waiting for it to be ready again" in proc.stderr
+    vrec = records.read(node / "baseline" / "variant.json", records.VariantRecord)
+    assert vrec.status == records.UNAVAILABLE
+    assert vrec.error is not None and vrec.error.startswith("Triton did not answer the load")
+    assert "not ready again within 3 s" in vrec.error
+    said = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert any(e.get("variant") == "baseline" and e.get("status") == "unavailable" for e in said)

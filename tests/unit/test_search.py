@@ -193,6 +193,16 @@ def test_a_refused_candidate_is_dropped_not_asked_again(tmp_path: Path) -> None:
     assert next(e for e in out.path if e.name == "i24_d100").why == "Triton refused its configuration"
 
 
+def test_a_candidate_triton_never_answered_is_dropped_with_that_reason(tmp_path: Path) -> None:
+    rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=2, budget={"runs": 200})
+    gone = "Triton did not answer the load (ConnectionRefusedError), and was not ready again within 180 s"
+    rows = [{"host": "h", "variant": "i12_d100", "status": "unavailable", "load": None, "repetition": None,
+             "error": gone}]
+    out, rows, batches = run(rec, rows=rows)
+    assert all(n != "i12_d100" for b in batches for n, _ in b)
+    assert next(e for e in out.path if e.name == "i12_d100").why == f"not measured: {gone}"
+
+
 # ------------------------------------------------------------------------------------ optuna
 
 def test_optuna_finds_a_near_best_candidate_within_its_budget(tmp_path: Path) -> None:
@@ -283,6 +293,24 @@ def test_the_role_gets_no_first_batch_decide_picks_them(tmp_path: Path, strategy
     assert not nxt["decided"] and nxt["batch"]["todo"] == len(nxt["batch"]["variants"]) * 3
     assert nxt["batch"]["args"][-3:] == ["--repetition=1", "--repetition=2", "--repetition=3"]
     assert len(nxt["batch"]["variants"]) == (28 if strategy == "halving" else 4)
+
+
+def test_picked_variants_narrow_the_search(tmp_path: Path, capsys: Any) -> None:
+    """-e variants on a search: it searches only those candidates; an unknown name is refused, nothing
+    written."""
+    record(SPEC, tmp_path, strategy="halving", budget={"runs": 90})
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    args = ["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0", "--role"]
+    assert main([*args, "--only", "i4_d100,nope"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no variant named 'nope'" in err[0] and not run_dir.exists()
+    assert main([*args, "--only", "i4_d100,i5_d500", "--only", "i12_d100"]) == 0
+    capsys.readouterr()
+    plan = json.loads((run_dir / "n" / "plan.json").read_text())
+    assert [c["name"] for c in plan["search"]["candidates"]] == ["i12_d100", "i5_d500", "i4_d100"]
+    assert main(["decide", str(run_dir), "--host", "n"]) == 0
+    nxt = json.loads(capsys.readouterr().out)
+    assert sorted(nxt["batch"]["variants"]) == ["i12_d100", "i4_d100", "i5_d500"]
 
 
 # ------------------------------------------------------------------------------------ decide and report

@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print what the experiment role needs (names, models, runner calls) instead of the "
                         "plan")
     p.add_argument("--only", action="append", default=[], metavar="VARIANT",
-                   help="with --role: the runner calls measure only these variants (repeat, or a comma list)")
+                   help="with --role: the runner calls measure only these variants, a search searches only "
+                        "these candidates, repetitions: auto repeats only these (repeat, or a comma list)")
     p.add_argument("--perf-timeout", type=float, default=900.0,
                    help="with --role: the runner's time cap of one perf_analyzer run (s), for the time "
                         "bounds")
@@ -155,9 +156,16 @@ def _run(args: argparse.Namespace) -> int:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return 1
+    if args.role:
+        try:  # the variants picked are checked before anything is written
+            exp.role_view(spec, run, {}, args.only, args.perf_timeout, args.ready_timeout)
+        except SpecError as exc:
+            for line in exc.lines:
+                print(line, file=sys.stderr)
+            return 1
     if args.lease_end and not args.ignore_lease_end:
         estimate = max(exp.estimate_seconds(p) for p in plans.values())
-        found = _search_record(spec, plans)
+        found = _search_record(spec, plans, exp.picked_names(args.only))
         if found is not None:  # a search is bounded by its budget, not by its plan's every level
             estimate = search.estimate_seconds(found)
         now = time.time()
@@ -171,15 +179,8 @@ def _run(args: argparse.Namespace) -> int:
         if problem:
             print(f"{args.spec}: lease: {problem}", file=sys.stderr)
             return 1
-    if args.role:
-        try:  # the variants picked are checked before anything is written
-            exp.role_view(spec, run, {}, args.only, args.perf_timeout, args.ready_timeout)
-        except SpecError as exc:
-            for line in exc.lines:
-                print(line, file=sys.stderr)
-            return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
-                        manifest=not args.no_manifest, shard=shard)
+                        manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only))
     if args.role:
         print(json.dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
     elif not args.quiet:
@@ -187,12 +188,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _search_record(spec: AnySpec, plans: dict[str, list[Any]]) -> dict[str, Any] | None:
+def _search_record(spec: AnySpec, plans: dict[str, list[Any]], only: list[str]) -> dict[str, Any] | None:
     """The search a host plan would keep (:func:`search.plan_record`), or None for a grid."""
     if not isinstance(spec, TritonSpec) or spec.searching is None:
         return None
     first = next((vs[0] for vs in plans.values() if vs), None)
-    return search.plan_record(spec, first.perf if first is not None else {}, spec.smallest_effect)
+    return search.plan_record(spec, first.perf if first is not None else {}, spec.smallest_effect, only)
 
 
 def _fit(args: argparse.Namespace, spec: AnySpec, found: dict[str, Any], now: float) -> str | None:

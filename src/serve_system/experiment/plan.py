@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import time
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -330,11 +331,13 @@ def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None,
 
 def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, int]], bases: dict[str, Path],
               targets: Targets, *, fresh: bool = False, manifest: bool = True,
-              shard: shardmod.Shard | None = None) -> dict[str, Any]:
+              shard: shardmod.Shard | None = None, only: Sequence[str] = ()) -> dict[str, Any]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
-    its share of the variants (:func:`sharding`). Returns each host's plan as JSON."""
+    its share of the variants (:func:`sharding`). ``only`` (``-e variants``, checked by
+    :func:`role_view`): a search searches only these candidates, ``repetitions: auto`` adds repetitions
+    only of these. Returns each host's plan as JSON."""
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
     run.mkdir(parents=True, exist_ok=True)
@@ -378,12 +381,12 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         hplan.rounds = interleave(variants, hplan.seed)
         if isinstance(spec, TritonSpec) and spec.searching is not None:  # decide picks every batch
             hplan.search = search.plan_record(spec, variants[0].perf if variants else {},
-                                              spec.smallest_effect)
+                                              spec.smallest_effect, only)
             hplan.estimate_s = search.estimate_seconds(hplan.search) if hplan.search else hplan.estimate_s
         elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()
             hplan.adaptive = {"start": min(AUTO_START, budget.repetitions), "max": budget.repetitions,
-                              "minutes": budget.minutes}
+                              "minutes": budget.minutes, "only": list(only)}
         rec.write(hdir / "plan.json", hplan)
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
         out[host] = rec.to_json(hplan)
@@ -426,6 +429,11 @@ def sharding(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], *, force: b
     return shard
 
 
+def picked_names(only: Sequence[str]) -> list[str]:
+    """``--only`` as given (repeated, or comma lists) as a list of names."""
+    return [n.strip() for item in only for n in item.split(",") if n.strip()]
+
+
 def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str],
               perf_timeout: float, ready_timeout: float) -> dict[str, Any]:
     """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
@@ -436,7 +444,7 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     (``-e variants=...``); an unknown name
     is refused (:class:`SpecError`). ``plans`` is :func:`write_run`'s answer."""
     names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
-    only = [n.strip() for item in only for n in item.split(",") if n.strip()]
+    only = picked_names(only)
     unknown = [n for n in only if n not in names]
     if unknown:
         raise SpecError([(f"{spec.path}: variants: no variant named {unknown[0]!r} (-e variants): "

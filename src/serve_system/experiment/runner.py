@@ -277,14 +277,35 @@ class Runner:
             time.sleep(0.25)
         return False
 
-    def load(self, v: rec.VariantPlan) -> tuple[bool, str | None, float]:
+    def load(self, v: rec.VariantPlan) -> tuple[bool, str | None, float, bool]:
+        """Ask Triton to load the variant's config: (loaded, the error, seconds, whether Triton answered).
+
+        A load that gets no answer at all (connection refused or reset: Triton is restarting, e.g. after a
+        crash of an earlier config) is not a refusal: the runner waits for Triton to be ready again and
+        asks once more, within --ready-timeout.
+        """
         t0 = time.time()
-        code, body = self.triton.call("POST", f"/v2/repository/models/{v.model}/load", v.load_body,
-                                      timeout=self.args.ready_timeout)
+        deadline = t0 + self.args.ready_timeout
+        waited = False
+        while True:
+            code, body = self.triton.call("POST", f"/v2/repository/models/{v.model}/load", v.load_body,
+                                          timeout=self.args.ready_timeout)
+            if code != -1 or time.time() >= deadline:
+                break
+            if not waited:
+                print(f"{self.plan.host} {v.name}: Triton did not answer the load "
+                      f"({_error_text(body)}); waiting for it to be ready again", file=sys.stderr)
+            waited = True
+            if not self.wait_ready(None, "", max(0.0, deadline - time.time())):
+                break
         took = time.time() - t0
         if code == 200:
-            return True, None, took
-        error = str(body.get("error") or body) if isinstance(body, dict) else str(body)
+            return True, None, took, True
+        error = _error_text(body)
+        if code == -1:
+            why = (f"Triton did not answer the load ({error}), and was not ready again within "
+                   f"{self.args.ready_timeout:.0f} s")
+            return False, why, took, False
         # Triton's own reason (e.g. a config check) is in the repository index, not the load answer
         icode, index = self.triton.call("POST", "/v2/repository/index", {})
         if icode == 200 and isinstance(index, list):
@@ -292,7 +313,7 @@ class Runner:
                           None)
             if reason and reason not in error:
                 error = f"{error} | {reason}"
-        return False, f"HTTP {code}: {error}", took
+        return False, f"HTTP {code}: {error}", took, True
 
     def last_loaded(self) -> dict[str, str]:
         """Per model, the load body this run last loaded (kept beside the plan across runner calls)."""
@@ -388,6 +409,7 @@ class Runner:
         self.progress(v.name, pending[0].id, "running")
         vrec = rec.VariantRecord(name=v.name, model=v.model, version=v.version, status=rec.MEASURED,
                                  notes=list(v.notes), stand_in=v.stand_in, runtime=v.runtime)
+        answered = True  # whether Triton answered the load (a refusal is an answer)
         if self.plan.kind == rec.FASTAPI:
             ok, vrec.error, vrec.health = self.fastapi_up(v)
             if (vrec.health or {}).get("standin"):  # the endpoint says it serves the generated stand-in
@@ -402,13 +424,14 @@ class Runner:
                 self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
                                  timeout=self.args.ready_timeout)
             t0 = vrec.load_started = time.time()
-            ok, vrec.error, vrec.load_seconds = self.load(v)
+            ok, vrec.error, vrec.load_seconds, answered = self.load(v)
             self.note_loaded(v.model, _body_key(v.load_body) if ok else None)
             if ok and not self.wait_ready(v.model, v.version, self.args.ready_timeout):
                 ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
             vrec.switch_seconds = round(time.time() - t0, 3)
         if not ok:
-            vrec.status = rec.UNAVAILABLE if self.plan.kind == rec.FASTAPI else rec.REFUSED
+            # a refusal is Triton's answer; no answer at all (Triton gone) leaves the runtime unavailable
+            vrec.status = rec.UNAVAILABLE if self.plan.kind == rec.FASTAPI or not answered else rec.REFUSED
             rec.write(vdir / "variant.json", vrec)
             self.total -= len(self.pending[v.name])
             self.pending[v.name] = []
@@ -591,6 +614,10 @@ class Runner:
                               restore_seconds=took if self.plan.models else None)
         rec.write(self.home / "host.json", host)
         self.progress("", "", "finished")
+
+
+def _error_text(body: Any) -> str:
+    return str(body.get("error") or body) if isinstance(body, dict) else str(body)
 
 
 def _body_key(body: Any) -> str:

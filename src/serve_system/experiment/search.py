@@ -42,6 +42,7 @@ import logging
 import math
 import statistics
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,12 +114,14 @@ def schedule(spec: TritonSpec, levels: list[float], perf: dict[str, Any]
     return out
 
 
-def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float) -> dict[str, Any] | None:
-    """What a host plan keeps of a search (``HostPlan.search``), read by :func:`step`; None for a grid."""
+def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float,
+                only: Collection[str] = ()) -> dict[str, Any] | None:
+    """What a host plan keeps of a search (``HostPlan.search``), read by :func:`step`; None for a grid.
+    ``only`` (``-e variants``) narrows the search to those candidates."""
     search, goal = spec.searching, spec.search_objective()
     if search is None or goal is None:
         return None
-    cands = candidates(spec)
+    cands = [c for c in candidates(spec) if not only or c["name"] in only]
     windows = rung_windows(search, perf)
     reps = search.repetitions
     rungs = [{"repetitions": list(range(k * reps + 1, (k + 1) * reps + 1)), "window_ms": w}
@@ -225,13 +228,16 @@ class _View:
         self.names = [c["name"] for c in rec["candidates"]]
         at = float(self.goal["at_load"])
         self.rows: dict[str, dict[int, dict[str, Any]]] = {n: {} for n in self.names}
-        self.refused: set[str] = set()
+        self.refused: dict[str, str] = {}  # never measured: why (refused by Triton, or it did not answer)
         known = set(self.names)
         for r in rows:
             if r.get("variant") not in known:
                 continue
-            if r.get("status") in ("refused", "unavailable"):
-                self.refused.add(r["variant"])
+            if r.get("status") == "refused":
+                self.refused[r["variant"]] = "Triton refused its configuration"
+            elif r.get("status") == "unavailable":
+                why = r.get("error") or "its runtime was unavailable"
+                self.refused[r["variant"]] = f"not measured: {why}"
             elif r.get("load") is not None and float(r["load"]) == at and r.get("repetition") is not None:
                 self.rows[r["variant"]][int(r["repetition"])] = r
 
@@ -352,7 +358,7 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
         for n in list(alive):
             if n in view.refused:
                 alive.remove(n)
-                path[n].dropped, path[n].why = k, "Triton refused its configuration"
+                path[n].dropped, path[n].why = k, view.refused[n]
         pending = [(n, r) for n in alive for r in sorted(reps) if not view.has(n, r)]
         if pending:
             runs, minutes = view.spent(set(view.names))
@@ -510,7 +516,7 @@ def _optuna(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
         for n in picks:
             path[n] = Entry(n, b)
             if n in view.refused:
-                path[n].dropped, path[n].why = b, "Triton refused its configuration"
+                path[n].dropped, path[n].why = b, view.refused[n]
             elif not view.samples(n, reps):
                 path[n].dropped, path[n].why = b, "no measurement succeeded"
             elif (bad := view.violated(n, reps)) is not None:

@@ -58,6 +58,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"])
     open_claims = [f.key for f in found if f.verdict == fnd.INCONCLUSIVE]
     undecided = undecided_variants(found) & {v.name for v in hplan.variants}
+    if hplan.adaptive.get("only"):  # -e variants: repetitions only of those
+        undecided &= set(hplan.adaptive["only"])
     if not open_claims or not undecided:
         return {"decided": True, "batch": None,
                 "text": f"{host}: every claim is decided" if not open_claims else

@@ -241,7 +241,7 @@ def test_a_load_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> Non
             str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", first.url,
             "--metrics", f"http://127.0.0.1:{first.metrics}/metrics",
             "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240",
-            "--ready-timeout", "120"]
+            "--ready-timeout", "120", "--variant", "dynbatch"]
     runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     again = None
     try:

@@ -31,6 +31,16 @@ def test_a_summary_is_the_t_interval_of_the_mean() -> None:
     assert iv.summarize([]).mean is None
 
 
+def test_the_interval_of_a_metric_that_cannot_be_negative_stops_at_zero() -> None:
+    p99 = [120_000.0, 900_000.0, 150_000.0]  # three repetitions of a noisy p99 (us)
+    low, high = st.t.interval(0.95, 2, loc=sum(p99) / 3, scale=st.tstd(p99) / math.sqrt(3))
+    assert low < 0  # the plain t interval reaches below zero
+    s = iv.summarize(p99)
+    assert s.ci_low == 0.0 and s.ci_high == pytest.approx(high)
+    signed = iv.summarize([-5.0, 1.0, 2.0], floor=None)  # a quantity that may be negative keeps its low end
+    assert signed.ci_low is not None and signed.ci_low < -5
+
+
 def test_the_interval_covers_a_known_effect_about_95_times_in_100() -> None:
     rng = np.random.default_rng(17)
     true = 1.30  # B serves 30 % more

@@ -10,7 +10,9 @@ files. The choices, and why:
   mean far less often than 95 %), while t widens the interval for the uncertainty of a standard
   deviation estimated from few values. Each repetition's number is itself an average over
   thousands of requests, so it is close to normally distributed, which is what t assumes. One
-  repetition gives no spread and no interval.
+  repetition gives no spread and no interval. Every metric measured here (rates, latencies,
+  utilisations) cannot be negative, so neither can its mean: the interval is cut at zero (a noisy
+  p99 over three repetitions would otherwise read "[-40 ms, 900 ms]"); the cut loses no coverage.
 - **Effect** (:func:`effect`): B against A as a ratio, ``B / A - 1`` (+0.30 is "30 % more"), with a
   95 % interval by Welch's t on the logarithms of the samples: the difference of the mean logs,
   with Welch's standard error and degrees of freedom (no equal-variance assumption), mapped back
@@ -90,7 +92,9 @@ class Summary:
         return self.cv is not None and self.cv >= NOISY_CV
 
 
-def summarize(samples: Sequence[float]) -> Summary:
+def summarize(samples: Sequence[float], floor: float | None = 0.0) -> Summary:
+    """n, mean, sd and the t interval of the mean, its low end no lower than ``floor`` (the least the
+    quantity can be: 0 for every measured metric; None for a quantity that can be negative)."""
     xs = [float(x) for x in samples]
     n = len(xs)
     if n == 0:
@@ -100,7 +104,8 @@ def summarize(samples: Sequence[float]) -> Summary:
         return Summary(1, mean, None, None, None)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
     half = _t(n - 1) * sd / math.sqrt(n)
-    return Summary(n, mean, sd, mean - half, mean + half)
+    low = mean - half if floor is None else max(floor, mean - half)
+    return Summary(n, mean, sd, low, mean + half)
 
 
 @dataclass(frozen=True)

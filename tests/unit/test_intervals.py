@@ -35,9 +35,9 @@ def test_the_interval_of_a_metric_that_cannot_be_negative_stops_at_zero() -> Non
     p99 = [120_000.0, 900_000.0, 150_000.0]  # three repetitions of a noisy p99 (us)
     low, high = st.t.interval(0.95, 2, loc=sum(p99) / 3, scale=st.tstd(p99) / math.sqrt(3))
     assert low < 0  # the plain t interval reaches below zero
-    s = iv.summarize(p99)
+    s = iv.summarize(p99, floor=iv.METRIC_FLOOR)
     assert s.ci_low == 0.0 and s.ci_high == pytest.approx(high)
-    signed = iv.summarize([-5.0, 1.0, 2.0], floor=None)  # a quantity that may be negative keeps its low end
+    signed = iv.summarize([-5.0, 1.0, 2.0])  # a quantity that may be negative (a log ratio) keeps its low end
     assert signed.ci_low is not None and signed.ci_low < -5
 
 

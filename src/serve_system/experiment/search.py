@@ -258,7 +258,7 @@ class _View:
         """A constraint the candidate decidedly breaks: the metric's 95 % interval beyond the bound."""
         from ..results import intervals as iv
         for metric, bound in (self.goal.get("constraints") or {}).items():
-            s = iv.summarize(self.samples(name, reps, metric))
+            s = iv.summarize(self.samples(name, reps, metric), floor=iv.METRIC_FLOOR)
             if s.ci_low is None or s.ci_high is None:
                 continue
             if bound.get("max") is not None and s.ci_low > float(bound["max"]):
@@ -269,7 +269,7 @@ class _View:
 
     def entry(self, e: Entry, reps: set[int] | None = None) -> Entry:
         from ..results import intervals as iv
-        s = iv.summarize(self.samples(e.name, reps))
+        s = iv.summarize(self.samples(e.name, reps), floor=iv.METRIC_FLOOR)
         e.n, e.mean, e.low, e.high = s.n, s.mean, s.ci_low, s.ci_high
         return e
 

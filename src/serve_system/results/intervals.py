@@ -57,6 +57,8 @@ MEANINGS = {
     NOT_MEASURABLE: "the run has no data for the claim (its variants or loads were not measured here)",
 }
 LEVEL = 0.95
+#: the least a measured metric (a rate, a latency, a utilisation) can be
+METRIC_FLOOR = 0.0
 #: a level whose repetitions' standard deviation is at least this share of their mean is noisy (pyperf)
 NOISY_CV = 0.10
 #: the most repetitions per side an estimate names (a spec allows at most 100)
@@ -92,9 +94,10 @@ class Summary:
         return self.cv is not None and self.cv >= NOISY_CV
 
 
-def summarize(samples: Sequence[float], floor: float | None = 0.0) -> Summary:
+def summarize(samples: Sequence[float], floor: float | None = None) -> Summary:
     """n, mean, sd and the t interval of the mean, its low end no lower than ``floor`` (the least the
-    quantity can be: 0 for every measured metric; None for a quantity that can be negative)."""
+    quantity can be: ``METRIC_FLOOR`` for every measured metric; None for a quantity that can be
+    negative, such as a log ratio)."""
     xs = [float(x) for x in samples]
     n = len(xs)
     if n == 0:

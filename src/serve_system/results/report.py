@@ -217,7 +217,7 @@ def _bars(samples: list[list[float]]) -> tuple[list[float], list[list[float]]]:
     """Means and matplotlib's asymmetric error bars (the 95 % t interval; none with one repetition)."""
     means, low, high = [], [], []
     for xs in samples:
-        sm = iv.summarize(xs)
+        sm = iv.summarize(xs, floor=iv.METRIC_FLOOR)
         mean = sm.mean if sm.mean is not None else float("nan")
         means.append(mean)
         low.append(mean - sm.ci_low if sm.ci_low is not None else 0.0)

@@ -110,7 +110,7 @@ def analyse(rows: list[dict[str, Any]], shard: shardmod.Shard, metrics: Sequence
             for h, xs in per.items():
                 gaps = [_gap(iv.effect(ys, xs), smallest) for h2, ys in per.items() if h2 != h]
                 beyond = [g for g in gaps if g is not None]
-                s = iv.summarize(xs)
+                s = iv.summarize(xs, floor=iv.METRIC_FLOOR)
                 # out of line: its reference differs by more than the smallest effect from most other nodes
                 out = bool(gaps) and len(beyond) * 2 > len(gaps)
                 nodes.append({"host": h, "metric": metric, "mode": k[0], "load": k[1], "n": s.n,
@@ -123,7 +123,7 @@ def analyse(rows: list[dict[str, Any]], shard: shardmod.Shard, metrics: Sequence
             for c in shard.assignment[host]:
                 for k in sorted({k for (h, v, k) in data if (h, v) == (host, c)}):
                     xs, rs = data[(host, c, k)], data.get((host, ref, k), [])
-                    s = iv.summarize(xs)
+                    s = iv.summarize(xs, floor=iv.METRIC_FLOOR)
                     e = iv.effect(rs, xs) if rs else None
                     mid = medians[metric].get(k)
                     norm = (mid * (1 + e.change) if mid is not None and e is not None

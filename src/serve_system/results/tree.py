@@ -66,7 +66,7 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             vals = [float(r[metric]) for r in rs if r.get(metric) is not None]
             if not vals:
                 continue
-            s = intervals.summarize(vals)
+            s = intervals.summarize(vals, floor=intervals.METRIC_FLOOR)
             out.append({**dict(zip(STAT_COLUMNS[:6], key, strict=True)), "metric": metric, "n": s.n,
                         "mean": s.mean, "sd": s.sd, "ci_low": s.ci_low, "ci_high": s.ci_high, "cv": s.cv,
                         "noisy": s.noisy})

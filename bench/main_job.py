@@ -41,7 +41,9 @@ def run_once(repo: Path, root: Path, prefix: str, log: Path) -> tuple[float, lis
     subprocess.run(["git", "clone", "-q", str(repo), str(checkout)], check=True)
     env = env_for(checkout, root)
     env.pop("PYTHONPATH", None)  # the clone's own .venv, as a new user has it
-    env.update(REHEARSE_PREFIX=prefix, PIP_NO_CACHE_DIR="1", REHEARSE_RUN_ID=f"{prefix}-run")
+    # unbuffered: each progress line is timed when it is written, not when a buffer fills
+    env.update(REHEARSE_PREFIX=prefix, PIP_NO_CACHE_DIR="1", REHEARSE_RUN_ID=f"{prefix}-run",
+               PYTHONUNBUFFERED="1")
     check_storage(root, env)
     phases: list[tuple[float, str]] = []
     started = time.monotonic()
@@ -52,6 +54,7 @@ def run_once(repo: Path, root: Path, prefix: str, log: Path) -> tuple[float, lis
         for line in proc.stdout:
             elapsed = time.monotonic() - started
             fh.write(f"{elapsed:7.1f} {line}")
+            fh.flush()
             m = PHASE.match(ANSI.sub("", line))
             if m:
                 phases.append((elapsed, f"[{m.group(1)}] {m.group(2)[:90]}"))

@@ -1,16 +1,23 @@
-"""``serve-system compare --class`` over three real runs on the rehearsal nodes, naming the outlier.
+"""``serve-system compare --class`` over four real runs on the rehearsal nodes, naming the outlier.
 
-Three students' runs of the shipped dynbatch spec, short (concurrency 1, one repetition), each in its
-own run folder, one node at a time: node 1, node 2, then node 1 again with its Triton slowed down
-(a node with a faulty accelerator, made real: the rehearsal nodes serve on CPU).
+Four students' runs of the shipped dynbatch spec, short (concurrency 1, one repetition), each in its
+own run folder, one node at a time: node 1, node 2, node 2 again, then node 1 with its Triton slowed
+down (a node with a faulty accelerator, made real: the rehearsal nodes serve on CPU).
 
-The slowdown must be the node's own, and deterministic. Busy loops (tried first) slow the whole
-machine, since the rehearsal nodes share its two cores, and cgroup CPU quotas cannot be set here (the
-cgroup file system is read-only). So Triton is duty-cycled: stopped (SIGSTOP) for 150 ms of every
-200 ms, so it serves about a quarter of the time. Concurrency 1 keeps the healthy runs close (they
-agree within a few per cent there); with three nodes the median is always a healthy one, so a healthy
-node can never be named, and the slowed one is named once it is further from the median than about
-five times the healthy nodes' difference.
+The slowdown must be the node's own. Busy loops (tried first) slow the whole machine, since the
+rehearsal nodes share its two cores, and cgroup CPU quotas cannot be set here (the cgroup file
+system is read-only). So Triton is duty-cycled: stopped (SIGSTOP) for 180 ms of every 200 ms, so it
+serves about a tenth of the time.
+
+What it relies on: where the slowed value s lies beyond all three healthy ones a <= b <= c (the
+lowest throughput; the highest average, p95 and p99 latency), the median is (a + b) / 2 and the MAD
+(c - a) / 2, so no healthy node can be named there, and s is named once it lies 2.6 x (c - a) beyond
+the median. Throughput at concurrency 1 is too close to call that way: the healthy runs of different
+nodes at different times spread by about a third (171-237/s in one run of this test), so a tenth of
+the throughput is only just named (z = -3.5 in that run). The tail is far beyond: Triton's stops put
+p95 near 190 ms against 5-7 ms. So the test asks for the slowed node to be the one suspect, named by
+its tail in both variants, with less than half of every healthy run's throughput; and for healthy
+nodes to be named nowhere except the median (p50), which the stops barely move.
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ from .test_experiments import _common, _dynbatch, _write
 
 pytestmark = pytest.mark.integration
 
-#: Triton stopped, then running, in each period (seconds): it runs a quarter of the time
-STOPPED_S, RUNNING_S = 0.15, 0.05
+#: Triton stopped, then running, in each period (seconds): it runs a tenth of the time
+STOPPED_S, RUNNING_S = 0.18, 0.02
 #: the most the duty cycle may last if the test dies without stopping it
 CYCLE_LIMIT_S = 900
 
@@ -38,9 +45,11 @@ def test_compare_class_names_the_slowed_node(rehearsal_cluster,
     cluster = rehearsal_cluster
     one, two = cluster.nodes[0], cluster.nodes[1]
     spec = _dynbatch(tmp_path, levels=[1])
+    for objective in spec["objectives"]:  # the best variants, at the one load measured
+        objective["at_load"] = 1
     path = _write(tmp_path, "dynbatch", spec)
     results = tmp_path / "results"
-    for run_id, node in (("cls-a", one), ("cls-b", two)):
+    for run_id, node in (("cls-a", one), ("cls-b", two), ("cls-c", two)):
         res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *_common(path, results, run_id),
                            limit=node.name)
         assert res.rc == 0, res.tail(80)
@@ -51,25 +60,33 @@ def test_compare_class_names_the_slowed_node(rehearsal_cluster,
     pid = started.stdout.strip()
     assert pid.isdigit(), started.stdout + started.stderr
     try:
-        res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *_common(path, results, "cls-c"),
+        res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *_common(path, results, "cls-d"),
                            limit=one.name)
     finally:
         cluster.exec(one, "kill", pid, check=False)
         cluster.exec(one, "pkill", "-CONT", "-x", "tritonserver", check=False)
     assert res.rc == 0, res.tail(80)
 
-    runs = [results / "dynbatch" / r for r in ("cls-a", "cls-b", "cls-c")]
+    runs = [results / "dynbatch" / r for r in ("cls-a", "cls-b", "cls-c", "cls-d")]
     out = tmp_path / "class"
     assert main(["compare", "--class", *map(str, runs), "--out", str(out)]) == 0
     doc = json.loads((out / "class.json").read_text())
-    slowed = f"cls-c/{one.name}"
-    assert sorted(n["node"] for n in doc["nodes"]) == sorted([f"cls-a/{one.name}", two.name, slowed])
-    named = {(o["variant"], o["metric"]) for o in doc["outliers"] if o["node"] == slowed}
-    assert {("baseline", "throughput"), ("dynbatch", "throughput")} <= named, doc["cells"]
-    assert {o["node"] for o in doc["outliers"]} == {slowed}, doc["outliers"]
+    slowed = f"cls-d/{one.name}"
+    healthy = {f"cls-a/{one.name}", f"cls-b/{two.name}", f"cls-c/{two.name}"}
+    assert sorted(n["node"] for n in doc["nodes"]) == sorted([*healthy, slowed])
+    cells = {(c["variant"], c["metric"]): c for c in doc["cells"]}
+    for variant in ("baseline", "dynbatch"):
+        # the fault's marks: far less served, a far longer tail (Triton waits out its stops)
+        served = cells[(variant, "throughput")]["values"]
+        assert served[slowed] < 0.5 * min(served[h] for h in healthy), served
+        assert slowed in cells[(variant, "p95_us")]["outliers"], cells[(variant, "p95_us")]
+    # named: the slowed node is a suspect (an outlier in more than half of its variants), the only one
+    assert [s["node"] for s in doc["suspects"]] == [slowed], doc["suspects"]
+    # where the fault puts it at one end (throughput lowest; average, p95, p99 latency highest) no
+    # healthy node can be named; the median (p50) it barely moves, so there the rule judges the
+    # healthy nodes among themselves
+    assert all(o["metric"] == "p50_us" for o in doc["outliers"] if o["node"] != slowed), doc["outliers"]
     md = (out / "class.md").read_text()
-    thr = next(o for o in doc["outliers"] if (o["variant"], o["metric"]) == ("baseline", "throughput"))
-    assert thr["value"] < 0.8 * thr["median"]
-    assert f"{slowed}: {thr['value']:,.1f}/s vs class median {thr['median']:,.1f}/s" in md
+    assert f"**{slowed}**: outlier in 2 of 2 variants" in md
     assert (out / "plots" / "box_throughput_concurrency_1.png").stat().st_size > 0
-    assert doc["pooled_nodes"] and len(doc["findings"]) > 0
+    assert doc["pooled_nodes"] == sorted(healthy) and doc["findings"]

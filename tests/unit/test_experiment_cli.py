@@ -295,6 +295,9 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     assert main([*args, "--only", "dynbatch"]) == 0
     only = json.loads(capsys.readouterr().out)["hosts"]["node-1"]["batches"]
     assert [b["args"][0] for b in only] == ["--variant=dynbatch"] and len(only[0]["args"]) == 4
+    assert plan.adaptive is not None and "only" not in plan.adaptive  # without -e variants: every variant
+    picked = records.read(run / "node-1" / "plan.json", records.HostPlan)
+    assert picked.adaptive is not None and picked.adaptive["only"] == ["dynbatch"]  # decide repeats only it
     # a fixed count of repetitions: one runner call for everything, then the baseline restored
     doc = yaml.safe_load(spec.read_text())
     doc["repetitions"] = 2

@@ -386,7 +386,9 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()
             hplan.adaptive = {"start": min(AUTO_START, budget.repetitions), "max": budget.repetitions,
-                              "minutes": budget.minutes, "only": list(only)}
+                              "minutes": budget.minutes}
+            if only:  # -e variants: the further repetitions only of these
+                hplan.adaptive["only"] = list(only)
         rec.write(hdir / "plan.json", hplan)
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
         out[host] = rec.to_json(hplan)

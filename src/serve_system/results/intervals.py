@@ -83,8 +83,12 @@ TWO_SIDED = 0.5 + LEVEL / 2
 Direction = Literal["up", "down"]
 
 
-def _t(df: float, quantile: float = TWO_SIDED) -> float:
+def t_quantile(df: float, quantile: float = TWO_SIDED) -> float:
+    """Student's t quantile (two-sided 95 % by default: 0.975)."""
     return float(stdtrit(df, quantile))
+
+
+_t = t_quantile
 
 
 @dataclass(frozen=True)

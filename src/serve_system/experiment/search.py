@@ -21,7 +21,7 @@ sample of the spread): one-way ANOVA's residual variance ``s_p**2``, with ``df =
 (:func:`~serve_system.results.intervals.pooled`). The effect of candidate C against leader L has the
 standard error ``s_p * sqrt(1/n_L + 1/n_C)`` on the log difference, with the pool's df
 (:func:`~serve_system.results.intervals.effect_pooled`). With 28 candidates measured twice the pool has
-df 28, where each pair's own spread (Welch's t) has df about 1 (t = 12.7) and decides next to nothing;
+df 28, where each pair's own spread (Welch's t) has df 1 to 2 (t 12.7 to 4.3) and decides little;
 so two repetitions per rung decide, and the first rung (every candidate, each measurement a fresh
 model load) costs two loads per candidate, not three. Pooling assumes the spreads are alike: a
 candidate whose own log variance is far larger than the rest's (an F test: ``s_i**2 / s_rest**2``

@@ -25,7 +25,7 @@ files. The choices, and why:
   variance ``s_p**2 = sum_i sum_j (log x_ij - mean_i)**2 / df`` with ``df = sum_i (n_i - 1)``. An
   effect between two groups then has the standard error ``s_p * sqrt(1/n_a + 1/n_b)`` with that df,
   so two repetitions a side (or one, once other groups give the pool its df) yield a usable
-  interval, where Welch's t on two groups of two has df about 1 (t = 12.7). The assumption (equal
+  interval, where Welch's t on two groups of two has df 1 to 2 (t 12.7 to 4.3). The assumption (equal
   spread on the log scale) is checked per group by an F test against the pool without it
   (:func:`spread_test`): a group whose own spread is far larger is compared by Welch's t instead.
 - **Verdict** (:func:`decide`): a claim says B moves a metric in one direction ("up": more

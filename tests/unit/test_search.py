@@ -248,6 +248,33 @@ def test_a_candidate_with_a_far_larger_spread_is_judged_by_welch(tmp_path: Path)
     assert f"`{wild}`" in out.rule and "F test" in out.rule
 
 
+def test_halving_on_a_latency_drops_the_decidedly_slower(tmp_path: Path) -> None:
+    """goal: min: of the slower half, exactly those whose pooled effect's lower bound (at the adjusted
+    level) lies above zero are dropped; here one of them measured far wider than the rest (the F test
+    at 99 % flags about one candidate in 100 by chance) is judged by Welch's t and kept."""
+    from serve_system.results import intervals as iv
+
+    spec = SPEC.replace("metric: throughput\n    goal: max", "metric: latency_avg_us\n    goal: min")
+    rec = record(spec, tmp_path, strategy="halving", repetitions=2, rungs=2, budget={"runs": 200})
+    names = [f"i{i}_d{d}" for i in INSTANCES for d in DELAYS]
+    rows = [{**row(n, r, 1.0), "latency_avg_us": 1e6 / gentle(n) * noise(n, r, 5, 0.03)}
+            for n in names for r in (1, 2)]
+    out = search.step(rec, rows)
+    samples = {n: [r["latency_avg_us"] for r in rows if r["variant"] == n] for n in names}
+    ranked = sorted(names, key=lambda n: sum(samples[n]))
+    leader, slower = ranked[0], ranked[14:]
+    assert next(e for e in out.path if e.name == leader).why == "leader of rung 1"
+    dropped = {e.name for e in out.path if e.dropped == 1}
+    assert len(dropped) >= 10 and set(out.variants) == set(names) - dropped
+    pool = iv.pooled(samples.values())
+    wide = {n for n in names if (t := iv.spread_test(samples[n], pool)) is not None and t.larger}
+    assert wide == {"i24_d150"}
+    for n in slower:
+        e = iv.effect_pooled(samples[leader], samples[n], pool, 1 - 0.05 / 27)
+        assert e.low is not None and (n in dropped) == (e.low > 0 and n not in wide), (n, e)
+    assert dropped <= set(slower) and best_name() not in dropped
+
+
 def test_halving_stops_when_the_budget_cannot_pay_the_next_rung(tmp_path: Path) -> None:
     rec = record(SPEC, tmp_path, strategy="halving", repetitions=3, rungs=3, budget={"runs": 90})
     out, rows, batches = run(rec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -137,3 +138,106 @@ def test_a_lead_inside_the_smallest_effect_names_no_winner() -> None:
     # the same lead beyond the smallest effect: a winner
     big = iv.effect([100.0, 100.2, 99.8, 100.1], [110.0, 110.1, 109.9, 110.0])
     assert iv.lead(big, "max", SMALLEST).word == iv.HELD
+
+
+# ------------------------------------------------------------------------------------ the pooled spread
+
+E = math.e
+
+
+def test_the_pooled_variance_is_the_anova_residual_of_the_logs() -> None:
+    """By hand: logs (0, 1, 2) have mean 1 and squares 1 + 0 + 1 = 2; logs (1, 3) mean 2 and squares
+    1 + 1 = 2; a single sample adds nothing; a group with a zero has no logarithm and is left out. So
+    s_p**2 = (2 + 2) / ((3 - 1) + (2 - 1)) = 4 / 3 with df 3."""
+    a, b, one, bad = [1.0, E, E**2], [E, E**3], [E**5], [0.0, 4.0]
+    pool = iv.pooled([a, b, one, bad])
+    assert pool.df == 3 and pool.var == pytest.approx(4 / 3) and pool.sd == pytest.approx(math.sqrt(4 / 3))
+    assert iv.pooled([one]) == iv.Pool(0.0, 0) and iv.pooled([]).df == 0
+    # numpy's own: the within-group sum of squares over the within-group df
+    groups = [np.log(a), np.log(b)]
+    within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / sum(len(g) - 1 for g in groups)
+    assert pool.var == pytest.approx(within)
+
+
+def test_a_pooled_effect_uses_the_pools_spread_and_degrees_of_freedom() -> None:
+    a, b = [1.0, E, E**2], [E, E**3]
+    pool = iv.pooled([a, b, [E**5]])
+    e = iv.effect_pooled(a, b, pool)
+    se = math.sqrt(4 / 3 * (1 / 3 + 1 / 2))  # d = mean log b - mean log a = 2 - 1 = 1
+    low, high = st.t.interval(0.95, 3, loc=1.0, scale=se)
+    assert (e.d, e.df, e.n_a, e.n_b) == (pytest.approx(1.0), 3, 3, 2)
+    assert e.change == pytest.approx(E - 1)
+    assert (e.low, e.high) == (pytest.approx(math.expm1(low)), pytest.approx(math.expm1(high)))
+    # a one-sided bound at an adjusted level: t's 1 - 0.05 / 27 quantile
+    q = 1 - 0.05 / 27
+    adj = iv.effect_pooled(a, b, pool, q)
+    assert adj.high == pytest.approx(math.expm1(1 + st.t.ppf(q, 3) * se))
+    # one sample a side is enough once the pool has degrees of freedom; without a pool, no interval
+    single = iv.effect_pooled([E**5], [E**4], pool)
+    assert single.has_interval and single.change == pytest.approx(math.expm1(-1))
+    assert not iv.effect_pooled(a, b, iv.Pool(0.0, 0)).has_interval
+    assert iv.effect_pooled(a, b, iv.Pool(0.0, 0)).reason == iv.NO_POOL
+    assert not iv.effect_pooled([1.0, -1.0], b, pool).has_interval
+
+
+def test_a_pooled_interval_decides_where_welch_on_two_repetitions_cannot() -> None:
+    """28 groups of two, 3 % spread, at the drop rule's level (one-sided 1 - 0.05 / 27): Welch on one
+    pair has df 1 to 2 and cannot tell a 15 % difference; the pool over the 28 (df 28) can."""
+    rng = np.random.default_rng(5)
+    groups = [_samples(rng, 100, 0.03, 2) for _ in range(27)]
+    worse = _samples(rng, 85, 0.03, 2)
+    pool = iv.pooled([*groups, worse])
+    assert pool.df == 28
+    leader = max(groups, key=lambda g: float(np.mean(g)))
+    q = 1 - 0.05 / 27
+    welch = iv.effect(leader, worse, q)
+    assert welch.high is not None and welch.high > 0
+    decided = iv.effect_pooled(leader, worse, pool, q)
+    assert decided.high is not None and decided.high < 0
+
+
+def test_the_pooled_interval_covers_a_known_effect_about_95_times_in_100() -> None:
+    rng = np.random.default_rng(6)
+    covered = 0
+    for _ in range(400):
+        groups = [_samples(rng, 100, 0.05, 2) for _ in range(10)]
+        a, b = _samples(rng, 100, 0.05, 2), _samples(rng, 120, 0.05, 2)
+        e = iv.effect_pooled(a, b, iv.pooled([*groups, a, b]))
+        assert e.low is not None and e.high is not None
+        covered += e.low <= 0.20 <= e.high
+    assert 0.92 <= covered / 400 <= 0.98
+
+
+def test_a_group_whose_spread_is_far_larger_than_the_pools_fails_the_f_test() -> None:
+    rng = np.random.default_rng(7)
+    groups = [_samples(rng, 100, 0.03, 3) for _ in range(20)]
+    wild = _samples(rng, 100, 0.30, 3)  # ten times the spread
+    pool = iv.pooled([*groups, wild])
+    test = iv.spread_test(wild, pool)
+    assert test is not None and test.larger and (test.df_own, test.df_rest) == (2, 40)
+    assert test.critical == pytest.approx(st.f.ppf(0.99, 2, 40))
+    own = float(np.var(np.log(wild), ddof=1))
+    rest = iv.pooled(groups).var
+    assert test.f == pytest.approx(own / rest)
+    tame = iv.spread_test(groups[0], pool)
+    assert tame is not None and not tame.larger
+    assert iv.spread_test([100.0], pool) is None  # one sample: no spread of its own
+    assert iv.spread_test(wild, iv.pooled([wild])) is None  # nothing left to compare with
+
+
+def test_more_repetitions_of_a_pooled_effect_count_the_pools_degrees_of_freedom() -> None:
+    """The estimate for a pooled effect: the smallest m more per side at which t(df + 2m) times the
+    pooled standard error falls below the difference (the pool grows by the new repetitions); Welch's
+    count (df from the two sides alone) would be larger."""
+    a, b = [100.0, 102.0], [102.0, 104.0]
+    pool = iv.pooled([a, b, *([99.0, 101.0] for _ in range(10))])
+    e = iv.effect_pooled(a, b, pool)
+    assert pool.df == 12 and e.has_interval and e.low is not None and e.low < 0
+
+    def needed(df_of: Callable[[int], float]) -> int:
+        return next(m for m in range(1, 100)
+                    if st.t.ppf(0.975, df_of(m)) * math.sqrt(pool.var * 2 / (2 + m)) < abs(e.d))
+
+    m = iv.more_repetitions(e, 0.0)
+    assert m == needed(lambda m: pool.df + 2 * m)
+    assert m < needed(lambda m: 2 * (2 + m - 1))

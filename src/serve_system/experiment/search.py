@@ -6,22 +6,52 @@
 - ``halving`` (successive halving): every candidate is measured at the search objective's load level
   (``at_load``) only, ``repetitions`` times with a short window (rung 1); then the candidates are ranked
   by the mean of the objective over all their measurements, and of the *worse half* those are dropped
-  whose difference from the rung's leader is decided (the rule below); ties survive. The survivors get
-  the next rung: ``repetitions`` more measurements with twice the window. Last rung, or budget spent:
-  the winner is named when its lead over the runner-up has a 95 % interval that excludes zero
+  whose difference from the rung's leader is decided (the drop rule below); ties survive. The survivors
+  get the next rung: ``repetitions`` more measurements with twice the window. Last rung, or budget
+  spent: the winner is named when its lead over the runner-up has a 95 % interval that excludes zero
   (:func:`~serve_system.results.intervals.lead`), otherwise the leaders are reported as a tie;
 - ``optuna``: trials drawn by optuna's TPE sampler (seeded) from the sweep's grid, ``batch`` per runner
   call, each measured ``repetitions`` times at the objective's load level with the spec's window,
   until the budget is spent or every candidate is measured.
 
-**The drop rule**: a candidate of the worse half is dropped when the 95 % interval of its effect
-against the rung's leader (Welch's t on log samples, :func:`~serve_system.results.intervals.effect`)
-lies wholly on the worse side of zero: decided worse, the same test that names a winner. Where the
-interval includes zero it survives (a tie). A candidate whose constraint is decidedly violated (the
+**One spread for all (halving)**: every candidate of a search is the same model at the same load level
+measured the same way, so their run-to-run spread on the log scale is estimated once, pooled over
+every candidate measured in the rungs so far (the dropped ones too: their measurements are as good a
+sample of the spread): one-way ANOVA's residual variance ``s_p**2``, with ``df = sum(n_i - 1)``
+(:func:`~serve_system.results.intervals.pooled`). The effect of candidate C against leader L has the
+standard error ``s_p * sqrt(1/n_L + 1/n_C)`` on the log difference, with the pool's df
+(:func:`~serve_system.results.intervals.effect_pooled`). With 28 candidates measured twice the pool has
+df 28, where each pair's own spread (Welch's t) has df 1 to 2 (t 12.7 to 4.3) and decides little;
+so two repetitions per rung decide, and the first rung (every candidate, each measurement a fresh
+model load) costs two loads per candidate, not three. Pooling assumes the spreads are alike: a
+candidate whose own log variance is far larger than the rest's (an F test: ``s_i**2 / s_rest**2``
+above the 0.99 quantile of F(n_i - 1, df_rest), :func:`~serve_system.results.intervals.spread_test`)
+is compared by Welch's t on the two candidates' own samples instead (the leader too: then every
+comparison of the rung is), and its path says so. It stays in the pool: leaving the largest spreads
+out would bias the pool low where the spreads are in fact alike (the F test flags about 1 in 100 such
+candidates), while keeping them errs on the wide side. The pool mixes the rungs' windows (a longer
+window spreads less), which also errs on the wide side in the later rungs.
+
+**The drop rule** (halving): a candidate of the worse half is dropped when its effect against the rung's
+leader is decidedly worse: the one-sided bound of that effect (goal ``max``: its upper bound, ``min``:
+its lower bound) at the level ``1 - 0.05 / (k - 1)``, k the candidates the rung ranked
+(:func:`drop_quantile`), lies on the worse side of zero. Why adjusted: the leader is the sample best of
+k, and the rung makes k - 1 comparisons against it (multiple comparisons with the best, Hsu's MCB). A
+candidate truly tied for the best is dropped only if some other candidate's sample mean beats it by the
+critical value, and by the union (Bonferroni) bound over the k - 1 others that happens with a chance of
+at most 5 %, whichever candidate leads. Bonferroni is conservative (the comparisons share the leader and
+the pool, so they are correlated) but simple and valid whatever that correlation. Where the interval
+reaches zero the candidate survives (a tie). A candidate whose constraint is decidedly violated (the
 95 % interval of the constrained metric lies wholly beyond its bound) is dropped at any rank; Triton
-refusing its configuration, or no measurement succeeding, drops it too. Measurements of different
-rungs are pooled: a throughput or latency averaged over a window does not depend on its length, only
-its spread does.
+refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
+are pooled per candidate: a throughput or latency averaged over a window does not depend on its length,
+only its spread does.
+
+**The standing** (halving's end): the lead of the winner over the runner-up is a two-sided 95 %
+interval with the pooled spread (Welch's t where either candidate's own spread is far larger); a tie
+lists the leader and every survivor the drop rule does not decide worse. The report's ``### Search``
+section states the pool (s, df) and each rung's critical value. Optuna keeps Welch's t on the
+candidates' own measurements (two-sided 95 %) for its standing.
 
 **Checkpoints**: every measured level is a record of the run folder, and a search's state is a pure
 function of those records: :func:`step` replays the search from the start on what is measured (the
@@ -44,9 +74,12 @@ import statistics
 import warnings
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .spec.models import Search, SearchBudget, TritonSpec
+
+if TYPE_CHECKING:  # intervals imports scipy: plan and validate stay fast without it
+    from ..results.intervals import Effect, Pool
 
 GRID, HALVING, OPTUNA = "grid", "halving", "optuna"
 #: the first rung's window is at least this long (ms) when the spec does not name one
@@ -217,6 +250,8 @@ class Outcome:
     lead: str = ""
     runs: int = 0
     minutes: float = 0.0
+    #: how halving decided (the pooled spread, each rung's adjusted critical value): the report's line
+    rule: str = ""
 
 
 class _View:
@@ -281,43 +316,111 @@ def _ranked(view: _View, names: list[str], reps: set[int] | None) -> list[str]:
     return sorted(means, key=lambda n: (sign * means[n], view.names.index(n)))
 
 
-def _worse(view: _View, leader: str, name: str, reps: set[int] | None) -> tuple[bool, str]:
-    """Whether ``name`` is decidedly worse than ``leader`` (the drop rule), and the effect's text."""
-    from ..results import intervals as iv
-    e = iv.effect(view.samples(leader, reps), view.samples(name, reps))
-    if not e.has_interval:
-        return False, iv.effect_text(e)
-    assert e.low is not None and e.high is not None
-    worse = e.high < 0 if view.goal.get("goal", "max") == "max" else e.low > 0
-    return worse, iv.effect_text(e)
+#: the drop rule's familywise level: the chance of dropping a candidate tied for the best, at most
+FAMILY_LEVEL = 0.05
+
+
+def drop_quantile(k: int) -> float:
+    """The t quantile of the drop rule among ``k`` ranked candidates: one-sided, Bonferroni-adjusted
+    over the k - 1 comparisons with the leader (``1 - 0.05 / (k - 1)``)."""
+    return 1 - FAMILY_LEVEL / max(1, k - 1)
+
+
+class _Judge:
+    """How two candidates are compared on the measurements of ``reps``: halving (``pooled``) with the
+    run-to-run spread pooled over every candidate measured (the module's text), a candidate whose own
+    spread is far larger than the rest's by Welch's t on its own; optuna by Welch's t throughout."""
+
+    def __init__(self, view: _View, reps: set[int] | None, pooled: bool) -> None:
+        from ..results import intervals as iv
+        self.view, self.reps = view, reps
+        self.pool: Pool | None = None
+        #: candidates whose own spread is far larger than the pool's: why (the F test)
+        self.wide: dict[str, str] = {}
+        if not pooled:
+            return
+        groups = {n: xs for n in view.names if (xs := view.samples(n, reps))}
+        self.pool = iv.pooled(groups.values())
+        for n, xs in groups.items():
+            test = iv.spread_test(xs, self.pool)
+            if test is not None and test.larger:
+                self.wide[n] = (f"`{n}`'s own spread is far larger than the others' (F = {test.f:.1f} > "
+                                f"{test.critical:.1f}, F({test.df_own}, {test.df_rest}) at 99 %): Welch's t")
+
+    def effect(self, a: str, b: str, quantile: float) -> tuple[Effect, str]:
+        """B against A (an :class:`~serve_system.results.intervals.Effect`) and, where Welch's t judged
+        it instead of the pool, why."""
+        from ..results import intervals as iv
+        xa, xb = self.view.samples(a, self.reps), self.view.samples(b, self.reps)
+        if self.pool is None:
+            return iv.effect(xa, xb, quantile), ""
+        why = "; ".join(self.wide[n] for n in (a, b) if n in self.wide)
+        if why:
+            return iv.effect(xa, xb, quantile), why
+        return iv.effect_pooled(xa, xb, self.pool, quantile), ""
+
+    def worse(self, leader: str, name: str, k: int) -> tuple[bool, str]:
+        """Whether ``name`` is decidedly worse than ``leader`` among ``k`` ranked candidates (the drop
+        rule), and the effect's text (with why Welch's t judged it, if it did)."""
+        from ..results import intervals as iv
+        e, why = self.effect(leader, name, drop_quantile(k))
+        text = iv.effect_text(e) + (f" ({why})" if why else "")
+        if not e.has_interval:
+            return False, text
+        assert e.low is not None and e.high is not None
+        return (e.high < 0 if self.view.goal.get("goal", "max") == "max" else e.low > 0), text
+
+    def critical(self, k: int) -> str:
+        """The drop rule's critical value among ``k`` ranked candidates, in words (the report's line)."""
+        from ..results import intervals as iv
+        if self.pool is None or self.pool.df < 1 or k < 2:
+            return f"k = {k}"
+        return f"k = {k}, t = {iv.t_quantile(self.pool.df, drop_quantile(k)):.2f} with df = {self.pool.df}"
+
+    def rule(self, rungs: list[str]) -> str:
+        """The report's line on how halving decided (``rungs``: each ranked rung's critical value)."""
+        from ..results import intervals as iv
+        if self.pool is None:
+            return ""
+        if self.pool.df < 1:
+            return "Decided by a pooled run-to-run spread: none yet (no candidate has two measurements)."
+        wide = (f"; far wider than the pool at the end (an F test at 99 %), so judged by Welch's t on "
+                f"their own spread: {', '.join(f'`{n}`' for n in self.wide)}" if self.wide else "")
+        return (f"Decided by a pooled run-to-run spread: s = {self.pool.sd * 100:.1f} % on the log scale, "
+                f"df = {self.pool.df}; drops at a Bonferroni-adjusted {(1 - FAMILY_LEVEL) * 100:.0f} % over "
+                f"the rung's k - 1 comparisons with its leader ({'; '.join(rungs) or 'no rung ranked'}); "
+                f"the lead's interval two-sided {iv.LEVEL * 100:.0f} %{wide}.")
 
 
 def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome,
-              dropped_last: list[str] | None = None) -> None:
+              dropped_last: list[str] | None = None, pooled: bool = False) -> _Judge:
     """The winner, or the tie: the leader and every survivor not decidedly worse than it. With one
-    survivor, its lead is over the best of those the last rung dropped (``dropped_last``)."""
+    survivor, its lead is over the best of those the last rung dropped (``dropped_last``). The lead's
+    interval is two-sided 95 %; the tie's members pass the drop rule against the leader."""
     from ..results import intervals as iv
+    judge = _Judge(view, reps, pooled)
     ranked = _ranked(view, alive, reps)
     if not ranked:
         out.tie = []
         out.lead = "no candidate was measured"
-        return
+        return judge
     others = _ranked(view, dropped_last or [], reps) if len(ranked) == 1 else ranked[1:]
     if not others:
         out.winner = ranked[0]
         out.lead = "the only candidate measured"
-        return
+        return judge
     best, runner = ranked[0], others[0]
-    e = iv.effect(view.samples(runner, reps), view.samples(best, reps))
+    e, why = judge.effect(runner, best, iv.TWO_SIDED)
     v = iv.lead(e, view.goal.get("goal", "max"), float(view.rec.get("smallest_effect") or 0.05))
-    out.lead = f"lead over `{runner}` {iv.effect_text(e)}"
+    out.lead = f"lead over `{runner}` {iv.effect_text(e)}" + (f" ({why})" if why else "")
     if v.word == iv.HELD:
         out.winner = best
     elif v.word == iv.NOT_HELD:  # decided, but by less than the smallest effect of interest
         out.tie = [best, runner]
         out.lead += f": they differ by less than the smallest effect ({view.rec.get('smallest_effect')})"
     else:
-        out.tie = [best] + [n for n in others if not _worse(view, best, n, reps)[0]]
+        out.tie = [best] + [n for n in others if not judge.worse(best, n, len(others) + 1)[0]]
+    return judge
 
 
 def _budget_left(view: _View, spent_runs: int, spent_min: float, need: int, per_run_min: float | None
@@ -352,6 +455,7 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
     seen: set[int] = set()  # the repetitions of the rungs done so far
     last_mean: float | None = None  # the measured minutes of one run in the last rung
     dropped_last: list[str] = []  # those the last rung dropped (the runner-up of a lone survivor)
+    ranks: list[str] = []  # each ranked rung's critical value: the report's line
     rungs = rec["rungs"]
     for k, rung in enumerate(rungs, 1):
         reps = set(rung["repetitions"])
@@ -372,23 +476,26 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
                                      + (" (resumed)" if started else ""),
                               names, sorted({r for _, r in pending}), runs=runs, minutes=minutes)
                 out.path = [view.entry(path[n]) for n in view.names]
+                if seen:
+                    out.rule = _Judge(view, seen, True).rule(ranks)
                 return out
-            return _end(view, alive, path, seen, f"the budget stops rung {k}: {why}", dropped_last)
+            return _end(view, alive, path, seen, f"the budget stops rung {k}: {why}", dropped_last, ranks)
         seen |= reps
         runs_k, min_k = view.spent(set(alive), reps)
         last_mean = min_k / runs_k if runs_k else last_mean
         for n in alive:
             path[n].rung = k
         before = alive
-        alive = _drop(view, alive, k, seen, path)
+        alive = _drop(view, alive, k, seen, path, ranks)
         dropped_last = [n for n in before if n not in alive]
         if len(alive) <= 1:
-            return _end(view, alive, path, seen, f"one candidate is left after rung {k}", dropped_last)
-    return _end(view, alive, path, seen, f"all {len(rungs)} rungs are measured", dropped_last)
+            return _end(view, alive, path, seen, f"one candidate is left after rung {k}", dropped_last, ranks)
+    return _end(view, alive, path, seen, f"all {len(rungs)} rungs are measured", dropped_last, ranks)
 
 
-def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str, Entry]) -> list[str]:
-    """The rung's survivors (the drop rule of the module's text)."""
+def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str, Entry],
+          ranks: list[str]) -> list[str]:
+    """The rung's survivors (the drop rule of the module's text); ``ranks`` gets its critical value."""
     keep = []
     for n in alive:
         if not view.samples(n, seen):
@@ -398,6 +505,8 @@ def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str,
         else:
             keep.append(n)
     ranked = _ranked(view, keep, seen)
+    judge = _Judge(view, seen, True)
+    ranks.append(f"rung {k}: {judge.critical(len(ranked))}")
     if not ranked:
         return []
     leader = ranked[0]
@@ -406,7 +515,7 @@ def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str,
     for n in ranked[1:half]:
         path[n].why = f"better half of rung {k}"
     for n in ranked[half:]:
-        worse, text = _worse(view, leader, n, seen)
+        worse, text = judge.worse(leader, n, len(ranked))
         if worse:
             path[n].dropped, path[n].why = k, f"decidedly worse than `{leader}`: {text}"
         else:
@@ -415,10 +524,10 @@ def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str,
 
 
 def _end(view: _View, alive: list[str], path: dict[str, Entry], reps: set[int], why: str,
-         dropped_last: list[str]) -> Outcome:
+         dropped_last: list[str], ranks: list[str]) -> Outcome:
     runs, minutes = view.spent(set(view.names))
     out = Outcome(True, "", runs=runs, minutes=minutes)
-    _standing(view, alive, reps or None, out, dropped_last)
+    out.rule = _standing(view, alive, reps or None, out, dropped_last, pooled=True).rule(ranks)
     out.path = [view.entry(path[n]) for n in view.names if view.rows[n] or n in view.refused]
     out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
     return out
@@ -556,6 +665,7 @@ def markdown(host: str, rec: dict[str, Any], out: Outcome) -> list[str]:
              f"{len(rec['candidates'])} candidates; used {out.runs} perf_analyzer run(s), "
              f"{out.minutes:.1f} measured minutes. "
              + ("Status: **decided**." if out.decided else f"Status: under way ({out.text})."), "",
+             *([out.rule, ""] if out.rule else []),
              f"| candidate | {unit} | n | {metric} mean [95 % interval] | dropped after | why |",
              "|---|---|---|---|---|---|"]
 

@@ -19,6 +19,15 @@ files. The choices, and why:
   with ``exp``. So the effect is the ratio of the geometric means, its interval is asymmetric
   (a halving and a doubling are equally far from "no change") and never goes below -100 %. It
   needs two repetitions per side and positive samples (throughput and latencies are).
+- **Pooled effect** (:func:`pooled`, :func:`effect_pooled`): where many groups are the same thing
+  measured the same way (a search's candidates: one model, one load level, one procedure), their
+  run-to-run spread on the log scale is estimated once from all of them: one-way ANOVA's residual
+  variance ``s_p**2 = sum_i sum_j (log x_ij - mean_i)**2 / df`` with ``df = sum_i (n_i - 1)``. An
+  effect between two groups then has the standard error ``s_p * sqrt(1/n_a + 1/n_b)`` with that df,
+  so two repetitions a side (or one, once other groups give the pool its df) yield a usable
+  interval, where Welch's t on two groups of two has df 1 to 2 (t 12.7 to 4.3). The assumption (equal
+  spread on the log scale) is checked per group by an F test against the pool without it
+  (:func:`spread_test`): a group whose own spread is far larger is compared by Welch's t instead.
 - **Verdict** (:func:`decide`): a claim says B moves a metric in one direction ("up": more
   throughput; "down": less latency) by at least the spec's smallest effect of interest ``s``
   (``smallest_effect``, 5 % by default). With the effect's interval [lo, hi]:
@@ -37,11 +46,12 @@ files. The choices, and why:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scipy.special import stdtrit  # the t quantile alone: scipy.stats takes 0.5 s to import
+# the t and F quantiles alone: scipy.stats takes 0.5 s to import
+from scipy.special import fdtri, stdtrit
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = "held", "did not hold", "inconclusive", "not measurable here"
 #: the verdict words, in the report's order
@@ -64,12 +74,21 @@ NOISY_CV = 0.10
 #: the most repetitions per side an estimate names (a spec allows at most 100)
 MAX_REPETITIONS = 100
 ONE_REPETITION = "one repetition gives no interval: set `repetitions: 3`"
+NO_POOL = "no pooled spread: no group has two repetitions"
+#: the level of the F test that finds a group whose own spread is far larger than the pool's
+SPREAD_LEVEL = 0.99
+#: the two-sided 95 % interval's t quantile
+TWO_SIDED = 0.5 + LEVEL / 2
 
 Direction = Literal["up", "down"]
 
 
-def _t(df: float) -> float:
-    return float(stdtrit(df, 0.5 + LEVEL / 2))
+def t_quantile(df: float, quantile: float = TWO_SIDED) -> float:
+    """Student's t quantile (two-sided 95 % by default: 0.975)."""
+    return float(stdtrit(df, quantile))
+
+
+_t = t_quantile
 
 
 @dataclass(frozen=True)
@@ -116,7 +135,8 @@ class Effect:
     """B against A: ``change`` = B / A - 1 (ratio of geometric means), its 95 % interval [low, high].
 
     ``low``/``high`` are None with ``reason`` saying why (one repetition, non-positive samples).
-    ``d``, ``var_a``, ``var_b`` are the log-scale difference and variances (for :func:`more_repetitions`).
+    ``d``, ``var_a``, ``var_b`` are the log-scale difference and variances (for :func:`more_repetitions`);
+    ``df`` is the pool's degrees of freedom for a pooled effect (:func:`effect_pooled`), else None.
     """
 
     n_a: int
@@ -128,6 +148,7 @@ class Effect:
     d: float = 0.0
     var_a: float = 0.0
     var_b: float = 0.0
+    df: int | None = None
 
     @property
     def has_interval(self) -> bool:
@@ -149,8 +170,8 @@ def _welch(var_a: float, n_a: int, var_b: float, n_b: int) -> tuple[float, float
     return se, df
 
 
-def effect(a: Sequence[float], b: Sequence[float]) -> Effect:
-    """The relative effect of B against A with its 95 % interval (Welch's t on log samples)."""
+def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]] | Effect:
+    """Both sides' log samples, or the Effect that has no interval (no samples, a non-positive one)."""
     xa, xb = [float(x) for x in a], [float(x) for x in b]
     na, nb = len(xa), len(xb)
     if not na or not nb:
@@ -159,15 +180,110 @@ def effect(a: Sequence[float], b: Sequence[float]) -> Effect:
         ma, mb = math.fsum(xa) / na, math.fsum(xb) / nb
         return Effect(na, nb, (mb / ma - 1) if ma > 0 else None, None, None,
                       "a sample is zero or negative: no ratio interval")
-    la, lb = [math.log(x) for x in xa], [math.log(x) for x in xb]
+    return [math.log(x) for x in xa], [math.log(x) for x in xb]
+
+
+def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) -> Effect:
+    """The relative effect of B against A with its 95 % interval (Welch's t on log samples); with
+    ``quantile``, the interval is ``d +- t(quantile, df) * se`` instead (e.g. a one-sided bound at an
+    adjusted level: its one end is that bound)."""
+    logs = _logs(a, b)
+    if isinstance(logs, Effect):
+        return logs
+    la, lb = logs
+    na, nb = len(la), len(lb)
     d = math.fsum(lb) / nb - math.fsum(la) / na
     change = math.expm1(d)
     if na < 2 or nb < 2:
         return Effect(na, nb, change, None, None, ONE_REPETITION, d)
     va, vb = _var(la), _var(lb)
     se, df = _welch(va, na, vb, nb)
-    half = _t(df) * se
+    half = _t(df, quantile) * se
     return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, va, vb)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A run-to-run variance on the log scale pooled over groups (one-way ANOVA's residual mean
+    square): ``var`` with ``df`` degrees of freedom; ``var`` is 0.0 where ``df`` is 0 (no spread)."""
+
+    var: float
+    df: int
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.var)
+
+
+def _log_group(samples: Sequence[float]) -> list[float] | None:
+    xs = [float(x) for x in samples]
+    return [math.log(x) for x in xs] if xs and min(xs) > 0 else None
+
+
+def pooled(groups: Iterable[Sequence[float]]) -> Pool:
+    """The pooled variance of the groups' log samples: ``sum_i sum_j (log x_ij - mean_i)**2 / df``,
+    ``df = sum_i (n_i - 1)``. A group of one sample adds nothing; a group with a zero or negative
+    sample (no logarithm) is left out."""
+    squares: list[float] = []
+    df = 0
+    for g in groups:
+        logs = _log_group(g)
+        if logs is None or len(logs) < 2:
+            continue
+        m = math.fsum(logs) / len(logs)
+        squares += [(x - m) ** 2 for x in logs]
+        df += len(logs) - 1
+    return Pool(math.fsum(squares) / df if df else 0.0, df)
+
+
+@dataclass(frozen=True)
+class SpreadTest:
+    """One group's own log variance against the pool without it: ``f`` = their ratio, ``critical`` the
+    F(``df_own``, ``df_rest``) quantile at :data:`SPREAD_LEVEL`; ``larger``: f exceeds it."""
+
+    f: float
+    critical: float
+    df_own: int
+    df_rest: int
+
+    @property
+    def larger(self) -> bool:
+        return self.f > self.critical
+
+
+def spread_test(samples: Sequence[float], pool: Pool) -> SpreadTest | None:
+    """Whether a group's spread is far larger than the rest's (``pool``: pooled over every group,
+    this one included); None where there is nothing to test (fewer than two positive samples, or no
+    degrees of freedom left without it)."""
+    logs = _log_group(samples)
+    if logs is None or len(logs) < 2:
+        return None
+    own_df = len(logs) - 1
+    own = _var(logs)
+    rest_df = pool.df - own_df
+    if rest_df < 1:
+        return None
+    rest = max(0.0, (pool.var * pool.df - own * own_df) / rest_df)
+    f = math.inf if rest == 0 and own > 0 else (own / rest if rest > 0 else 0.0)
+    return SpreadTest(f, float(fdtri(own_df, rest_df, SPREAD_LEVEL)), own_df, rest_df)
+
+
+def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: float = TWO_SIDED) -> Effect:
+    """B against A as :func:`effect`, but with the pooled spread: the standard error
+    ``pool.sd * sqrt(1/n_a + 1/n_b)`` on the log difference and t with the pool's df, so one sample a
+    side is enough once the pool has degrees of freedom. ``quantile`` as in :func:`effect`."""
+    logs = _logs(a, b)
+    if isinstance(logs, Effect):
+        return logs
+    la, lb = logs
+    na, nb = len(la), len(lb)
+    d = math.fsum(lb) / nb - math.fsum(la) / na
+    change = math.expm1(d)
+    if pool.df < 1:
+        return Effect(na, nb, change, None, None, NO_POOL, d)
+    half = _t(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb)
+    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, pool.var, pool.var,
+                  pool.df)
 
 
 def more_repetitions(e: Effect, target: float) -> int | None:
@@ -181,7 +297,10 @@ def more_repetitions(e: Effect, target: float) -> int | None:
     if dist == 0:
         return None
     for m in range(have + 1, MAX_REPETITIONS + 1):
-        se, df = _welch(e.var_a, m, e.var_b, m)
+        if e.df is None:
+            se, df = _welch(e.var_a, m, e.var_b, m)
+        else:  # pooled: the pool gains at least the two sides' new repetitions
+            se, df = math.sqrt(e.var_a / m + e.var_b / m), e.df + 2 * (m - have)
         if _t(df) * se < dist:
             return m - have
     return None

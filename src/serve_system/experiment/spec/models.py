@@ -332,7 +332,7 @@ class Search(_Model):
     budget: SearchBudget | None = Field(default=None, description="required for halving and optuna")
     repetitions: Annotated[int, Field(ge=2, le=20, strict=True)] = Field(
         default=3, description="measurements of a candidate per rung (halving) or per trial (optuna), each "
-        "a fresh load; two at least, for an interval")
+        "a fresh load; two at least, for a spread (halving pools it over the candidates, so two decide)")
     rungs: Annotated[int, Field(ge=1, le=8, strict=True)] = Field(
         default=3, description="halving: rungs; each doubles the measurement window")
     window_ms: Annotated[int, Field(ge=100, le=600_000, strict=True)] | None = Field(

@@ -84,6 +84,15 @@ def at8(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {k: statistics.fmean(v) for k, v in vals.items()}
 
 
+def split(wall: float, rows: list[dict[str, Any]]) -> str:
+    """Where a strategy's wall time went: the levels' own time (perf_analyzer's runs, from the records)
+    and the rest (model loads, warm-ups, the playbook, the runner's start, ``decide``), per run."""
+    measured = sum(float(r.get("duration_s") or 0) for r in rows)
+    rest = wall - measured
+    per = f", {rest / len(rows):.1f} s a run" if rows else ""
+    return f"{measured:.0f} s measuring, {rest:.0f} s around the measurements{per}"
+
+
 def pick(results: Path, run_id: str, host: str, rows: list[dict[str, Any]]) -> tuple[str | None, str]:
     """The search's choice (its winner, or its tie's leader) and its result in words."""
     plan = json.loads((results / "mnist_cpu_sweep" / run_id / host / "plan.json").read_text())
@@ -118,7 +127,8 @@ def main() -> int:
         wall = run_playbook(HERE, "mnist_cpu_sweep.yml", inv, args.limit, args.results, rid,
                             ["-e", f"experiment_results_dir={args.results}", "-e", f"experiment_spec={spec}"])
         done[strategy] = (wall, rid)
-        print(f"{strategy}: {wall:.0f} s, {len(rows_of(args.results, rid))} perf_analyzer runs", flush=True)
+        print(f"{strategy}: {wall:.0f} s, {len(rows_of(args.results, rid))} perf_analyzer runs; "
+              f"{split(wall, rows_of(args.results, rid))}", flush=True)
 
     print()
     grid = done.get("grid")
@@ -126,7 +136,8 @@ def main() -> int:
     best = max(brute.values()) if brute else None
     if grid and best is not None:
         top = max(brute, key=lambda k: brute[k])
-        print(f"grid (brute force): {grid[0]:.0f} s, {len(rows_of(args.results, grid[1]))} runs; best "
+        print(f"grid (brute force): {grid[0]:.0f} s, {len(rows_of(args.results, grid[1]))} runs "
+              f"({split(grid[0], rows_of(args.results, grid[1]))}); best "
               f"`{top}` {best:,.1f} infer/s at concurrency 8")
     for strategy, (wall, rid) in done.items():
         if strategy == "grid":
@@ -134,7 +145,7 @@ def main() -> int:
         rows = rows_of(args.results, rid)
         chosen, text = pick(args.results, rid, args.limit, rows)
         own = at8(rows).get(chosen or "")
-        line = (f"{strategy}: {wall:.0f} s, {len(rows)} runs; picks `{chosen}`"
+        line = (f"{strategy}: {wall:.0f} s, {len(rows)} runs ({split(wall, rows)}); picks `{chosen}`"
                 + (f" ({own:,.1f} infer/s in its own measurements)" if own else ""))
         if grid and best:
             share = brute.get(chosen or "", 0.0) / best

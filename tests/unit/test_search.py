@@ -354,6 +354,34 @@ def test_optuna_measures_every_candidate_when_the_budget_allows(tmp_path: Path) 
     assert best_name() in ([out.winner] if out.winner else out.tie)
 
 
+def test_optuna_names_no_winner_on_two_samples_that_happen_to_agree(tmp_path: Path) -> None:
+    """Two measurements a trial: the top two trials' own samples agree to 0.1 %, while the runs of every
+    trial spread by about 25 %. Each pair's own spread (Welch's t) would call an 11 % lead decided; the
+    spread pooled over the trials keeps them a tie (seen on the rehearsal bench: a "winner" the brute
+    force measured at 71 % of the best)."""
+    from serve_system.results import intervals as iv
+
+    rec = record(SPEC, tmp_path, strategy="optuna", repetitions=2, batch=10, budget={"runs": 1000})
+    top, second = "i5_d500", "i4_d500"
+
+    def value(name: str, rep: int) -> float:
+        if name == top:
+            return 1000.0 * (1.001 if rep % 2 else 0.999)
+        if name == second:
+            return 900.0 * (1.001 if rep % 2 else 0.999)
+        return 0.6 * surface(name) * (1.25 if rep % 2 else 0.75)
+
+    rows: list[dict[str, Any]] = []
+    out = search.step(rec, rows)
+    while not out.decided:
+        rows += [{**row(n, r, 1.0), "throughput": value(n, r)} for n in out.variants for r in out.repetitions]
+        out = search.step(rec, rows)
+    welch = iv.effect([value(second, r) for r in (1, 2)], [value(top, r) for r in (1, 2)])
+    assert welch.low is not None and welch.low > 0.05  # decided by the pair's own spread
+    assert out.winner is None and out.tie[:2] == [top, second], (out.winner, out.tie, out.lead)
+    assert out.rule.startswith("Decided by a pooled run-to-run spread") and "over the 28 trials" in out.rule
+
+
 # ------------------------------------------------------------------------------------ plan and lease
 
 def test_the_plan_measures_only_the_objective_load_rung_by_rung(tmp_path: Path) -> None:

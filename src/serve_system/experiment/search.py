@@ -47,11 +47,14 @@ refusing its configuration, or no measurement succeeding, drops it too. Measurem
 are pooled per candidate: a throughput or latency averaged over a window does not depend on its length,
 only its spread does.
 
-**The standing** (halving's end): the lead of the winner over the runner-up is a two-sided 95 %
-interval with the pooled spread (Welch's t where either candidate's own spread is far larger); a tie
-lists the leader and every survivor the drop rule does not decide worse. The report's ``### Search``
-section states the pool (s, df) and each rung's critical value. Optuna keeps Welch's t on the
-candidates' own measurements (two-sided 95 %) for its standing.
+**The standing** (the end of either search): the lead of the winner over the runner-up is a two-sided
+95 % interval with the pooled spread (Welch's t where either candidate's own spread is far larger); a
+tie lists the leader and every survivor the drop rule does not decide worse. Optuna's trials are
+measured alike (the same model, load and window), so its standing pools their spread too: with two
+measurements a trial, each pair's own spread would name a winner on two samples that happened to
+agree (seen on the rehearsal bench: a "winner" at +7 % [+5 %, +8 %], n = 2 per side, that the brute
+force measured at 71 % of the best). The report's ``### Search`` section states the pool (s, df)
+and, for halving, each rung's critical value.
 
 **Checkpoints**: every measured level is a record of the run folder, and a search's state is a pure
 function of those records: :func:`step` replays the search from the start on what is measured (the
@@ -329,7 +332,8 @@ def drop_quantile(k: int) -> float:
 class _Judge:
     """How two candidates are compared on the measurements of ``reps``: halving (``pooled``) with the
     run-to-run spread pooled over every candidate measured (the module's text), a candidate whose own
-    spread is far larger than the rest's by Welch's t on its own; optuna by Welch's t throughout."""
+    spread is far larger than the rest's by Welch's t on its own (``pooled`` false: Welch's t
+    throughout)."""
 
     def __init__(self, view: _View, reps: set[int] | None, pooled: bool) -> None:
         from ..results import intervals as iv
@@ -642,7 +646,13 @@ def _optuna_end(view: _View, done: list[str], path: dict[str, Entry], reps: set[
     runs, minutes = view.spent(set(done), reps)
     out = Outcome(True, "", runs=runs, minutes=minutes)
     alive = [n for n in done if path[n].dropped is None]
-    _standing(view, alive, reps, out)
+    judge = _standing(view, alive, reps, out, pooled=True)
+    if judge.pool is not None and judge.pool.df >= 1:
+        wide = ", ".join(f"`{n}`" for n in judge.wide)
+        out.rule = (f"Decided by a pooled run-to-run spread: s = {judge.pool.sd * 100:.1f} % on the log "
+                    f"scale, df = {judge.pool.df}, over the {len(done)} trials; the lead's interval "
+                    "two-sided 95 %" + (f"; judged by Welch's t on their own spread: {wide}" if wide else "")
+                    + ".")
     out.path = [view.entry(path[n], reps) for n in done]
     out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
     return out

@@ -93,11 +93,26 @@ def split(wall: float, rows: list[dict[str, Any]]) -> str:
     return f"{measured:.0f} s measuring, {rest:.0f} s around the measurements{per}"
 
 
-def pick(results: Path, run_id: str, host: str, rows: list[dict[str, Any]]) -> tuple[str | None, str]:
-    """The search's choice (its winner, or its tie's leader) and its result in words."""
+def pick(results: Path, run_id: str, host: str, rows: list[dict[str, Any]]) -> search.Outcome:
+    """The search's outcome (its winner, or its tie), replayed from the run's records."""
     plan = json.loads((results / "mnist_cpu_sweep" / run_id / host / "plan.json").read_text())
-    out = search.step(plan["search"], [r for r in rows if r["host"] == host])
-    return (out.winner or (out.tie[0] if out.tie else None)), out.text
+    return search.step(plan["search"], [r for r in rows if r["host"] == host])
+
+
+def fate(out: search.Outcome, name: str) -> str:
+    """What the search made of ``name`` (the brute force's best): the winner, in the tie, dropped (when,
+    why) or never measured. The brute force measures each candidate once, so its best is itself one
+    noisy measurement: a search's tie that holds it has not missed it."""
+    if name == out.winner:
+        return f"the brute force's best `{name}` is the search's winner"
+    if name in out.tie:
+        return f"the brute force's best `{name}` is in the search's tie"
+    e = next((e for e in out.path if e.name == name), None)
+    if e is None:
+        return f"the brute force's best `{name}` was never measured by the search"
+    if e.dropped is None:
+        return f"the brute force's best `{name}` is measured, not in the result: {e.why}"
+    return f"the brute force's best `{name}` was dropped after rung/batch {e.dropped}: {e.why}"
 
 
 def main() -> int:
@@ -143,7 +158,8 @@ def main() -> int:
         if strategy == "grid":
             continue
         rows = rows_of(args.results, rid)
-        chosen, text = pick(args.results, rid, args.limit, rows)
+        out = pick(args.results, rid, args.limit, rows)
+        chosen, text = out.winner or (out.tie[0] if out.tie else None), out.text
         own = at8(rows).get(chosen or "")
         line = (f"{strategy}: {wall:.0f} s, {len(rows)} runs ({split(wall, rows)}); picks `{chosen}`"
                 + (f" ({own:,.1f} infer/s in its own measurements)" if own else ""))
@@ -154,6 +170,10 @@ def main() -> int:
                      f"{len(rows)} vs {len(rows_of(args.results, grid[1]))}")
         print(line)
         print(f"   {text}")
+        if out.rule:
+            print(f"   {out.rule}")
+        if grid and best is not None:
+            print(f"   {fate(out, top)}")
     return 0
 
 

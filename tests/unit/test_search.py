@@ -317,6 +317,18 @@ def test_a_candidate_triton_never_answered_is_dropped_with_that_reason(tmp_path:
     assert next(e for e in out.path if e.name == "i12_d100").why == f"not measured: {gone}"
 
 
+def test_a_tie_holds_the_runner_up_whose_lead_interval_reaches_zero() -> None:
+    """The rehearsal bench's halving (real records): the lead over the runner-up is +6 % [-1 %, +14 %]
+    (two-sided 95 %), so the runner-up is in the tie; judged at the drop rule's one-sided 95 % alone it
+    was left out, and the result read "a tie of `i1_d500`", one candidate."""
+    fixture = Path(__file__).parent / "fixtures" / "search" / "halving_rehearsal_bench.json"
+    data = json.loads(fixture.read_text())
+    out = search.step(data["search"], data["rows"])
+    assert out.decided and out.winner is None
+    assert out.tie[:2] == ["i1_d500", "i1_d100"], (out.tie, out.lead)
+    assert out.lead.startswith("lead over `i1_d100` +6 % [-1 %, +14 %]")
+
+
 # ------------------------------------------------------------------------------------ optuna
 
 def test_optuna_finds_a_near_best_candidate_within_its_budget(tmp_path: Path) -> None:

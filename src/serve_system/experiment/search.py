@@ -49,12 +49,12 @@ only its spread does.
 
 **The standing** (the end of either search): the lead of the winner over the runner-up is a two-sided
 95 % interval with the pooled spread (Welch's t where either candidate's own spread is far larger); a
-tie lists the leader and every survivor the drop rule does not decide worse. Optuna's trials are
-measured alike (the same model, load and window), so its standing pools their spread too: with two
-measurements a trial, each pair's own spread would name a winner on two samples that happened to
-agree (seen on the rehearsal bench: a "winner" at +7 % [+5 %, +8 %], n = 2 per side, that the brute
-force measured at 71 % of the best). The report's ``### Search`` section states the pool (s, df)
-and, for halving, each rung's critical value.
+tie lists the leader and every survivor not decidedly worse than it, each judged at the drop rule's
+level or at two-sided 95 %, whichever is the stricter, so that a runner-up whose lead interval reaches
+zero is always in the tie. Optuna's trials are measured alike (the same model, load and window), so
+its standing pools their spread too: with two measurements a trial, each pair's own spread would name
+a winner on two samples that happened to agree. The report's ``### Search`` section states the pool
+(s, df) and, for halving, each rung's critical value.
 
 **Checkpoints**: every measured level is a record of the run folder, and a search's state is a pure
 function of those records: :func:`step` replays the search from the start on what is measured (the
@@ -363,11 +363,12 @@ class _Judge:
             return iv.effect(xa, xb, quantile), why
         return iv.effect_pooled(xa, xb, self.pool, quantile), ""
 
-    def worse(self, leader: str, name: str, k: int) -> tuple[bool, str]:
+    def worse(self, leader: str, name: str, k: int, at_least: float = 0.0) -> tuple[bool, str]:
         """Whether ``name`` is decidedly worse than ``leader`` among ``k`` ranked candidates (the drop
-        rule), and the effect's text (with why Welch's t judged it, if it did)."""
+        rule; its quantile raised to ``at_least``), and the effect's text (with why Welch's t judged it,
+        if it did)."""
         from ..results import intervals as iv
-        e, why = self.effect(leader, name, drop_quantile(k))
+        e, why = self.effect(leader, name, max(drop_quantile(k), at_least))
         text = iv.effect_text(e) + (f" ({why})" if why else "")
         if not e.has_interval:
             return False, text
@@ -423,7 +424,8 @@ def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome
         out.tie = [best, runner]
         out.lead += f": they differ by less than the smallest effect ({view.rec.get('smallest_effect')})"
     else:
-        out.tie = [best] + [n for n in others if not judge.worse(best, n, len(others) + 1)[0]]
+        k = len(others) + 1
+        out.tie = [best] + [n for n in others if not judge.worse(best, n, k, iv.TWO_SIDED)[0]]
     return judge
 
 

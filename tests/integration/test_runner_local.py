@@ -262,3 +262,25 @@ def test_a_load_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> Non
     assert vrec.switch_seconds is not None and vrec.switch_seconds >= 3  # it waited for the restart
     level = records.read(node / "dynbatch" / "c1_r1" / "level.json", records.LevelRecord)
     assert level.status == records.OK, level.error
+
+
+def test_a_level_whose_stub_died_is_failed_and_the_next_level_served_afresh(triton: LocalTriton, image: str,
+                                                                               tmp_path: Path) -> None:
+    """The model's Python stub process dies during the first level (as seen on a GPU node, where
+    perf_analyzer then exits 0 having measured nothing): that level is recorded failed with
+    perf_analyzer's own words, not ok; the variant is loaded afresh, so the next level is measured."""
+    spec = {**SPEC, "name": "local_stub_dies", "objectives": [],
+            "variants": [{"name": "dies", "config": {"parameters": {
+                "echo_local_die_at": {"string_value": "40"}}}}]}
+    node, _ = _planned(triton, tmp_path, spec)
+    proc = _runner(image, node, triton, "--variant", "dies", "--restore")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    events, _ = records.read_events(proc.stdout)
+    levels = {e.level: e for e in events if e.kind == "level"}
+    first = records.read(node / "dies" / "c1_r1" / "level.json", records.LevelRecord)
+    assert first.status == records.FAILED and levels["c1_r1"].status == records.FAILED, first
+    assert first.error is not None and "is not healthy" in first.error, first.error
+    assert "loaded afresh for the next level" in first.error
+    second = records.read(node / "dies" / "c8_r1" / "level.json", records.LevelRecord)
+    assert second.status == records.OK, second.error
+    assert (node / "dies" / "c8_r1" / "perf.csv").stat().st_size > 0

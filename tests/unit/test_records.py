@@ -126,6 +126,47 @@ def test_runner_records_the_exact_peak_rss(tmp_path: Path) -> None:
     assert records.client_peak_rss([records.Attempt(argv=[], rc=None, start=0, end=0)]) is None
 
 
+FIXTURES = Path(__file__).parent / "fixtures" / "perf260"
+
+
+def test_a_run_that_exits_0_having_measured_nothing_is_named_with_its_own_error(tmp_path: Path) -> None:
+    """perf_analyzer 2.60 exits 0 when every request failed (seen on a GPU node: the Python backend's stub
+    died), writing no CSV: the runner must not call that level ok."""
+    text = (FIXTURES / "stub_not_healthy_c8.stdout").read_text()
+    csv = tmp_path / "perf.csv"
+    argv = ["perf_analyzer", "-m", "food_classifier", "-f", str(csv)]
+    why = runner.nothing_measured(argv, 0, text)
+    assert why == ("perf_analyzer measured nothing: its requests failed: "
+                   "Stub process 'food_classifier_0_2' is not healthy.")
+    assert runner.STUB_DEAD.search(text)
+    csv.write_text("Concurrency,Inferences/Second\n")  # the header alone: still nothing measured
+    assert runner.nothing_measured(argv, 0, text) == why
+    csv.write_text("Concurrency,Inferences/Second\n8,190.5\n")  # a result row: measured
+    assert runner.nothing_measured(argv, 0, text) is None
+    # a non-zero exit is reported by its status; a run not asked for a CSV is not judged by it
+    assert runner.nothing_measured(argv, 1, text) is None
+    assert runner.nothing_measured(["perf_analyzer", "-m", "m"], 0, text) is None
+    # no request error printed: perf_analyzer's unstable line, else the missing row
+    csv.unlink()
+    unstable = (FIXTURES / "unstable_count_windows.txt").read_text()
+    assert runner.nothing_measured(argv, 0, unstable).startswith(  # type: ignore[union-attr]
+        "perf_analyzer measured nothing: Failed to obtain stable measurement")
+    assert runner.nothing_measured(argv, 0, "") == "perf_analyzer measured nothing: no result row in its CSV"
+
+
+def test_a_load_whose_stub_died_is_unavailable_not_refused() -> None:
+    """Seen on a GPU node: Triton answered a load with its stub's death, which is no verdict on the
+    configuration (a search would otherwise say Triton refused it)."""
+    dead = ("HTTP 400: load failed for model 'food_classifier': version 1 is at UNAVAILABLE state: "
+            "Internal: Stub process 'food_classifier_0_0' is not healthy.;")
+    assert runner.failed_load_status(records.TRITON, True, dead) == records.UNAVAILABLE
+    refused = "HTTP 400: echo_local: parameter echo_local_refuse=yes: refusing to load"
+    assert runner.failed_load_status(records.TRITON, True, refused) == records.REFUSED
+    gone = "URLError: connection refused"
+    assert runner.failed_load_status(records.TRITON, False, gone) == records.UNAVAILABLE
+    assert runner.failed_load_status(records.FASTAPI, True, "HTTP 503") == records.UNAVAILABLE
+
+
 def test_lease_guard() -> None:
     now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
     assert lease_problem("2027-01-15T09:00:00Z", 1800, now) is None

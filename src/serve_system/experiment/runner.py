@@ -14,10 +14,14 @@ spec's whole plan. For a Triton variant::
 
 A refused load is recorded with Triton's own message. A level whose perf_analyzer is killed, or
 during which Triton stops answering or restarts, is recorded as failed with the reason; the runner
-waits for Triton, loads the variant again and goes on. FastAPI variants wait for the endpoint's
-/health and run the benchmark client per level. ``--restore`` loads every model's committed config
-again and writes the host record (``host.json``). Every call ends by packing the host's complete
-records into one archive (``results.tar.gz``, fetched in one transfer) and reporting its end.
+waits for Triton, loads the variant again and goes on. So is a level whose perf_analyzer exits 0 having
+measured nothing (no result row: its requests failed), with the first error it printed; where that error
+says a Python stub process died, the variant is loaded afresh (new stubs) before the next level, and a
+load that fails that way is recorded unavailable, not refused (the runtime failed, not the config).
+FastAPI variants wait for the endpoint's /health and run the benchmark client per level.
+``--restore`` loads every model's committed config again and writes the host record (``host.json``).
+Every call ends by packing the host's complete records into one archive (``results.tar.gz``, fetched
+in one transfer) and reporting its end.
 
 The runner speaks in JSON lines, one :class:`records.Event` each (a level ended, a variant ended, the
 call ended), on stdout and in ``--log``; the role waits for each level's event with ``--follow`` and
@@ -59,6 +63,45 @@ BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py"})
 #: beside the plan: per model, the load body last loaded in this run (see Runner.step)
 LOADED = ".loaded.json"
 UNSTABLE = re.compile(r"Failed to obtain stable measurement", re.IGNORECASE)
+#: perf_analyzer's own words for requests that failed (it can still exit 0 with nothing measured)
+REQUEST_ERROR = re.compile(r"had error:\s*(.+)|(No valid requests recorded[^.\n]*)", re.IGNORECASE)
+#: Triton's Python backend when a model instance's stub process died: every later request to it fails
+#: the same way until the model is loaded again (new stubs)
+STUB_DEAD = re.compile(r"Stub process '[^']*' is not healthy", re.IGNORECASE)
+
+
+def _csv_rows(argv: list[str]) -> int | None:
+    """The result rows of the CSV perf_analyzer was asked to write (``-f``); None: it was not asked."""
+    if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
+        return None
+    try:
+        lines = Path(argv[argv.index("-f") + 1]).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return 0
+    return max(0, sum(1 for ln in lines if ln.strip()) - 1)
+
+
+def failed_load_status(kind: str, answered: bool, error: str | None) -> str:
+    """A failed load's record status: refused where Triton refused the configuration; unavailable where
+    the runtime failed (no answer at all, a Python stub process that died while the load started its
+    instances, a FastAPI endpoint that does not serve)."""
+    if kind == rec.FASTAPI or not answered or STUB_DEAD.search(error or ""):
+        return rec.UNAVAILABLE
+    return rec.REFUSED
+
+
+def nothing_measured(argv: list[str], rc: int | None, text: str) -> str | None:
+    """Why a perf_analyzer run that exited 0 measured nothing (no result row in its CSV), in its own
+    words (the first request error it printed), or None when it measured the level."""
+    if rc != 0 or _csv_rows(argv) != 0:
+        return None
+    found = list(REQUEST_ERROR.finditer(text))
+    failed = next((m.group(1).strip() for m in found if m.group(1) and m.group(1).strip()), None)
+    if failed:
+        return f"perf_analyzer measured nothing: its requests failed: {failed}"
+    said = next((m.group(2).strip() for m in found if m.group(2)), None)
+    unstable = next((ln.strip() for ln in text.splitlines() if UNSTABLE.search(ln)), None)
+    return f"perf_analyzer measured nothing: {said or unstable or 'no result row in its CSV'}"
 
 
 class Http:
@@ -431,7 +474,7 @@ class Runner:
             vrec.switch_seconds = round(time.time() - t0, 3)
         if not ok:
             # a refusal is Triton's answer; no answer at all (Triton gone) leaves the runtime unavailable
-            vrec.status = rec.UNAVAILABLE if self.plan.kind == rec.FASTAPI or not answered else rec.REFUSED
+            vrec.status = failed_load_status(self.plan.kind, answered, vrec.error)
             rec.write(vdir / "variant.json", vrec)
             self.total -= len(self.pending[v.name])
             self.pending[v.name] = []
@@ -530,6 +573,12 @@ class Runner:
         elif last.rc != 0 and not problems:
             tail = [ln.strip() for ln in text.splitlines() if ln.strip()]
             problems.append(f"exit status {last.rc}: {tail[-1] if tail else 'no output'}")
+        elif triton and (empty := nothing_measured(last.argv, last.rc, text)) is not None:
+            problems.append(empty)
+        if triton and not restarted and STUB_DEAD.search(text):
+            # the instance's stub died (Python backend): nothing it serves answers until a fresh load
+            problems.append("a Python stub process died: the variant was loaded afresh for the next level")
+            self.reload(v)
         lrec = rec.LevelRecord(
             variant=v.name, level=lv.id, mode=lv.mode, load=lv.load, repetition=lv.repetition,
             status=rec.FAILED if problems else rec.OK, error="; ".join(problems) or None,
@@ -539,6 +588,15 @@ class Runner:
             client_peak_rss_bytes=rec.client_peak_rss(attempts))
         rec.write(ldir / "level.json", lrec)  # last: the level is complete
         return lrec
+
+    def reload(self, v: rec.VariantPlan) -> None:
+        """Load the variant afresh (unloaded first: new instances, new stubs) and wait READY."""
+        self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
+                         timeout=self.args.ready_timeout)
+        ok = self.load(v)[0]
+        self.note_loaded(v.model, _body_key(v.load_body) if ok else None)
+        if ok:
+            self.wait_ready(v.model, v.version, self.args.ready_timeout)
 
     def recover(self, v: rec.VariantPlan) -> None:
         """After Triton went away: wait for it, load the variant again, wait READY."""

@@ -5,6 +5,7 @@ dynamic batcher has requests waiting and forms batches larger than 1.
 """
 
 import json
+import os
 import time
 
 import numpy as np
@@ -22,8 +23,16 @@ class TritonPythonModel:
         if params.get("echo_local_refuse", {}).get("string_value") == "yes":
             raise pb_utils.TritonModelException(
                 "echo_local: parameter echo_local_refuse=yes: refusing to load")
+        # a stub process that dies while serving (as the Python backend's stubs were seen to on a GPU
+        # node): on its Nth execution, once per model repository (a marker file beside this one)
+        self.die_at = int(params.get("echo_local_die_at", {}).get("string_value") or 0)
+        self.marker = os.path.join(os.path.dirname(__file__), "died")
 
     def execute(self, requests):
+        self.calls += 1
+        if self.die_at and self.calls >= self.die_at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
         time.sleep(EXEC_SECONDS)
         responses = []
         for request in requests:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from serve_system.cli import main
 from serve_system.errors import ServeSystemError
 from serve_system.experiment import records
 from serve_system.results import findings as fnd
+from serve_system.results import report
 from serve_system.results.compare import compare
 from serve_system.results.report import write_report
 
@@ -263,6 +265,27 @@ def test_an_interrupted_run_is_refused_unless_partial(tmp_path: Path,
     md = (run / "report.md").read_text()
     assert "**Interrupted run, reported with --partial.** Missing: node-1/dynbatch/c16_r1." in md
     assert json.loads((run / "summary.json").read_text())["missing"] == ["node-1/dynbatch/c16_r1"]
+
+
+def test_an_auto_run_that_decided_early_is_not_interrupted(tmp_path: Path) -> None:
+    """``repetitions: auto`` plans up to its budget (here 3) and stopped after the first one: the third
+    repetition was never asked for. The README main job's report said "Interrupted run" for this."""
+    run = lab_run(tmp_path / "lab" / "r1")
+    levels = [{"id": f"c8_r{r}", "repetition": r} for r in (1, 2, 3)]
+    (run / "node-1" / "plan.json").write_text(json.dumps({
+        "adaptive": {"start": 2, "max": 3, "minutes": 1.5},
+        "variants": [{"name": "dynbatch", "levels": levels}]}))
+    (run / "node-1" / "host.json").write_text(json.dumps({"end": "2026-11-22T05:00:00Z"}))
+    # c8_r1 is measured (lab_run); c8_r2, one of the first repetitions, is not: that one is missing
+    assert report.missing(run, {}) == ["node-1/dynbatch/c8_r2"]
+    shutil.copytree(run / "node-1" / "dynbatch" / "c8_r1", run / "node-1" / "dynbatch" / "c8_r2")
+    assert report.missing(run, {}) == []
+    write_report(run)
+    assert "Interrupted run" not in (run / "report.md").read_text()
+    # an extra repetition that was started and not finished is missing (an interrupted auto run)
+    (run / "node-1" / "dynbatch" / "c8_r3").mkdir()
+    (run / "node-1" / "dynbatch" / "c8_r3" / "perf.stdout").write_text("")
+    assert report.missing(run, {}) == ["node-1/dynbatch/c8_r3"]
 
 
 def test_compare_reads_what_report_wrote(tmp_path: Path) -> None:

@@ -86,7 +86,11 @@ def _host_dirs(run: Path) -> list[Path]:
 
 
 def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
-    """What an interrupted run lacks: hosts, variants or levels that were planned or started, unfinished."""
+    """What an interrupted run lacks: hosts, variants or levels that were planned or started, unfinished.
+
+    ``repetitions: auto`` plans repetitions up to its budget and measures those beyond the first ones
+    only while a claim is undecided: a repetition past the first ones that was never started is what
+    the run decided it did not need, not missing."""
     out: list[str] = []
     hosts = {p.name: p for p in _host_dirs(run)}
     for h in manifest.get("hosts") or []:
@@ -98,6 +102,8 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
             if not (hdir / "host.json").exists():
                 out.append(f"{name}/host.json (the host never finished)")
             # a search measures the levels it picks; what it did not pick is not missing
+            adaptive = plan.get("adaptive") if isinstance(plan.get("adaptive"), dict) else None
+            start = int(adaptive.get("start") or 0) if adaptive else None
             for v in [] if plan.get("search") else plan.get("variants") or []:
                 if not isinstance(v, dict):
                     continue
@@ -106,8 +112,12 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                 if vmeta.get("status") in records.NOT_MEASURED:
                     continue
                 for lv in v.get("levels") or []:
-                    if isinstance(lv, dict) and not records.level_done(vdir / str(lv.get("id"))):
-                        out.append(f"{name}/{v.get('name')}/{lv.get('id')}")
+                    if not isinstance(lv, dict) or records.level_done(vdir / str(lv.get("id"))):
+                        continue
+                    if start is not None and int(lv.get("repetition") or 0) > start \
+                            and not (vdir / str(lv.get("id"))).exists():
+                        continue  # an extra repetition auto did not ask for
+                    out.append(f"{name}/{v.get('name')}/{lv.get('id')}")
         for ldir in sorted(hdir.glob("*/*/")):
             if ldir.is_dir() and not ldir.name.startswith(".") and not ldir.parent.name.startswith(".") \
                     and not records.level_done(ldir) \

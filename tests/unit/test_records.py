@@ -3,6 +3,7 @@ guard."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import shutil
 import subprocess
@@ -308,6 +309,18 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
     assert records.done_levels(run / "n2") == {("fine", "c1_r1")} and not (
         run / "n1" / records.FETCHED).exists()
     assert records.collect_run(run) == []  # nothing fetched since: nothing to do
+    # the role asks decide of every host at once, and each call collects every archive: under the
+    # run folder's lock each archive goes in once, and no call finds one gone under it
+    hosts = [f"h{i:02d}" for i in range(12)]
+    for host in hosts:
+        (run / host / ".fetch").mkdir(parents=True)
+        shutil.copyfile(node / "plan.json", run / host / "plan.json")
+        shutil.copyfile(archive, run / host / records.FETCHED)
+    with concurrent.futures.ProcessPoolExecutor(4) as pool:
+        calls = list(pool.map(records.collect_run, [run] * 4))
+    assert sorted(h for call in calls for h, _ in call) == hosts  # no call failed; each archive once
+    assert all(records.done_levels(run / h) == {("fine", "c1_r1")} for h in hosts)
+    assert not list(run.iterdir()) or all(p.is_dir() for p in run.iterdir())  # the lock wrote no file
 
 
 # ------------------------------------------------------------------------------- the runner's events

@@ -470,13 +470,28 @@ def collect_run(run_dir: str | Path) -> list[tuple[str, int]]:
     """Put every host's fetched archive (``<host>/.fetch/results.tar.gz``) into the run's results
     (:func:`unpack`, checked against the host's plan), then remove it; (host, files) per archive.
 
-    The first bad archive is refused (:class:`RecordError`) and stays where it is, for a look."""
+    The first bad archive is refused (:class:`RecordError`) and stays where it is, for a look.
+
+    Under a lock on the run folder itself (``flock`` on the directory; no file is written): the role
+    asks ``decide`` of every host at once, and each call collects every host's archive (a sharded
+    search decides on all of them), so two calls would otherwise unpack one archive together and the
+    second find it gone."""
+    import fcntl
+
+    run = Path(run_dir)
+    if not run.is_dir():
+        return []
     out = []
-    for archive in sorted(Path(run_dir).glob(f"*/{FETCHED}")):
-        host_dir = archive.parent.parent
-        plan = read(host_dir / "plan.json", HostPlan)
-        out.append((host_dir.name, unpack(archive, host_dir, [v.name for v in plan.variants])))
-        archive.unlink()
+    fd = os.open(run, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for archive in sorted(run.glob(f"*/{FETCHED}")):
+            host_dir = archive.parent.parent
+            plan = read(host_dir / "plan.json", HostPlan)
+            out.append((host_dir.name, unpack(archive, host_dir, [v.name for v in plan.variants])))
+            archive.unlink()
+    finally:
+        os.close(fd)  # the lock goes with it
     return out
 
 

@@ -72,3 +72,51 @@ def test_a_short_halving_search_through_the_role(rehearsal_cluster,
     assert again.rc == 0, again.tail(80)
     assert "search decided" in again.flat and "rung 1 of 2" not in again.flat, again.tail(80)
     assert {p: p.stat().st_mtime for p in (run / node.name).glob("*/*/level.json")} == stamps
+
+
+def test_a_halving_search_sharded_over_both_nodes(rehearsal_cluster,
+                                                  tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same short search with ``shard:``: each candidate on one node, the reference (the first
+    candidate) on both in every rung, the nodes measuring at once, one search decided on both nodes'
+    records, and one Search section in the run's report."""
+    cluster = rehearsal_cluster
+    names = sorted(n.name for n in cluster.nodes)
+    path = _spec(tmp_path)
+    spec = yaml.safe_load(path.read_text())
+    spec["shard"] = {"reference": "first"}
+    spec["search"]["budget"] = {"runs": 24}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    results = tmp_path / "results"
+    args = ("-e", f"experiment_spec={path}", "-e", f"experiment_results_dir={results}", "-e", "run_id=sh1")
+    res = run_playbook("../experiments/mnist_cpu_sweep.yml", cluster.inventory, *args, limit=",".join(names))
+    assert res.rc == 0, res.tail(80)
+    assert "search decided" in res.flat, res.tail(80)
+    run = results / "mnist_cpu_sweep" / "sh1"
+    manifest = json.loads((run / "manifest.json").read_text())
+    shard = manifest["shard"]
+    reference = shard["reference"]
+    home = {c: h for h, cs in shard["assignment"].items() for c in cs}
+    assert reference == "i1_d100" and sorted(home) == ["i1_d4000", "i4_d100", "i4_d4000"]
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    assert all(r["load"] == 8 for r in rows), rows
+    for r in rows:  # a candidate only where the shard put it
+        assert r["variant"] == reference or r["host"] == home[r["variant"]], r
+    reps = {r["repetition"] for r in rows}
+    assert {(r["host"], r["repetition"]) for r in rows if r["variant"] == reference} == {
+        (h, rep) for h in names for rep in reps}  # the reference on both nodes in every rung measured
+    assert {(r["variant"], r["repetition"]) for r in rows if r["variant"] != reference} >= {
+        (c, rep) for c in home for rep in (1, 2)}  # rung 1: every candidate, twice
+    spans = {}
+    for h in names:  # the nodes measure rung 1 at once
+        lv = [records.read(p, records.LevelRecord) for p in (run / h).glob("*/c8_r[12]/level.json")]
+        spans[h] = (min(x.start for x in lv), max(x.end for x in lv))
+    (a0, a1), (b0, b1) = spans.values()
+    assert a0 < b1 and b0 < a1, f"the nodes measured in turn: {spans}"
+    md = (run / "report.md").read_text()
+    section = md.split("\n## Search\n", 1)[1].split("\n## ", 1)[0]
+    assert section.count("### ") == 1 and "### sharded over 2 hosts: halving" in section, section
+    assert f"| `{reference}` | every host |" in section
+    assert all(f"| `{c}` | {h} |" in section for c, h in home.items()), section
+    assert "**Winner**: " in section or "**Result**: a tie of" in section, section
+    for h in names:
+        assert records.read(run / h / "host.json", records.HostRecord).baseline_restored

@@ -506,3 +506,136 @@ def test_decide_drives_a_search_and_the_report_shows_its_path(tmp_path: Path, ca
     assert "Decided by a pooled run-to-run spread: s = " in section and "df = " in section
     assert "**Winner**: " in section or "**Result**: a tie of `i4_d100`, `i4_d4000`" in section, section
     assert "c1_r" not in md  # the levels a search did not pick are not listed as missing
+
+
+# ------------------------------------------------------------------------------------ sharded halving
+
+#: each host's speed: the same configuration serves 30 % less on n2 and 30 % more on n3
+HOST_SPEED = {"n1": 1.0, "n2": 0.7, "n3": 1.3}
+
+
+def sharded_record(tmp: Path, reference: str, hosts: list[str], best_on: str,
+                   **search_: Any) -> dict[str, Any]:
+    """A halving search over ``hosts``, dealt by the shard's own rule, but with the known best moved to
+    ``best_on`` (the assignment is the plan's data: the search reads it as given)."""
+    from serve_system.experiment import shard as shardmod
+
+    rec = record(SPEC, tmp, **search_)
+    names = [c["name"] for c in rec["candidates"]]
+    sh = shardmod.assign(names, hosts, reference, seed="surface")
+    assignment = {h: [c for c in cs if c != best_name()] for h, cs in sh.assignment.items()}
+    assignment[best_on].append(best_name())
+    rec["shard"] = {"reference": reference, "hosts": sh.hosts, "assignment": assignment}
+    rec["share"] = max(len(cs) for cs in assignment.values()) + 1
+    return rec
+
+
+def run_sharded(rec: dict[str, Any], seed: int = 1, cv: float = 0.03
+                ) -> tuple[search.Outcome, list[dict[str, Any]], list[dict[str, list[tuple[str, int]]]]]:
+    """As :func:`run`, each host measuring its share of every batch (the reference: every host), its
+    measurements scaled by the host's speed; returns each batch's asks per host."""
+    shard = rec["shard"]
+    home = {c: h for h, cs in shard["assignment"].items() for c in cs}
+    rows: list[dict[str, Any]] = []
+    batches: list[dict[str, list[tuple[str, int]]]] = []
+    for _ in range(100):
+        out = search.step(rec, rows)
+        if out.decided:
+            return out, rows, batches
+        have = {(r["host"], r["variant"], r["repetition"]) for r in rows}
+        asked: dict[str, list[tuple[str, int]]] = {}
+        for host in shard["hosts"]:
+            mine = [n for n in out.variants if n == shard["reference"] or home[n] == host]
+            asked[host] = [(n, r) for n in mine for r in out.repetitions if (host, n, r) not in have]
+            for n, r in asked[host]:
+                x = row(n, r, surface(n) * HOST_SPEED[host], seed=seed, cv=cv)
+                x["throughput"] *= noise(host, r, seed, cv)  # the host's drift in that repetition
+                rows.append(x | {"host": host})
+        assert any(asked.values()), "a batch that measures nothing"
+        batches.append(asked)
+    raise AssertionError("the search never decided")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sharded_halving_reads_each_candidate_against_its_hosts_reference(tmp_path: Path, seed: int) -> None:
+    """Three hosts of different speed; the known best is on the slowest. Read against each host's
+    reference the search finds it (the winner, or in the tie); the same measurements read as one
+    host's rank the fast host's candidates first (with the correction taken out of the search, seeds
+    1 to 5 all named `i4_d500` of the fast host the winner)."""
+    hosts = ["n1", "n2", "n3"]
+    rec = sharded_record(tmp_path, "i24_d100", hosts, best_on="n2", strategy="halving", repetitions=2,
+                         rungs=3, budget={"runs": 120})
+    out, rows, batches = run_sharded(rec, seed=seed)
+    assert out.decided and out.runs == len(rows) <= 120
+    best = best_name()
+    assert out.winner == best or best in out.tie, (out.winner, out.tie, out.lead)
+    shard = rec["shard"]
+    home = {c: h for h, cs in shard["assignment"].items() for c in cs}
+    # every candidate only on its own host; the reference on every host in every rung measured
+    assert all(r["host"] == home[r["variant"]] for r in rows if r["variant"] != "i24_d100")
+    reps = {r["repetition"] for r in rows}
+    assert {(r["host"], r["repetition"]) for r in rows if r["variant"] == "i24_d100"} == {
+        (h, rep) for h in hosts for rep in reps}
+    assert batches[0]["n2"] and batches[0]["n3"]  # rung 1: every host measures its share
+    # the same measurements without the shard (one host's): the fast host's candidates lead
+    plain = {k: v for k, v in rec.items() if k not in ("shard", "share")}
+    rung1 = {r["repetition"] for r in rows if r["repetition"] <= 2}
+    view = search._View(plain, [r for r in rows if r["repetition"] in rung1])
+    top = search._ranked(view, view.names, rung1)[:3]
+    assert all(home.get(n) == "n3" for n in top), top
+    assert best not in top
+
+
+def test_decide_drives_a_sharded_search_over_two_hosts_and_the_report_shows_one_path(
+        tmp_path: Path, capsys: Any) -> None:
+    """``shard:`` with halving: the plan deals the candidates over both hosts (the reference on each);
+    each host's decide answers its own share of one search decided on both hosts' records; the report
+    has one Search section for the run, with each candidate's host."""
+    from report_trees import NB, level, variant
+
+    small = SPEC.replace("grid: {instances: [24, 12, 5, 4], delay: [100, 150, 200, 500, 1000, 2000, 4000]}",
+                         "grid: {instances: [1, 4], delay: [100, 4000]}") + "shard: {reference: first}\n"
+    record(small, tmp_path, strategy="halving", repetitions=2, rungs=2, budget={"runs": 40})
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "a=0",
+                 "--host", "b=0", "--quiet"]) == 0
+    capsys.readouterr()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assignment = manifest["shard"]["assignment"]
+    dealt = [c for cs in assignment.values() for c in cs]
+    assert manifest["shard"]["reference"] == "i1_d100"
+    assert sorted(dealt) == ["i1_d4000", "i4_d100", "i4_d4000"]
+    speed = {"i1_d100": 1.0, "i1_d4000": 0.5, "i4_d100": 2.0, "i4_d4000": 1.9}
+    host_speed = {"a": 1.0, "b": 0.8}
+    asked: list[dict[str, list[str]]] = []
+    for _ in range(5):
+        answers = {}
+        for host in ("a", "b"):  # the role asks every host, after every host's call came home
+            assert main(["decide", str(run_dir), "--host", host]) == 0
+            answers[host] = json.loads(capsys.readouterr().out)
+        if all(a["decided"] for a in answers.values()):
+            break
+        assert not any(a["decided"] for a in answers.values()), answers  # one search: decided alike
+        asked.append({h: a["batch"]["variants"] for h, a in answers.items()})
+        for host, a in answers.items():
+            reps = [int(x.split("=")[1]) for x in a["batch"]["args"] if x.startswith("--repetition=")]
+            for n in a["batch"]["variants"]:
+                assert n == "i1_d100" or n in assignment[host], (host, n)  # only its own share
+                variant(run_dir, host, n, None)
+                for r in reps:
+                    jitter = 1 + 0.02 * ((r * 7 + len(n) + len(host)) % 3 - 1)
+                    level(run_dir, host, n, f"c8_r{r}", load=8, stdout=NB / "notebook_02.txt", repetition=r,
+                          speed=speed[n] * host_speed[host] * jitter, t0=1000.0 + 20 * r)
+    assert all(a["decided"] for a in answers.values()), answers
+    first = asked[0]
+    assert sorted(first["a"] + first["b"]) == sorted(["i1_d100", "i1_d100", *dealt])
+    assert main(["report", str(run_dir), "--partial"]) == 0
+    md = (run_dir / "report.md").read_text()
+    section = md.split("\n## Search\n", 1)[1].split("\n## ", 1)[0]
+    assert section.count("### ") == 1 and "### sharded over 2 hosts: halving" in section, section
+    assert "| candidate | host | rung | n |" in section and "relative to its own host's reference" in section
+    assert "| `i1_d100` | every host |" in section
+    for host, cs in assignment.items():
+        for c in cs:
+            assert f"| `{c}` | {host} |" in section
+    assert "**Winner**: " in section or "**Result**: a tie of " in section, section

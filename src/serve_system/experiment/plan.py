@@ -381,7 +381,8 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         hplan.rounds = interleave(variants, hplan.seed)
         if isinstance(spec, TritonSpec) and spec.searching is not None:  # decide picks every batch
             hplan.search = search.plan_record(spec, variants[0].perf if variants else {},
-                                              spec.smallest_effect, only)
+                                              spec.smallest_effect, only, shard.record() if shard else None,
+                                              len(variants))
             hplan.estimate_s = search.estimate_seconds(hplan.search) if hplan.search else hplan.estimate_s
         elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()

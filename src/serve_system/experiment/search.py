@@ -151,9 +151,12 @@ def schedule(spec: TritonSpec, levels: list[float], perf: dict[str, Any]
 
 
 def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float,
-                only: Collection[str] = ()) -> dict[str, Any] | None:
+                only: Collection[str] = (), shard: dict[str, Any] | None = None,
+                share: int | None = None) -> dict[str, Any] | None:
     """What a host plan keeps of a search (``HostPlan.search``), read by :func:`step`; None for a grid.
-    ``only`` (``-e variants``) narrows the search to those candidates."""
+    ``only`` (``-e variants``) narrows the search to those candidates. ``shard`` (a shard's record): the
+    search spans every host of the shard (each host's share of the candidates, the reference on every
+    host), decided on all their records; ``share``: this host's variants (its estimate's)."""
     search, goal = spec.searching, spec.search_objective()
     if search is None or goal is None:
         return None
@@ -171,7 +174,9 @@ def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float,
     return {"strategy": search.strategy, "objective": goal.as_record(), "smallest_effect": smallest,
             "candidates": cands, "rungs": rungs, "budget": budget.model_dump(),
             "seed": search.seed, "startup": search.startup, "batch": search.batch, "calls": calls,
-            "timed": perf.get("measurement_mode") != "count_windows"}
+            "timed": perf.get("measurement_mode") != "count_windows",
+            **({"shard": {k: shard[k] for k in ("reference", "hosts", "assignment")}, "share": share}
+               if shard else {})}
 
 
 def _run_seconds(window_ms: int, timed: bool) -> float:
@@ -182,8 +187,8 @@ def _run_seconds(window_ms: int, timed: bool) -> float:
 
 def _worst_runs(rec: dict[str, Any]) -> list[float]:
     """Each run's seconds, in order, if nothing is ever dropped (ties survive) and the budget's runs
-    are all spent."""
-    n = len(rec["candidates"])
+    are all spent (sharded: this host's share)."""
+    n = int(rec.get("share") or len(rec["candidates"]))
     out: list[float] = []
     for rung in rec["rungs"]:
         out += [_run_seconds(rung["window_ms"], rec.get("timed", True))] * (n * len(rung["repetitions"]))
@@ -236,6 +241,8 @@ class Entry:
     #: the rung (halving) or batch (optuna) after which it was dropped; None: it survived
     dropped: int | None = None
     why: str = ""
+    #: a sharded search: the host that measured it ("every host": the reference)
+    host: str = ""
 
 
 @dataclass
@@ -258,7 +265,18 @@ class Outcome:
 
 
 class _View:
-    """The host's measurements of the search's candidates at its load level."""
+    """The measurements of the search's candidates at its load level: one host's, or a sharded
+    search's over all its hosts (each candidate on its own host, the reference on every host).
+
+    **Sharded** (``rec["shard"]``): the objective's samples of a candidate on host h are read relative
+    to h's reference, on the log scale: ``log x - (r_h - R)``, with ``r_h`` the mean log of the
+    reference's samples on h (in the repetitions judged) and ``R`` the mean of the ``r_h`` over the
+    hosts; the reference's own samples alike (so its mean is ``R``). Two candidates of one host are
+    compared on their own samples (the correction cancels); a candidate against the reference on the
+    candidate's host's reference samples; two candidates of different hosts A and B on corrected
+    samples, with the two corrections' variance ``s**2 (1/m_A + 1/m_B)`` added (``m``: the reference's
+    samples on that host). The pool is the spread within a host: every candidate's samples, and the
+    reference's per host."""
 
     def __init__(self, rec: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         self.rec = rec
@@ -267,36 +285,125 @@ class _View:
         at = float(self.goal["at_load"])
         self.rows: dict[str, dict[int, dict[str, Any]]] = {n: {} for n in self.names}
         self.refused: dict[str, str] = {}  # never measured: why (refused by Triton, or it did not answer)
+        shard = rec.get("shard") or None
+        self.reference: str | None = shard["reference"] if shard else None
+        #: a sharded search: each candidate's host; the reference's rows per host
+        self.home: dict[str, str] = ({c: h for h, cs in shard["assignment"].items() for c in cs}
+                                     if shard else {})
+        self.ref_rows: dict[str, dict[int, dict[str, Any]]] = {h: {} for h in shard["hosts"]} if shard else {}
         known = set(self.names)
         for r in rows:
-            if r.get("variant") not in known:
+            name = r.get("variant")
+            if not isinstance(name, str) or name not in known:
                 continue
+            if shard and name != self.reference and r.get("host") != self.home.get(name):
+                continue  # not where the shard puts it
             if r.get("status") == "refused":
-                self.refused[r["variant"]] = "Triton refused its configuration"
+                self.refused[name] = "Triton refused its configuration"
             elif r.get("status") == "unavailable":
                 why = r.get("error") or "its runtime was unavailable"
-                self.refused[r["variant"]] = f"not measured: {why}"
+                self.refused[name] = f"not measured: {why}"
             elif r.get("load") is not None and float(r["load"]) == at and r.get("repetition") is not None:
-                self.rows[r["variant"]][int(r["repetition"])] = r
+                if name == self.reference and shard:
+                    if r.get("host") in self.ref_rows:
+                        self.ref_rows[r["host"]][int(r["repetition"])] = r
+                else:
+                    self.rows[name][int(r["repetition"])] = r
+
+    @property
+    def sharded(self) -> bool:
+        return self.reference is not None
 
     def has(self, name: str, rep: int) -> bool:
-        return name in self.refused or rep in self.rows[name]
+        if name in self.refused:
+            return True
+        if name == self.reference and self.sharded:
+            return all(rep in rs for rs in self.ref_rows.values())
+        return rep in self.rows[name]
+
+    def missing(self, name: str, rep: int) -> int:
+        """The runs that measuring ``name``'s repetition ``rep`` takes (sharded, the reference: one per
+        host that lacks it)."""
+        if name == self.reference and self.sharded:
+            return sum(rep not in rs for rs in self.ref_rows.values())
+        return 0 if self.has(name, rep) else 1
+
+    def measured(self, name: str) -> bool:
+        if name == self.reference and self.sharded:
+            return any(self.ref_rows.values())
+        return bool(self.rows[name])
+
+    def _rows_of(self, name: str) -> list[tuple[str | None, int, dict[str, Any]]]:
+        """(host, repetition, row) of a candidate's measurements (the reference's on every host)."""
+        if name == self.reference and self.sharded:
+            return [(h, rep, r) for h, rs in self.ref_rows.items() for rep, r in sorted(rs.items())]
+        return [(self.home.get(name), rep, r) for rep, r in sorted(self.rows[name].items())]
+
+    def raw(self, name: str, reps: set[int] | None = None, metric: str | None = None,
+            host: str | None = None) -> list[float]:
+        """The samples as measured (``host``: the reference's on that host only)."""
+        m = metric or self.goal["metric"]
+        return [float(r[m]) for h, rep, r in self._rows_of(name)
+                if (host is None or h == host) and (reps is None or rep in reps)
+                and r.get("status") == "ok" and r.get(m) is not None]
+
+    def offsets(self, reps: set[int] | None) -> dict[str, float]:
+        """A sharded search's correction per host, ``r_h - R`` (hosts without a reference sample: 0)."""
+        if not self.sharded:
+            return {}
+        assert self.reference is not None
+        means = {h: statistics.fmean(math.log(x) for x in xs) for h in self.ref_rows
+                 if (xs := [x for x in self.raw(self.reference, reps, host=h) if x > 0])}
+        grand = statistics.fmean(means.values()) if means else 0.0
+        return {h: means[h] - grand if h in means else 0.0 for h in self.ref_rows}
 
     def samples(self, name: str, reps: set[int] | None = None, metric: str | None = None) -> list[float]:
+        """The samples the search ranks by: as measured, or (sharded, the objective's metric) each
+        relative to its host's reference."""
         m = metric or self.goal["metric"]
-        return [float(r[m]) for rep, r in sorted(self.rows[name].items())
+        if not self.sharded or m != self.goal["metric"]:
+            return self.raw(name, reps, m)
+        off = self.offsets(reps)
+        return [float(r[m]) * math.exp(-off.get(h or "", 0.0)) for h, rep, r in self._rows_of(name)
                 if (reps is None or rep in reps) and r.get("status") == "ok" and r.get(m) is not None]
+
+    def groups(self, reps: set[int] | None) -> dict[str, list[float]]:
+        """The pool's groups: each candidate's own samples (sharded: within its host, the reference's
+        per host), keyed by candidate (or ``reference@host``)."""
+        out = {n: xs for n in self.names if not (self.sharded and n == self.reference)
+               and (xs := self.raw(n, reps))}
+        if self.sharded:
+            assert self.reference is not None
+            out.update({f"{self.reference}@{h}": xs for h in self.ref_rows
+                        if (xs := self.raw(self.reference, reps, host=h))})
+        return out
+
+    def pair(self, a: str, b: str, reps: set[int] | None) -> tuple[list[float], list[float], float]:
+        """The samples that compare A and B, and the extra variance they carry (the class text)."""
+        if not self.sharded:
+            return self.samples(a, reps), self.samples(b, reps), 0.0
+        ha, hb = self.home.get(a), self.home.get(b)
+        if a == self.reference and hb is not None:
+            return self.raw(a, reps, host=hb), self.raw(b, reps), 0.0
+        if b == self.reference and ha is not None:
+            return self.raw(a, reps), self.raw(b, reps, host=ha), 0.0
+        if ha == hb:
+            return self.raw(a, reps), self.raw(b, reps), 0.0
+        assert self.reference is not None and ha is not None and hb is not None
+        ma, mb = (len(self.raw(self.reference, reps, host=h)) for h in (ha, hb))
+        extra = (1 / ma if ma else 0.0) + (1 / mb if mb else 0.0)
+        return self.samples(a, reps), self.samples(b, reps), extra
 
     def spent(self, names: set[str], reps: set[int] | None = None) -> tuple[int, float]:
         """(runs, measured minutes) of these candidates' measurements (of these repetitions)."""
-        rs = [r for n in names for rep, r in self.rows[n].items() if reps is None or rep in reps]
+        rs = [r for n in names for _, rep, r in self._rows_of(n) if reps is None or rep in reps]
         return len(rs), sum(float(r.get("duration_s") or 0) for r in rs) / 60
 
     def violated(self, name: str, reps: set[int] | None) -> str | None:
         """A constraint the candidate decidedly breaks: the metric's 95 % interval beyond the bound."""
         from ..results import intervals as iv
         for metric, bound in (self.goal.get("constraints") or {}).items():
-            s = iv.summarize(self.samples(name, reps, metric), floor=iv.METRIC_FLOOR)
+            s = iv.summarize(self.raw(name, reps, metric), floor=iv.METRIC_FLOOR)
             if s.ci_low is None or s.ci_high is None:
                 continue
             if bound.get("max") is not None and s.ci_low > float(bound["max"]):
@@ -309,6 +416,7 @@ class _View:
         from ..results import intervals as iv
         s = iv.summarize(self.samples(e.name, reps), floor=iv.METRIC_FLOOR)
         e.n, e.mean, e.low, e.high = s.n, s.mean, s.ci_low, s.ci_high
+        e.host = self.home.get(e.name, "every host" if e.name == self.reference and self.sharded else "")
         return e
 
 
@@ -343,25 +451,27 @@ class _Judge:
         self.wide: dict[str, str] = {}
         if not pooled:
             return
-        groups = {n: xs for n in view.names if (xs := view.samples(n, reps))}
+        groups = view.groups(reps)
         self.pool = iv.pooled(groups.values())
-        for n, xs in groups.items():
+        for key, xs in groups.items():
             test = iv.spread_test(xs, self.pool)
             if test is not None and test.larger:
-                self.wide[n] = (f"`{n}`'s own spread is far larger than the others' (F = {test.f:.1f} > "
-                                f"{test.critical:.1f}, F({test.df_own}, {test.df_rest}) at 99 %): Welch's t")
+                n = key.split("@")[0]  # the reference's group on a host: the reference
+                self.wide.setdefault(n, f"`{key}`'s own spread is far larger than the others' (F = "
+                                        f"{test.f:.1f} > {test.critical:.1f}, F({test.df_own}, "
+                                        f"{test.df_rest}) at 99 %): Welch's t")
 
     def effect(self, a: str, b: str, quantile: float) -> tuple[Effect, str]:
         """B against A (an :class:`~serve_system.results.intervals.Effect`) and, where Welch's t judged
         it instead of the pool, why."""
         from ..results import intervals as iv
-        xa, xb = self.view.samples(a, self.reps), self.view.samples(b, self.reps)
+        xa, xb, extra = self.view.pair(a, b, self.reps)
         if self.pool is None:
             return iv.effect(xa, xb, quantile), ""
         why = "; ".join(self.wide[n] for n in (a, b) if n in self.wide)
         if why:
             return iv.effect(xa, xb, quantile), why
-        return iv.effect_pooled(xa, xb, self.pool, quantile), ""
+        return iv.effect_pooled(xa, xb, self.pool, quantile, extra), ""
 
     def worse(self, leader: str, name: str, k: int, at_least: float = 0.0) -> tuple[bool, str]:
         """Whether ``name`` is decidedly worse than ``leader`` among ``k`` ranked candidates (the drop
@@ -469,12 +579,17 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
             if n in view.refused:
                 alive.remove(n)
                 path[n].dropped, path[n].why = k, view.refused[n]
-        pending = [(n, r) for n in alive for r in sorted(reps) if not view.has(n, r)]
+        # sharded: the reference is measured in every rung on every host, dropped or not (the hosts'
+        # corrections come from it)
+        measure = alive + [n for n in [view.reference] if n is not None and n not in alive
+                           and n not in view.refused]
+        pending = [(n, r) for n in measure for r in sorted(reps) if not view.has(n, r)]
         if pending:
             runs, minutes = view.spent(set(view.names))
-            started = view.spent(set(alive), reps)[0] > 0
+            started = view.spent(set(measure), reps)[0] > 0
             per_run = None if last_mean is None else last_mean * 2
-            why = None if started else _budget_left(view, runs, minutes, len(pending), per_run)
+            need = sum(view.missing(n, r) for n, r in pending)
+            why = None if started else _budget_left(view, runs, minutes, need, per_run)
             if why is None:
                 names = list(dict.fromkeys(n for n, _ in pending))
                 out = Outcome(False, f"rung {k} of {len(rungs)}: {len(names)} candidate(s) x "
@@ -534,7 +649,7 @@ def _end(view: _View, alive: list[str], path: dict[str, Entry], reps: set[int], 
     runs, minutes = view.spent(set(view.names))
     out = Outcome(True, "", runs=runs, minutes=minutes)
     out.rule = _standing(view, alive, reps or None, out, dropped_last, pooled=True).rule(ranks)
-    out.path = [view.entry(path[n]) for n in view.names if view.rows[n] or n in view.refused]
+    out.path = [view.entry(path[n]) for n in view.names if view.measured(n) or n in view.refused]
     out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
     return out
 
@@ -677,16 +792,23 @@ def markdown(host: str, rec: dict[str, Any], out: Outcome) -> list[str]:
              f"{len(rec['candidates'])} candidates; used {out.runs} perf_analyzer run(s), "
              f"{out.minutes:.1f} measured minutes. "
              + ("Status: **decided**." if out.decided else f"Status: under way ({out.text})."), "",
-             *([out.rule, ""] if out.rule else []),
-             f"| candidate | {unit} | n | {metric} mean [95 % interval] | dropped after | why |",
-             "|---|---|---|---|---|---|"]
+             *([out.rule, ""] if out.rule else [])]
+    shard = rec.get("shard")
+    if shard:
+        lines += [(f"Each candidate measured on one host, the reference `{shard['reference']}` on every "
+                   f"host in every rung; a candidate's {metric} is read relative to its own host's reference "
+                   "(on the log scale, scaled to the reference's mean over the hosts), and a comparison "
+                   "across hosts carries the two references' uncertainty too."), ""]
+    lines += [(f"| candidate |{' host |' if shard else ''} {unit} | n | {metric} mean [95 % interval] | "
+               "dropped after | why |"), "|---|" + ("---|" if shard else "") + "---|---|---|---|---|"]
 
     def num(x: float | None) -> str:
         return "-" if x is None else f"{x:,.1f}"
 
     for e in sorted(out.path, key=lambda e: (e.dropped is not None, -(e.dropped or 0), -e.rung, e.name)):
         ci = f" [{num(e.low)}, {num(e.high)}]" if e.low is not None else ""
-        lines.append(f"| `{e.name}` | {e.rung} | {e.n} | {num(e.mean)}{ci} | "
+        where = f" {e.host} |" if shard else ""
+        lines.append(f"| `{e.name}` |{where} {e.rung} | {e.n} | {num(e.mean)}{ci} | "
                      f"{'-' if e.dropped is None else f'{unit} {e.dropped}'} | {e.why.replace('|', '/')} |")
     if out.decided:
         lines += ["", ("**Winner**: " if out.winner else "**Result**: ") + _result_text(out) + "."]

@@ -92,20 +92,32 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
 
 
 def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
-    """A search's next batch on a host (:func:`serve_system.experiment.search.step` on its records)."""
+    """A search's next batch on a host (:func:`serve_system.experiment.search.step` on its records).
+
+    Sharded: the search is decided on every host's records (the role asks every host's ``decide``
+    after every host's call has come home), and the host measures its share of the batch; a host
+    with no share in this round gets an empty batch (the role skips it) and is asked again."""
     assert hplan.search is not None
     host = hplan.host
-    rows = [r for r in tree.collect(run_dir) if r["host"] == host]
+    rows = tree.collect(run_dir)
+    if not hplan.search.get("shard"):
+        rows = [r for r in rows if r["host"] == host]
     out = search.step(hplan.search, rows)
     if out.decided:
         return {"decided": True, "batch": None, "text": f"{host}: {out.text}"}
     done = records.done_levels(run_dir / host)
     by_name = {v.name: v for v in hplan.variants}
-    todo = sum(1 for n in out.variants for lv in by_name[n].levels
+    mine = [n for n in out.variants if n in by_name]
+    todo = sum(1 for n in mine for lv in by_name[n].levels
                if lv.repetition in out.repetitions and (n, lv.id) not in done)
-    picked = [f"--variant={n}" for n in out.variants]
+    if not todo:
+        return {"decided": False, "text": f"{host}: {out.text}: nothing of it on this host",
+                "batch": {"variants": [], "args": [], "explain_args": [], "runtime": None, "todo": 0}}
+    mine = [n for n in mine if any(lv.repetition in out.repetitions and (n, lv.id) not in done
+                                   for lv in by_name[n].levels)]
+    picked = [f"--variant={n}" for n in mine]
     reps = [f"--repetition={r}" for r in out.repetitions]
     return {"decided": False, "text": f"{host}: {out.text} ({out.runs} run(s), {out.minutes:.1f} measured "
                                       "minutes so far)",
-            "batch": {"variants": out.variants, "args": [*picked, *reps],
+            "batch": {"variants": mine, "args": [*picked, *reps],
                       "explain_args": ["--triton-log", *picked], "runtime": None, "todo": todo}}

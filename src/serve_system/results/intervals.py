@@ -268,10 +268,13 @@ def spread_test(samples: Sequence[float], pool: Pool) -> SpreadTest | None:
     return SpreadTest(f, float(fdtri(own_df, rest_df, SPREAD_LEVEL)), own_df, rest_df)
 
 
-def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: float = TWO_SIDED) -> Effect:
+def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: float = TWO_SIDED,
+                  extra: float = 0.0) -> Effect:
     """B against A as :func:`effect`, but with the pooled spread: the standard error
-    ``pool.sd * sqrt(1/n_a + 1/n_b)`` on the log difference and t with the pool's df, so one sample a
-    side is enough once the pool has degrees of freedom. ``quantile`` as in :func:`effect`."""
+    ``pool.sd * sqrt(1/n_a + 1/n_b + extra)`` on the log difference and t with the pool's df, so one
+    sample a side is enough once the pool has degrees of freedom. ``quantile`` as in :func:`effect`.
+    ``extra``: more variance, in units of the pool's, carried by the samples (samples corrected by a
+    mean of m other samples of the same spread carry ``1/m`` more)."""
     logs = _logs(a, b)
     if isinstance(logs, Effect):
         return logs
@@ -281,7 +284,7 @@ def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: 
     change = math.expm1(d)
     if pool.df < 1:
         return Effect(na, nb, change, None, None, NO_POOL, d)
-    half = _t(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb)
+    half = _t(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb + extra)
     return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, pool.var, pool.var,
                   pool.df)
 

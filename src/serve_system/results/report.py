@@ -592,14 +592,20 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     from ..experiment import search  # optuna's study is rebuilt only for a run that used it
 
     lines: list[str] = []
+    sharded = False
     for hdir in _host_dirs(run):
         plan = res.read_json(hdir / "plan.json")
         rec = plan.get("search") if isinstance(plan, dict) else None
         if not isinstance(rec, dict):
             continue
-        host_rows = [r for r in rows if r["host"] == hdir.name]
+        shard = rec.get("shard")
+        if shard and sharded:
+            continue  # one search over every host: said once
+        sharded = sharded or bool(shard)
+        host_rows = rows if shard else [r for r in rows if r["host"] == hdir.name]
+        title = f"sharded over {len(shard['hosts'])} hosts" if shard else hdir.name
         try:
-            lines += search.markdown(hdir.name, rec, search.step(rec, host_rows))
+            lines += search.markdown(title, rec, search.step(rec, host_rows))
         except (KeyError, TypeError, ValueError) as exc:
             raise ServeSystemError(f"{hdir / 'plan.json'}: search: unreadable ({exc!r}): re-plan the run "
                                    "(serve-system plan)") from None

@@ -324,8 +324,9 @@ def shard_problems(spec: TritonSpec, names: list[str], where: str, field: str) -
     if spec.repetitions == "auto":
         errs.append(f"{where}: {field}: not with repetitions: auto yet (its decisions compare variants on "
                     "one host): give repetitions a number")
-    if spec.searching is not None:  # a search strategy picks candidates as it goes
-        errs.append(f"{where}: {field}: not with a search strategy yet: remove one of the two")
+    if spec.searching is not None and spec.searching.strategy != "halving":  # optuna: a trial at a time
+        errs.append(f"{where}: {field}: not with search.strategy {spec.searching.strategy} yet: use strategy "
+                    "halving (its rungs are measured across the hosts), or remove one of the two")
     return errs
 
 

@@ -347,7 +347,9 @@ class Runner:
         error = _error_text(body)
         if code == -1:
             why = (f"Triton did not answer the load ({error}), and was not ready again within "
-                   f"{self.args.ready_timeout:.0f} s")
+                   f"{self.args.ready_timeout:.0f} s (if it stays unready, e.g. stuck in a load that never "
+                   "ended, restart it on the node, e.g. docker restart triton_server, and run the same run "
+                   "id again: what was measured is kept)")
             return False, why, took, False
         # Triton's own reason (e.g. a config check) is in the repository index, not the load answer
         icode, index = self.triton.call("POST", "/v2/repository/index", {})

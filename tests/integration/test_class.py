@@ -172,6 +172,7 @@ def test_status_watch_redraws_until_ctrl_c(rehearsal_cluster: RehearsalCluster) 
         [str(Path(sys.executable).parent / "serve-system"), "status", "--provider", "local",
          "--prefix", prefix, "-i", str(rehearsal_cluster.inventory), "--watch", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, COLUMNS="250"),
+        start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
@@ -183,11 +184,13 @@ def test_status_watch_redraws_until_ctrl_c(rehearsal_cluster: RehearsalCluster) 
                and time.monotonic() < deadline):
             time.sleep(0.2)
         assert proc.poll() is None, "status --watch ended on its own"
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        # what Ctrl-C sends: SIGINT to the whole foreground group, its SSH probes too (sent to the command
+        # alone, once in CI it waited out a probe's 30 s timeout and more: no exit within 60 s)
+        os.killpg(proc.pid, signal.SIGINT)
         rc = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
     reader.join(timeout=10)
     err = proc.stderr.read() if proc.stderr else ""
     out = "".join(lines)

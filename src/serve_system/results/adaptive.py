@@ -107,14 +107,14 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
         return {"decided": True, "batch": None, "text": f"{host}: {out.text}"}
     done = records.done_levels(run_dir / host)
     by_name = {v.name: v for v in hplan.variants}
-    mine = [n for n in out.variants if n in by_name]
-    todo = sum(1 for n in mine for lv in by_name[n].levels
-               if lv.repetition in out.repetitions and (n, lv.id) not in done)
+    # this host's levels of the batch still to measure, per candidate (sharded: its share only)
+    left = {n: sum(lv.repetition in out.repetitions and (n, lv.id) not in done for lv in by_name[n].levels)
+            for n in out.variants if n in by_name}
+    mine = [n for n, k in left.items() if k]
+    todo = sum(left.values())
     if not todo:
         return {"decided": False, "text": f"{host}: {out.text}: nothing of it on this host",
                 "batch": {"variants": [], "args": [], "explain_args": [], "runtime": None, "todo": 0}}
-    mine = [n for n in mine if any(lv.repetition in out.repetitions and (n, lv.id) not in done
-                                   for lv in by_name[n].levels)]
     picked = [f"--variant={n}" for n in mine]
     reps = [f"--repetition={r}" for r in out.repetitions]
     return {"decided": False, "text": f"{host}: {out.text} ({out.runs} run(s), {out.minutes:.1f} measured "

@@ -34,6 +34,8 @@ from ..podman import image_exists, podman, require_podman, require_root, require
 
 #: the recipes: one folder per image (Containerfile and the files beside it)
 RECIPES = Path(__file__).resolve().parent
+#: the Python packages the models import: the one list the GPU Triton image installs too
+MODEL_REQUIREMENTS = RECIPES.parents[2] / "model_repository" / "requirements.txt"
 MIRROR = "http://deb.debian.org/debian"
 CA_DIR = Path("/usr/local/share/ca-certificates")
 
@@ -82,6 +84,8 @@ class ImageSpec:
     key: str
     base: BaseSpec
     params: dict[str, str] = field(default_factory=dict)
+    #: files from elsewhere in the repository put into the build context: {name in the context: source}
+    files: dict[str, Path] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -99,6 +103,9 @@ class ImageSpec:
         for path in sorted(p for p in self.recipe_dir.rglob("*") if p.is_file()):
             h.update(path.relative_to(self.recipe_dir).as_posix().encode())
             h.update(path.read_bytes())
+        for name, src in sorted(self.files.items()):
+            h.update(name.encode())
+            h.update(src.read_bytes())
         return h.hexdigest()[:12]
 
     @property
@@ -132,7 +139,8 @@ NODE = ImageSpec("node", TRIXIE_NODE, {"PREFETCH": " ".join(NODE_PREFETCH)})
 TRITON = ImageSpec(
     "triton",
     BOOKWORM_SLIM,
-    {"PIP_PACKAGES": "nvidia-pytriton==0.7.0 'numpy>=1.26,<2' 'pillow>=10,<12' onnxruntime==1.20.1"},
+    {"PIP_PACKAGES": "nvidia-pytriton==0.7.0"},
+    files={"models-requirements.txt": MODEL_REQUIREMENTS},
 )
 CLIENT = ImageSpec(
     "client",
@@ -247,6 +255,8 @@ def ensure_image(spec: ImageSpec, report: Report = _quiet) -> str:
             for path in spec.recipe_dir.iterdir():
                 if path.is_file() and path.name != "Containerfile":
                     shutil.copy2(path, ctx / path.name)
+            for name, src in spec.files.items():
+                shutil.copy2(src, ctx / name)
             (ctx / "Containerfile").write_text(spec.containerfile(), encoding="utf-8")
             # the build machine's extra CA certificates, so pip inside the build trusts its TLS path
             (ctx / "ca").mkdir()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -44,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", default="", help="with --results-dir: the run id")
     p.add_argument("--host", action="append", default=[], metavar="NAME=GPUS",
                    help="a host and its GPU count (repeat per host)")
+    p.add_argument("--compute-capability", action="append", default=[], metavar="NAME=CAP[,CAP...]",
+                   help="a --host's GPUs' compute capabilities as nvidia-smi --query-gpu=compute_cap prints "
+                        "them (the lowest counts; below 7.0 TensorRT accelerators are dropped or refused)")
     p.add_argument("--url", default=exp.TRITON_HTTP,
                    help="Triton's HTTP endpoint as the client container sees it")
     p.add_argument("--grpc-url", default=exp.TRITON_GRPC,
@@ -108,6 +112,29 @@ def _hosts(values: list[str]) -> list[tuple[str, int]]:
     return out
 
 
+_CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
+
+
+def _compute_caps(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, float]:
+    """``--compute-capability NAME=6.0,6.0`` -> {NAME: 6.0} (the lowest); nothing listed: unknown."""
+    names = {h for h, _ in hosts}
+    out: dict[str, float] = {}
+    for v in values:
+        name, _, caps = v.partition("=")
+        if name not in names:
+            raise SpecError([(f"--compute-capability {v!r}: {name!r} is not one of the --host names "
+                              f"({', '.join(sorted(names))}): name a host given with --host")])
+        items = [c.strip() for c in caps.replace("\n", ",").split(",") if c.strip()]
+        bad = [c for c in items if not _CAP.fullmatch(c)]
+        if bad:
+            raise SpecError([(f"--compute-capability {v!r}: {bad[0]!r} is not a compute capability: "
+                              "give what nvidia-smi --query-gpu=compute_cap --format=csv,noheader prints, "
+                              "e.g. 6.0")])
+        if items:
+            out[name] = min(float(c) for c in items)
+    return out
+
+
 def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     names = {h for h, _ in hosts}
@@ -139,7 +166,8 @@ def _run(args: argparse.Namespace) -> int:
                               node_work_dir=work, fastapi_image=args.fastapi_image)
         hosts = _hosts(args.host) or [("localhost", 0)]
         bases = _bases(args.base_dir, hosts)
-        plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set()) for h, g in hosts}
+        caps = _compute_caps(args.compute_capability, hosts)
+        plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
         run = exp.check_run_dir(run_dir, spec.name)
         for h, _ in hosts:
             exp.check_host_dir(run, h)
@@ -180,7 +208,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{args.spec}: lease: {problem}", file=sys.stderr)
             return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
-                        manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only))
+                        manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only),
+                        compute_capability=caps)
     if args.role:
         print(json.dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
     elif not args.quiet:

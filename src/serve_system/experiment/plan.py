@@ -88,6 +88,7 @@ def plan(
     spec: TritonSpec,
     host_gpus: int,
     *,
+    compute_capability: float | None = None,
     url: str = TRITON_HTTP,
     grpc_url: str = TRITON_GRPC,
     node_work_dir: str = NODE_WORK_DIR,
@@ -95,6 +96,9 @@ def plan(
     done: set[tuple[str, str]] | None = None,
 ) -> list[VariantPlan]:
     """Render and check every variant for a host with ``host_gpus`` GPUs; raise :class:`SpecError`.
+
+    ``compute_capability`` is the lowest of the host's GPUs (None: unknown): below TensorRT's, a
+    TensorRT accelerator is dropped (``on_missing_gpus: adapt``) or refused.
 
     ``url`` is Triton's HTTP endpoint and ``grpc_url`` its gRPC one, as perf_analyzer reaches them
     (each variant's ``perf.protocol`` picks one); ``node_work_dir`` is where perf_analyzer (in the client
@@ -131,15 +135,15 @@ def plan(
         if "serve_system_instances" in params and "instance_group" not in (v.config or {}):
             # the node's base config was moved off GPUs when it was deployed; this variant runs it as is
             notes += params["serve_system_instances"].string_value.split("; ")
-        if tc.gpus_needed(cfg) > host_gpus:
+        if tc.needs_adapting(cfg, host_gpus, compute_capability):
             if policy == "adapt":
-                cfg, adapted = tc.adapt_to_host(cfg, host_gpus)
+                cfg, adapted = tc.adapt_to_host(cfg, host_gpus, compute_capability)
                 notes += adapted
-            else:
+            elif tc.gpus_needed(cfg) > host_gpus:
                 errs.append(f"{where}: {vname}: instance_group: uses {tc.gpus_needed(cfg)} GPU(s), the host "
                             f"has {host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
                 continue
-        for prob in tc.check(cfg, host_gpus):
+        for prob in tc.check(cfg, host_gpus, compute_capability=compute_capability):
             errs.append(f"{where}: {vname}: config.{prob.field}: {prob.message}")
         perf = spec.merged_perf(v)
         load = spec.merged_load(v)
@@ -318,26 +322,30 @@ class Targets:
         return {"triton": f"http://{self.url}", "metrics": self.metrics_url, "fastapi": self.fastapi_url}
 
 
-def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None,
-                  done: set[tuple[str, str]]) -> list[rec.VariantPlan]:
-    """One host's variants, rendered for its GPU count and its own base configs (``base``)."""
+def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None, done: set[tuple[str, str]],
+                  compute_capability: float | None = None) -> list[rec.VariantPlan]:
+    """One host's variants, rendered for its GPU count (of ``compute_capability``, the lowest; None:
+    unknown) and its own base configs (``base``)."""
     if isinstance(spec, FastapiSpec):
         image = f"image{targets.fastapi_image.suffix}" if targets.fastapi_image else None
         return plan_fastapi(spec, url=targets.fastapi_url, node_work_dir=targets.node_work_dir, image=image,
                             done=done)
-    return plan(spec, gpus, url=targets.url, grpc_url=targets.grpc_url, node_work_dir=targets.node_work_dir,
-                repository=base, done=done)
+    return plan(spec, gpus, compute_capability=compute_capability, url=targets.url, grpc_url=targets.grpc_url,
+                node_work_dir=targets.node_work_dir, repository=base, done=done)
 
 
 def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, int]], bases: dict[str, Path],
               targets: Targets, *, fresh: bool = False, manifest: bool = True,
-              shard: shardmod.Shard | None = None, only: Sequence[str] = ()) -> dict[str, Any]:
+              shard: shardmod.Shard | None = None, only: Sequence[str] = (),
+              compute_capability: dict[str, float] | None = None) -> dict[str, Any]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
     its share of the variants (:func:`sharding`). ``only`` (``-e variants``, checked by
     :func:`role_view`): a search searches only these candidates, ``repetitions: auto`` adds repetitions
-    only of these. Returns each host's plan as JSON."""
+    only of these. ``compute_capability``: the lowest of each host's GPUs, where known. Returns each
+    host's plan as JSON."""
+    ccs = compute_capability or {}
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
     run.mkdir(parents=True, exist_ok=True)
@@ -361,7 +369,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         hdir = hdirs[host]
         if fresh and hdir.exists():
             shutil.rmtree(hdir)
-        variants = host_variants(spec, targets, gpus, bases.get(host), rec.done_levels(hdir))
+        variants = host_variants(spec, targets, gpus, bases.get(host), rec.done_levels(hdir), ccs.get(host))
         if shard is not None:
             variants = [v for v in variants if v.name in shard.variants_of(host)]
         for v in variants:
@@ -372,8 +380,8 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
                 (vdir / "load_body.json").write_text(json.dumps(v.load_body, indent=1) + "\n")
         models = sorted({v.model for v in variants}) if kind == rec.TRITON else []
         hplan = rec.HostPlan(
-            host=host, gpus=gpus, experiment=spec.name, run_id=run.name, variants=variants, kind=kind,
-            models=models, provenance=prov,
+            host=host, gpus=gpus, compute_capability=ccs.get(host), experiment=spec.name, run_id=run.name,
+            variants=variants, kind=kind, models=models, provenance=prov,
             warmup_requests=spec.warmup.requests,
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints())
         hplan.shard = shard.record() | {"candidates": shard.assignment[host]} if shard else None

@@ -103,6 +103,8 @@ class HostPlan:
     warmup_requests: int = 20
     #: provenance shared by every level: git commit, spec hash, ...
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: the lowest compute capability of the host's GPUs (nvidia-smi's compute_cap), None where unknown
+    compute_capability: float | None = None
     #: rough seconds the pending levels take (for the lease guard and the ETA before the first level)
     estimate_s: float = 0.0
     #: the order of the loads: one list of variant names per repetition (repetition r of every variant,

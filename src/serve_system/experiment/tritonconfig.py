@@ -174,6 +174,30 @@ def load_api_body(cfg: ModelConfig) -> dict[str, Any]:
     return {"parameters": {"config": json.dumps(to_dict(cfg), sort_keys=True)}}
 
 
+#: TensorRT 10, the version in Triton 24.10 (the lab's image), runs on GPUs of compute capability 7.0
+#: (Volta) or newer: Chameleon's gpu_p100 nodes are Pascal (6.0), where a TensorRT accelerator or a
+#: TensorRT plan fails to load (TensorRT 10's support matrix)
+TENSORRT_MIN_COMPUTE_CAPABILITY = 7.0
+
+
+def tensorrt_accelerators(cfg: ModelConfig) -> list[str]:
+    """Names of the GPU execution accelerators of ``cfg`` that are TensorRT."""
+    return [a.name for a in cfg.optimization.execution_accelerators.gpu_execution_accelerator
+            if a.name.lower() == "tensorrt"]
+
+
+def _below_tensorrt(compute_capability: float | None) -> bool:
+    return compute_capability is not None and compute_capability < TENSORRT_MIN_COMPUTE_CAPABILITY
+
+
+def needs_adapting(cfg: ModelConfig, host_gpus: int, compute_capability: float | None = None) -> bool:
+    """Whether a host with ``host_gpus`` GPUs of ``compute_capability`` (the lowest; None: unknown)
+    cannot run ``cfg`` as written, in a way :func:`adapt_to_host` can mend."""
+    if gpus_needed(cfg) > host_gpus:
+        return True
+    return host_gpus > 0 and _below_tensorrt(compute_capability) and bool(tensorrt_accelerators(cfg))
+
+
 def gpus_needed(cfg: ModelConfig) -> int:
     """How many GPUs the configuration addresses (highest GPU id + 1; 1 for KIND_GPU without ids)."""
     need = 0
@@ -903,11 +927,23 @@ def advice(cfg: ModelConfig, folder: str | None = None, files: ModelFiles | None
 
 def check(cfg: ModelConfig, host_gpus: int | None = None, folder: str | None = None,
           files_backend: str | None = None, files_known: bool = False,
-          python_autocomplete: bool = False) -> list[Problem]:
-    """What Triton would refuse in ``cfg``, and what a host with ``host_gpus`` GPUs cannot run."""
+          python_autocomplete: bool = False, compute_capability: float | None = None) -> list[Problem]:
+    """What Triton would refuse in ``cfg``, and what a host with ``host_gpus`` GPUs (the lowest
+    ``compute_capability`` among them, where known) cannot run."""
     problems = triton_rules(cfg, folder, files_backend, files_known, python_autocomplete)
     if host_gpus is None:
         return problems
+    if host_gpus > 0 and _below_tensorrt(compute_capability):
+        need = f"{TENSORRT_MIN_COMPUTE_CAPABILITY:.1f}"
+        if tensorrt_accelerators(cfg):
+            problems.append(Problem(
+                "optimization.execution_accelerators.gpu_execution_accelerator",
+                f"TensorRT accelerator on GPUs of compute capability {compute_capability:.1f}: TensorRT 10 "
+                f"needs {need} or more; drop it, or run on a newer GPU"))
+        if filled_backend(cfg, folder) == "tensorrt":
+            problems.append(Problem(
+                "platform", f"a TensorRT plan on GPUs of compute capability {compute_capability:.1f}: "
+                            f"TensorRT 10 needs {need} or more; serve the ONNX model instead"))
     for i, group in enumerate(cfg.instance_group):
         field = f"instance_group[{i}]"
         if group.kind == KIND_GPU and host_gpus == 0:
@@ -925,11 +961,14 @@ def check(cfg: ModelConfig, host_gpus: int | None = None, folder: str | None = N
     return problems
 
 
-def adapt_to_host(cfg: ModelConfig, host_gpus: int) -> tuple[ModelConfig, list[str]]:
+def adapt_to_host(cfg: ModelConfig, host_gpus: int,
+                  compute_capability: float | None = None) -> tuple[ModelConfig, list[str]]:
     """A copy of ``cfg`` that a host with ``host_gpus`` GPUs can run, and notes on what changed.
 
     With no GPU: KIND_GPU groups become KIND_CPU with the same total instance count, GPU
     accelerators are dropped. With fewer GPUs than addressed: GPU ids wrap onto the host's GPUs.
+    On GPUs below TensorRT's compute capability (``compute_capability``, the lowest of the host's;
+    None when unknown): TensorRT accelerators are dropped (the model runs on its backend alone).
     """
     out = ModelConfig()
     out.CopyFrom(cfg)
@@ -957,6 +996,13 @@ def adapt_to_host(cfg: ModelConfig, host_gpus: int) -> tuple[ModelConfig, list[s
             group.count = max(group.count, 1) * len(group.gpus) // len(wrapped)
             del group.gpus[:]
             group.gpus.extend(wrapped)
+    if _below_tensorrt(compute_capability) and tensorrt_accelerators(out):
+        accel = out.optimization.execution_accelerators.gpu_execution_accelerator
+        for i in reversed(range(len(accel))):
+            if accel[i].name.lower() == "tensorrt":
+                del accel[i]
+        notes.append(f"optimization: GPU accelerator tensorrt dropped (TensorRT 10 needs compute capability "
+                     f"{TENSORRT_MIN_COMPUTE_CAPABILITY:.1f}; the host's GPUs have {compute_capability:.1f})")
     return out, notes
 
 

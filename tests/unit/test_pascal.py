@@ -1,0 +1,102 @@
+"""The lab's own hardware: Chameleon's gpu_p100 nodes are Pascal (compute capability 6.0), where
+TensorRT 10 (Triton 24.10) does not run. A TensorRT accelerator is dropped there with a note, as on a
+host without GPU; a TensorRT plan is refused; 7.0 and an unknown capability keep the config as written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from serve_system.cli import main
+from serve_system.experiment import plan as exp
+from serve_system.experiment import tritonconfig as tc
+from serve_system.experiment.spec.messages import SpecError
+from serve_system.experiment.spec.reader import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = ROOT / "experiments" / "specs"
+DROPPED = ("optimization: GPU accelerator tensorrt dropped (TensorRT 10 needs compute capability 7.0; "
+           "the host's GPUs have 6.0)")
+
+TRT = tc.parse_pbtxt('''
+name: "m" backend: "onnxruntime" max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [4] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [4] } ]
+instance_group [ { count: 1 kind: KIND_GPU gpus: [0] } ]
+optimization { execution_accelerators {
+  gpu_execution_accelerator [ { name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } },
+                              { name: "cuda" } ] } }
+''')
+
+
+def _accelerators(cfg: tc.ModelConfig) -> list[str]:
+    return [a.name for a in cfg.optimization.execution_accelerators.gpu_execution_accelerator]
+
+
+def test_tensorrt_accelerator_dropped_below_7_0_only() -> None:
+    out, notes = tc.adapt_to_host(TRT, 2, 6.0)
+    assert notes == [DROPPED]
+    assert _accelerators(out) == ["cuda"]  # the other accelerator and the GPU instances stay
+    assert out.instance_group[0].kind == tc.KIND_GPU and list(out.instance_group[0].gpus) == [0]
+    assert _accelerators(TRT) == ["tensorrt", "cuda"]  # the input is not changed
+    for cc in (7.0, 8.6, None):
+        same, notes = tc.adapt_to_host(TRT, 2, cc)
+        assert notes == [] and _accelerators(same) == ["tensorrt", "cuda"]
+    assert tc.needs_adapting(TRT, 2, 6.0) and tc.needs_adapting(TRT, 2, 6.1)
+    assert not tc.needs_adapting(TRT, 2, 7.0) and not tc.needs_adapting(TRT, 2, None)
+
+
+def test_check_names_tensorrt_on_pascal() -> None:
+    problems = tc.check(TRT, 2, compute_capability=6.0)
+    assert [p.field for p in problems] == ["optimization.execution_accelerators.gpu_execution_accelerator"]
+    assert "compute capability 6.0: TensorRT 10 needs 7.0" in problems[0].message
+    assert tc.check(TRT, 2, compute_capability=7.5) == []
+    plan_cfg = tc.parse_pbtxt('name: "p" platform: "tensorrt_plan" max_batch_size: 8\n'
+                              'input [ { name: "x" data_type: TYPE_FP32 dims: [4] } ]\n'
+                              'output [ { name: "y" data_type: TYPE_FP32 dims: [4] } ]\n')
+    assert [p.field for p in tc.check(plan_cfg, 2, compute_capability=6.0)] == ["platform"]
+    assert tc.check(plan_cfg, 2, compute_capability=8.0) == []
+
+
+def test_shipped_tensorrt_variants_on_a_p100_node() -> None:
+    blip = {p.name: p for p in exp.plan(load_spec(SPECS / "blip.yml"), 2, compute_capability=6.0)}
+    assert DROPPED in blip["tensorrt"].notes and "tensorrt" not in blip["tensorrt"].config_pbtxt
+    assert "KIND_GPU" in blip["tensorrt"].config_pbtxt  # still on the GPU, without TensorRT
+    assert not any("tensorrt" in n for n in blip["two_gpus"].notes)
+    dli = exp.plan(load_spec(SPECS / "dli_bert.yml"), 2, compute_capability=6.0)
+    trt = [p for p in dli if "trt" in p.name]
+    assert trt and all(DROPPED in p.notes and "tensorrt" not in p.config_pbtxt for p in trt)
+    # on a V100 (7.0) they run as written
+    v100 = {p.name: p for p in exp.plan(load_spec(SPECS / "blip.yml"), 2, compute_capability=7.0)}
+    assert "tensorrt" in v100["tensorrt"].config_pbtxt
+    assert not any("tensorrt" in n for n in v100["tensorrt"].notes)
+
+
+def test_refuse_policy_refuses_tensorrt_on_pascal(tmp_path: Path) -> None:
+    text = (SPECS / "blip.yml").read_text().replace("on_missing_gpus: adapt", "on_missing_gpus: refuse")
+    spec = tmp_path / "blip.yml"
+    spec.write_text(text)
+    with pytest.raises(SpecError, match=r"tensorrt: config\.optimization\.execution_accelerators"
+                                        r"\.gpu_execution_accelerator: TensorRT accelerator on GPUs of "
+                                        r"compute capability 6\.0"):
+        exp.plan(load_spec(spec), 2, compute_capability=6.0, repository=ROOT / "model_repository")
+
+
+def test_plan_command_takes_nvidia_smis_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "blip" / "r1"
+    argv = ["plan", str(SPECS / "blip.yml"), "--run-dir", str(run), "--host=n1=2", "--host=n2=2",
+            "--compute-capability=n1=6.0,6.0", "--compute-capability=n2=", "--only", "tensorrt"]
+    assert main(argv) == 0, capsys.readouterr().err
+    p1 = json.loads((run / "n1" / "plan.json").read_text())
+    p2 = json.loads((run / "n2" / "plan.json").read_text())
+    assert p1["compute_capability"] == 6.0 and p2["compute_capability"] is None
+    trt1 = next(v for v in p1["variants"] if v["name"] == "tensorrt")
+    trt2 = next(v for v in p2["variants"] if v["name"] == "tensorrt")
+    assert DROPPED in trt1["notes"] and not any("tensorrt" in n for n in trt2["notes"])
+    for bad, says in ((["--compute-capability=n1=sixty"], "'sixty' is not a compute capability"),
+                      (["--compute-capability=n9=6.0"], "'n9' is not one of the --host names")):
+        assert main(argv[:6] + bad) == 1
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

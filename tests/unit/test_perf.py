@@ -104,7 +104,6 @@ def test_unstable_level_is_reported_not_numbers() -> None:
     assert "Failed to obtain stable measurement" in bad["error"]
     good = levels[0].to_json()
     assert good["p95_us"] == 4410 and good["queue_us"] == 30 and good["batch_size"] == 1
-    assert perf.is_unstable(UNSTABLE_LOG)
 
 
 def test_request_rate_summary() -> None:

@@ -31,14 +31,6 @@ from ..errors import ServeSystemError
 CONCURRENCY = "concurrency"
 REQUEST_RATE = "request_rate"
 
-#: numeric keys of a measured level, in report order
-METRIC_KEYS: tuple[str, ...] = (
-    "throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
-    "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
-    "overhead_us", "server_latency_us", "client_send_us", "client_recv_us", "network_us",
-)
-
-
 @dataclass
 class Level:
     """What perf_analyzer measured at one load level (or why it could not)."""
@@ -243,11 +235,6 @@ def bound_requests(perf: dict[str, Any], request_bytes: int | None) -> tuple[dic
 UNSTABLE = re.compile(
     r"Failed to obtain stable measurement within (?P<windows>\d+) measurement windows for "
     r"(?P<what>concurrency|request rate) (?P<load>\d+(?:\.\d+)?)", re.IGNORECASE)
-
-
-def is_unstable(text: str) -> bool:
-    """Whether perf_analyzer's output says some level could not be measured stably."""
-    return UNSTABLE.search(text) is not None
 
 
 # --------------------------------------------------------------------------------- stdout

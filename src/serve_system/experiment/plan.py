@@ -215,11 +215,6 @@ def _perf_field(v: Variant, key: str) -> str:
     return f"{v.name}: perf.{key}" if own else f"perf.{key}"
 
 
-def baseline_body(spec: TritonSpec, repository: Path | None = None) -> dict[str, Any]:
-    """Load-API body restoring the spec model's base config as committed."""
-    return tc.load_api_body(base_config(spec, None, repository))
-
-
 # ------------------------------------------------------------------------------------ FastAPI kind
 
 def plan_fastapi(spec: FastapiSpec, *, url: str = FASTAPI_URL, node_work_dir: str = NODE_WORK_DIR,

@@ -84,7 +84,7 @@ from .spec.models import Search, SearchBudget, TritonSpec
 if TYPE_CHECKING:  # intervals imports scipy: plan and validate stay fast without it
     from ..results.intervals import Effect, Pool
 
-GRID, HALVING, OPTUNA = "grid", "halving", "optuna"
+HALVING, OPTUNA = "halving", "optuna"
 #: the first rung's window is at least this long (ms) when the spec does not name one
 MIN_WINDOW_MS = 500
 #: seconds a measurement takes beyond its windows: a fresh load, READY, warm-up, perf_analyzer's start

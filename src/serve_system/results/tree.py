@@ -241,11 +241,6 @@ def _variant(vdir: Path) -> dict[str, Any]:
         raise ServeSystemError(str(exc)) from None
 
 
-def failed_levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of levels that were attempted and failed (killed, Triton restarted, nothing measured)."""
-    return [r for r in rows if r["status"] == "failed"]
-
-
 def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """(host, variant) -> metrics samples over the run, in time order (for the utilisation plot)."""
     run = Path(run_dir)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -227,8 +227,6 @@ class Bound(_Model):
 
 Metric = Literal["throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "queue_us",
                  "compute_infer_us", "avg_batch_size", "gpu_util"]
-#: the metrics an objective can rank or constrain (columns of the run's summary)
-OBJECTIVE_METRICS: tuple[str, ...] = get_args(Metric)
 
 
 class Objective(_Model):
@@ -312,10 +310,6 @@ class SearchBudget(_Model):
         default=None, description="the most perf_analyzer runs the search makes")
     minutes: Annotated[float, Field(gt=0, le=10_000)] | None = Field(
         default=None, description="no new batch once the measured levels took this long, or would")
-
-
-#: the search strategies (:mod:`serve_system.experiment.search`)
-STRATEGIES = ("grid", "halving", "optuna")
 
 
 class Search(_Model):
@@ -438,9 +432,6 @@ class TritonSpec(_Model):
         over = v.perf.model_dump(exclude_unset=True, by_alias=True) if v.perf else {}
         merged = {**self.perf.model_dump(exclude_unset=True, by_alias=True), **over}
         return {k: x for k, x in merged.items() if x is not None}
-
-    def levels_of(self, v: Variant) -> list[float]:
-        return expand_levels(self.merged_load(v).get("levels"))
 
 
 # ------------------------------------------------------------------------------------ FastAPI kind

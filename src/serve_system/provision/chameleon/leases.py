@@ -359,14 +359,3 @@ def extend_lease(name: str, site: str, by: timedelta, progress: Progress) -> Lea
     progress.note(f"Lease {new.name} ({new.id}) now ends at {new.end:%Y-%m-%d %H:%M} UTC "
                   f"(was {lease.end:%H:%M}), {int(new.time_left().total_seconds() // 60)} min left")
     return new
-
-
-def margin_warning(lease: LeaseInfo, margin: timedelta) -> str | None:
-    """A warning line when less than ``margin`` is left on ``lease``, else None."""
-    left = lease.time_left()
-    if left >= margin:
-        return None
-    return (f"warning: lease {lease.name} ends at {lease.end:%H:%M} UTC, in "
-            f"{max(0, int(left.total_seconds() // 60))} min "
-            f"(less than the {int(margin.total_seconds() // 60)} min margin): "
-            "extend it with `serve-system lease extend --by 1h` or save your work")

@@ -68,15 +68,6 @@ def attached_floating_ip(server_id: str) -> dict[str, Any] | None:
     return None
 
 
-def _server_status(server_id: str) -> tuple[str, str]:
-    import chi
-
-    with api_errors(f"reading server {server_id}"):
-        s = chi.nova().servers.get(server_id)
-    fault = getattr(s, "fault", None) or {}
-    return s.status, one_line(fault.get("message", ""))
-
-
 def ensure_floating_ip(server: ServerInfo, progress: Progress) -> None:
     """Reuse the floating IP attached to ``server``, else allocate a new one and attach it."""
     import chi

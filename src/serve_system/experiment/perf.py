@@ -116,7 +116,7 @@ def build_argv(
 ) -> list[str]:
     """perf_analyzer's argument vector for one load level of an experiment.
 
-    ``perf`` holds the spec's perf_analyzer settings (see :class:`serve_system.spec.Perf`).
+    ``perf`` holds the spec's perf_analyzer settings (see :class:`serve_system.experiment.spec.models.Perf`).
     """
     argv = ["perf_analyzer", "-m", model, "-u", url, "-i", perf.get("protocol", "http"), "-v"]
     if version:

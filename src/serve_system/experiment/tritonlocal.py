@@ -2,7 +2,7 @@
 
 :func:`compare` loads each config.pbtxt into a scratch model repository of a local tritonserver
 (explicit model control, loopback ports, one server per configuration) and prints, one line each,
-where Triton's verdict and :func:`serve_system.tritonconfig.check_file`'s differ. Triton's refusals
+where Triton's verdict and :func:`serve_system.experiment.tritonconfig.check_file`'s differ. Triton's refusals
 that only say this server lacks something the model needs (a backend library, the model's files, a
 GPU it was not asked about) are reported as inconclusive, not as a difference.
 

@@ -1,7 +1,7 @@
 """What every provider shares: the Provider protocol, launch requests, progress, the finish step.
 
 A provider (Chameleon through python-chi, or local rehearsal nodes in podman) turns a
-:class:`LaunchRequest` into SSH-reachable :class:`~serve_system.nodes.Node` records, reports the
+:class:`LaunchRequest` into SSH-reachable :class:`~serve_system.provision.nodes.Node` records, reports the
 machines of a prefix (:class:`Machine`), rebuilds nodes to a fresh image and tears them down.
 :func:`finish` is the one place host keys are pinned and the inventory is written, whoever made
 the nodes. Long waits report through a :class:`Progress` (the CLI renders it with rich).

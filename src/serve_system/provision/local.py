@@ -6,7 +6,7 @@ with password-less sudo (like Chameleon's CC-* images) and the project's generat
 ``docker`` role installs a real Docker engine in it, which runs the real serve stack.
 
 :class:`LocalProvider` is the :class:`~serve_system.provision.base.Provider` for these nodes: it
-returns :class:`~serve_system.nodes.Node` records and the shared finish step pins their host keys
+returns :class:`~serve_system.provision.nodes.Node` records and the shared finish step pins their host keys
 and writes the inventory, exactly as for Chameleon nodes. Nodes carry host variables that adapt the
 roles to a container (``docker_source: distro``, ``docker_storage_driver: overlay2`` on a volume, the
 locally built stack images and their archives, the ONNX shim).

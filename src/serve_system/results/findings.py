@@ -27,8 +27,8 @@ configurations that were actually sent), never from the experiment's name:
   the next variant has a 95 % interval that excludes zero (otherwise the two are tied).
 
 A claim made of several comparisons did not hold when one of them did not hold, held when all held,
-and is inconclusive otherwise. Inputs: the summary rows (:func:`serve_system.results.collect`) and
-the set-ups (:func:`serve_system.results.variant_setups`).
+and is inconclusive otherwise. Inputs: the summary rows (:func:`serve_system.results.tree.collect`) and
+the set-ups (:func:`serve_system.results.tree.variant_setups`).
 """
 
 from __future__ import annotations

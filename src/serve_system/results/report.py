@@ -4,7 +4,7 @@ Everything is recomputed from the raw tree (:mod:`serve_system.results`). The ru
 first (:func:`check_run`): an empty or interrupted run, or a malformed record, is refused with one
 line saying what is missing, before anything is written (``partial=True`` reports an interrupted
 run anyway and lists what is missing). report.md holds the best variant per objective of the spec,
-the lab's claims checked against the numbers (``## Findings``, :mod:`serve_system.findings`), the
+the lab's claims checked against the numbers (``## Findings``, :mod:`serve_system.results.findings`), the
 measurements and the plots:
 
 - latency (p50 / p95 / p99) against load, per variant;

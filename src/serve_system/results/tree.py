@@ -1,7 +1,7 @@
 """The raw results tree -> one tidy table (a row per host x variant x load level x repetition).
 
 Layout written by the ``experiment`` role and its node-side runner (everything raw, nothing
-computed; the records are :mod:`serve_system.records`)::
+computed; the records are :mod:`serve_system.experiment.records`)::
 
     results/<experiment>/<run-id>/
       manifest.json                 run: spec, start/end, hosts, versions, failures

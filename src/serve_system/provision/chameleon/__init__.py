@@ -2,8 +2,8 @@
 
 Split by concern: :mod:`.credentials` (openrc, credentials, errors, site), :mod:`.leases` (Blazar)
 and :mod:`.servers` (Nova servers, Neutron floating IPs). This module plans and runs launch,
-rebuild and teardown over them, and reports the fleet for ``status``; see PLATFORM.md (python-chi)
-for the traps each piece avoids.
+rebuild and teardown over them, and reports the fleet for ``status``. The python-chi traps each
+piece avoids are listed in chi_scripts/README.md ("python-chi traps handled here").
 """
 
 from __future__ import annotations

@@ -81,11 +81,3 @@ def perf_client_image() -> str:
     out = subprocess.run(["bash", str(ROOT / "scripts" / "local_client_image.sh")], check=True,
                          capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]
-
-
-def run_perf(image: str, argv: list[str], mount: Path, timeout: int = 300) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    """perf_analyzer ``argv`` in the client image, host network, ``mount`` visible at the same path."""
-    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
-    return subprocess.run(["podman", "run", "--rm", "--network", "host", "-v", f"{mount}:{mount}", image,
-                           *argv],
-                          check=False, capture_output=True, text=True, timeout=timeout, env=env)

@@ -200,8 +200,12 @@ def test_served_over_http_with_every_request_recorded(site: Site) -> None:
             body = resp.read()
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(f"{server.base_url}/linux/debian/nothing", timeout=10)
+        flat_dir = site.nvidia_index.rsplit("/", 1)[0]
+        with urllib.request.urlopen(f"{server.base_url}/{flat_dir}/./Packages", timeout=10) as resp:
+            flat = resp.read()
     assert body == (site.root / site.docker_index).read_bytes()
-    assert server.requests == [f"/{site.docker_index}", "/linux/debian/nothing"]
+    assert flat == (site.root / site.nvidia_index).read_bytes()
+    assert server.requests == [f"/{site.docker_index}", "/linux/debian/nothing", f"/{site.nvidia_index}"]
 
 
 def test_node_vars_point_the_roles_at_the_layouts() -> None:

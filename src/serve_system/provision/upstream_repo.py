@@ -42,10 +42,12 @@ import hashlib
 import http.server
 import json
 import os
+import posixpath
 import shutil
 import subprocess
 import tempfile
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -69,6 +71,7 @@ NVIDIA_CTK = '''#!/usr/bin/python3
 indentation, sorted keys). Nothing else of NVIDIA's tool is here."""
 import json
 import os
+import posixpath
 import sys
 
 RUNTIME = @RUNTIME@
@@ -438,7 +441,7 @@ def bridge_address(network: str = "podman") -> str:
 
 @dataclass
 class Server:
-    """A site served over HTTP: its base URL and every path requested (in order)."""
+    """A site served over HTTP: its base URL and every path requested (in order, normalized)."""
 
     base_url: str
     requests: list[str]
@@ -459,8 +462,10 @@ def serve(root: Path, host: str, port: int = 0) -> Iterator[Server]:
             return None
 
         def send_head(self) -> Any:
+            # recorded as the file it names (apt asks a flat repository for ".../amd64/./Packages")
+            path = posixpath.normpath(urllib.parse.unquote(self.path.split("?", 1)[0]))
             with lock:
-                requests.append(self.path.split("?", 1)[0])
+                requests.append(path)
             return super().send_head()
 
     httpd = http.server.ThreadingHTTPServer((host, port), Handler)

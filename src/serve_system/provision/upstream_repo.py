@@ -468,7 +468,13 @@ def serve(root: Path, host: str, port: int = 0) -> Iterator[Server]:
                 requests.append(path)
             return super().send_head()
 
-    httpd = http.server.ThreadingHTTPServer((host, port), Handler)
+    try:
+        httpd = http.server.ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:
+        raise ServeSystemError(
+            f"cannot serve the rehearsal repository on {host}:{port or '(a free port)'} ({exc.strerror}): "
+            "podman's bridge has its address while a container runs on it; start a rehearsal node first "
+            "(serve-system launch --provider local)") from exc
     thread = threading.Thread(target=httpd.serve_forever, name="rehearsal-apt-repository", daemon=True)
     thread.start()
     try:

@@ -217,3 +217,10 @@ def test_node_vars_point_the_roles_at_the_layouts() -> None:
         "nvidia_container_toolkit_key_url": "http://10.88.0.1:8080/libnvidia-container/gpgkey",
         "nvidia_container_toolkit_install_without_gpu": True,
     }
+
+
+def test_serving_on_an_address_not_of_this_host_says_what_to_do(site: Site) -> None:
+    wanted = r"cannot serve the rehearsal repository on 192\.0\.2\.1:.*start a rehearsal node first"
+    # TEST-NET-1: never an address of this host
+    with pytest.raises(ServeSystemError, match=wanted), serve(site.root, "192.0.2.1"):
+        pass

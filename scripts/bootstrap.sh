@@ -16,7 +16,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- system packages -------------------------------------------------------------------------
-APT_PKGS=(podman runc debootstrap openssh-client rsync git ca-certificates iproute2)
+# gnupg (gpg, gpg-agent, gpgv): signs and checks the rehearsal's stand-in apt repository (upstream mode)
+APT_PKGS=(podman runc debootstrap openssh-client rsync git ca-certificates iproute2 gnupg)
 PY=""
 for cand in python3.13 python3.12 python3.11 python3; do
   if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then

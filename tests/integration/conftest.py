@@ -1,6 +1,7 @@
 """Shared rehearsal nodes for every integration test (one set per pytest session).
 
-Fixture API (other test modules use these; do not start nodes of your own):
+Fixture API (other test modules use these; do not start nodes of your own; the one exception is
+test_upstream_path.py, which needs a node without Docker and starts one of its own):
 
 ``rehearsal_cluster`` (session) -> :class:`RehearsalCluster` with
 

@@ -202,6 +202,9 @@ class LocalProvider:
 
     prefix: str
     inventory: Path
+    #: the images built before :meth:`launch` returns: all of them (site.yml's serve stack loads the
+    #: stack's), or only ``("node",)`` for nodes that run only the roles before the stack
+    images: tuple[str, ...] = IMAGE_KEYS
     name: str = field(default="local", init=False)
 
     def _bring_up(self, names: Sequence[str], progress: Progress, *, node_vars: dict[str, dict[str, Any]],
@@ -219,12 +222,12 @@ class LocalProvider:
         done = [0]
         built = [0]
         what = "rehearsal images (built once per recipe)"
-        progress.step("images", what, 0, len(IMAGE_KEYS))
+        progress.step("images", what, 0, len(self.images))
 
         def image_done(step_key: str) -> None:
             if step_key.startswith("image:"):
                 built[0] += 1
-                progress.step("images", what, built[0], len(IMAGE_KEYS))
+                progress.step("images", what, built[0], len(self.images))
 
         def bring_up(name: str) -> Node:
             _start(name, self.prefix, node_image, archive_dir, (ports or {}).get(name))
@@ -249,8 +252,10 @@ class LocalProvider:
 
         nodes_step = schedule.Step("nodes", f"starting the rehearsal node(s) {', '.join(names)}",
                                    ("image:node",), start_all)
-        results = ensure_images(IMAGE_KEYS, progress.note, extra=[nodes_step], on_done=image_done)
-        if stack_of(results) != stack:  # the refs the nodes were given are the ones built
+        if "node" not in self.images:
+            raise ServeSystemError("rehearsal nodes need the node image: add 'node' to the provider's images")
+        results = ensure_images(self.images, progress.note, extra=[nodes_step], on_done=image_done)
+        if set(stack) <= set(self.images) and stack_of(results) != stack:  # the refs given are the ones built
             raise ServeSystemError("rehearsal images: the built refs differ from the planned ones "
                                    f"({stack_of(results)} vs {stack})")
         nodes: list[Node] = results["nodes"]

@@ -1,0 +1,25 @@
+"""Filter of role nvidia_container_toolkit: which apt source files define NVIDIA's repository already.
+
+    {{ slurp_results | nvidia_container_toolkit_same_repository(url, arch, own_file) }}
+
+``slurp_results``: the ``results`` of ``ansible.builtin.slurp`` looped over the candidate files
+(``source`` and base64 ``content`` each). Returns ``{"whole": [paths], "mixed": [{"path", "lines"}]}``
+(see ``serve_system.aptsources.same_repository``, the one place of that logic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from serve_system.aptsources import same_repository, slurped
+
+
+def nvidia_container_toolkit_same_repository(results: Iterable[Mapping[str, Any]], uri: str, arch: str,
+                           own: str) -> dict[str, list[Any]]:
+    return same_repository(slurped(results), uri, arch, own)
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {"nvidia_container_toolkit_same_repository": nvidia_container_toolkit_same_repository}

@@ -1,0 +1,485 @@
+"""Docker's and NVIDIA's apt repositories, stood in for on the rehearsal network (the upstream mode).
+
+A Chameleon node installs Docker from Docker's apt repository and the NVIDIA container toolkit from
+NVIDIA's (``docker_source: upstream``). Rehearsal nodes reach neither, so by default they take
+Debian's ``docker.io`` (``docker_source: distro``). The upstream mode rehearses the real path instead:
+a local apt repository, GPG-signed with a key made for it, in each upstream's layout, serves packages
+of the upstream names built over Debian's own, and the roles' repository, refresh and install tasks
+run for real against it.
+
+* :func:`build` writes the site into an empty directory:
+
+  - ``linux/debian/``: Docker's layout (``dists/<suite>/{InRelease,Release,Release.gpg}``,
+    ``dists/<suite>/stable/binary-<arch>/Packages[.gz]``, the packages under
+    ``dists/<suite>/pool/stable/<arch>/``, the key at ``linux/debian/gpg``);
+  - ``libnvidia-container/``: NVIDIA's flat layout (suite ``/``: ``stable/deb/<arch>/`` holds the
+    Release files, the index and the packages; the key at ``libnvidia-container/gpgkey``).
+
+  The packages are built over Debian's own. Debian's ``docker.io`` conflicts with ``docker-ce`` and
+  its ``docker-cli`` with ``docker-ce-cli``, so those two are Debian's packages **repacked** under
+  Docker's names (:func:`repack`: the same files and maintainer scripts, the control file renamed,
+  conflicting with the Debian package instead, ``docker-ce`` depending on ``containerd.io`` and
+  ``docker-ce-cli`` as Docker's does); the rest are metapackages: ``containerd.io`` over
+  ``containerd``, ``docker-compose-plugin`` over ``docker-compose``, ``docker-buildx-plugin`` empty
+  (Compose v2 has no need of buildx). Debian's .debs come from the node image's apt cache
+  (:func:`debs_from_image`: the versions the distro path installs). ``nvidia-container-toolkit``
+  ships an ``nvidia-ctk`` whose ``runtime configure --runtime=docker`` edits
+  ``/etc/docker/daemon.json`` as NVIDIA's does (the ``nvidia`` runtime added, the other keys kept,
+  written with four-space indentation and sorted keys). The signing key lives in a temporary GnuPG
+  home removed after signing; only its public half is in the site.
+* :func:`serve` serves a site over HTTP on one address (the podman bridge's, :func:`bridge_address`,
+  so only the rehearsal nodes reach it), recording every path requested.
+* :func:`node_vars` are the host variables that point the roles at it.
+
+Tools: ``dpkg-deb`` (dpkg) to build the packages, ``gpg`` (gnupg) to make the key and sign.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import hashlib
+import http.server
+import json
+import os
+import posixpath
+import shutil
+import subprocess
+import tempfile
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ServeSystemError
+from ..podman import podman, require_tool
+
+#: the uid of the signing key (a made-up address: it signs nothing but a rehearsal repository)
+KEY_UID = "serve-system rehearsal repository <rehearsal-repository@serve-system.invalid>"
+DOCKER_DIR = "linux/debian"
+NVIDIA_DIR = "libnvidia-container"
+
+#: what nvidia-ctk writes for ``runtime configure --runtime=docker``
+NVIDIA_RUNTIME = {"args": [], "path": "nvidia-container-runtime"}
+
+NVIDIA_CTK = '''#!/usr/bin/python3
+"""nvidia-ctk of the serve-system rehearsal repository: `runtime configure --runtime=docker` edits
+/etc/docker/daemon.json as NVIDIA's does (the nvidia runtime added, every other key kept, four-space
+indentation, sorted keys). Nothing else of NVIDIA's tool is here."""
+import json
+import os
+import posixpath
+import sys
+
+RUNTIME = @RUNTIME@
+
+
+def main(argv):
+    if argv[:2] != ["runtime", "configure"] or "--runtime=docker" not in argv[2:]:
+        print("nvidia-ctk (serve-system rehearsal): only `runtime configure --runtime=docker` is here",
+              file=sys.stderr)
+        return 2
+    path = "/etc/docker/daemon.json"
+    for arg in argv[2:]:
+        if arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+    config = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()
+        config = json.loads(text) if text else {}
+    config.setdefault("runtimes", {})["nvidia"] = RUNTIME
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".nvidia-ctk.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(config, indent=4, sort_keys=True))
+    os.replace(tmp, path)
+    print("INFO[0000] Wrote updated config to " + path)
+    print("INFO[0000] It is recommended that docker daemon be restarted.")
+    return 0
+
+
+sys.exit(main(sys.argv[1:]))
+'''.replace("@RUNTIME@", json.dumps(NVIDIA_RUNTIME))
+
+
+@dataclass(frozen=True)
+class Package:
+    """A metapackage of the stand-in repository: control fields and the files it installs."""
+
+    name: str
+    version: str
+    depends: str
+    description: str
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # path: (text, mode)
+
+
+@dataclass(frozen=True)
+class Repack:
+    """A Debian package carried under Docker's name: ``source`` renamed ``name``."""
+
+    name: str
+    source: str
+    depends_also: str
+    conflicts: str
+    description: str
+
+
+#: Docker's engine and CLI: Debian's conflict with Docker's names, so their files are repacked
+REPACKS = (
+    Repack("docker-ce", "docker.io", "containerd.io, docker-ce-cli", "docker.io",
+           "Docker engine (rehearsal stand-in: Debian's docker.io repacked)"),
+    Repack("docker-ce-cli", "docker-cli", "", "docker-cli, podman-docker",
+           "Docker CLI (rehearsal stand-in: Debian's docker-cli repacked)"),
+)
+#: the Debian packages :data:`REPACKS` need (from the node image's apt cache)
+DEBIAN_SOURCES = tuple(r.source for r in REPACKS)
+
+
+def _docker_version(suite: str, version: str) -> str:
+    return f"{version}-1~debian.13~{suite}"
+
+
+def docker_metapackages(suite: str) -> tuple[Package, ...]:
+    """The rest of what the docker role installs from Docker's repository, over Debian's packages."""
+    return (
+        Package("containerd.io", _docker_version(suite, "1.7.28"), "containerd",
+                "containerd (rehearsal stand-in over Debian's containerd)"),
+        Package("docker-buildx-plugin", _docker_version(suite, "0.29.1"), "",
+                "Docker buildx plugin (rehearsal stand-in, empty)"),
+        Package("docker-compose-plugin", _docker_version(suite, "2.40.3"), "docker-compose",
+                "Docker Compose v2 plugin (rehearsal stand-in over Debian's docker-compose)"),
+    )
+
+
+def nvidia_packages() -> tuple[Package, ...]:
+    """The NVIDIA container toolkit of the stand-in repository."""
+    return (
+        Package("nvidia-container-toolkit", "1.18.0-1", "python3",
+                "NVIDIA container toolkit (rehearsal stand-in: nvidia-ctk runtime configure only)",
+                {"usr/bin/nvidia-ctk": (NVIDIA_CTK, 0o755)}),
+    )
+
+
+def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120, **kw)
+    except subprocess.CalledProcessError as exc:
+        raise ServeSystemError(f"{argv[0]} failed: {(exc.stderr or exc.stdout).strip()[-400:]}") from exc
+
+
+def build_deb(pkg: Package, arch: str, out_dir: Path) -> Path:
+    """``<name>_<version without epoch>_<arch>.deb`` in ``out_dir``, built with dpkg-deb."""
+    dpkg_deb = require_tool("dpkg-deb", "dpkg")
+    with tempfile.TemporaryDirectory(prefix="serve-system-deb-") as tmp:
+        root = Path(tmp) / "root"
+        (root / "DEBIAN").mkdir(parents=True)
+        control = [f"Package: {pkg.name}", f"Version: {pkg.version}", f"Architecture: {arch}",
+                   "Maintainer: serve-system rehearsal <rehearsal-repository@serve-system.invalid>",
+                   "Section: admin", "Priority: optional"]
+        if pkg.depends:
+            control.append(f"Depends: {pkg.depends}")
+        control.append(f"Description: {pkg.description}")
+        (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n", encoding="utf-8")
+        for rel, (text, mode) in pkg.files.items():
+            dest = root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text, encoding="utf-8")
+            dest.chmod(mode)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        deb = out_dir / f"{pkg.name}_{pkg.version.split(':', 1)[-1]}_{arch}.deb"
+        _run([dpkg_deb, "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)])
+    return deb
+
+
+def _control_fields(text: str) -> list[tuple[str, str]]:
+    """(name, value) of a control file's fields, continuation lines kept in the value."""
+    fields: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        if line[:1] in (" ", "\t") and fields:
+            name, value = fields[-1]
+            fields[-1] = (name, value + "\n" + line)
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            fields.append((name.strip(), value.strip()))
+    return fields
+
+
+def repack(src: Path, spec: Repack, suite: str, out_dir: Path) -> Path:
+    """Debian's package ``src`` (of ``spec.source``) as ``spec.name``: its files and maintainer scripts,
+    the control file renamed, conflicting with ``spec.conflicts``, depending also on
+    ``spec.depends_also``, versioned as Docker versions its packages."""
+    dpkg_deb = require_tool("dpkg-deb", "dpkg")
+    with tempfile.TemporaryDirectory(prefix="serve-system-deb-") as tmp:
+        root = Path(tmp) / "root"
+        _run([dpkg_deb, "--raw-extract", str(src), str(root)])
+        control_path = root / "DEBIAN" / "control"
+        fields = dict(_control_fields(control_path.read_text(encoding="utf-8")))
+        if fields.get("Package") != spec.source:
+            raise ServeSystemError(f"{src} is package {fields.get('Package')!r}, not {spec.source}")
+        upstream = fields["Version"].split(":", 1)[-1].split("+", 1)[0].split("-", 1)[0]
+        version = "5:" + _docker_version(suite, upstream)
+        depends = ", ".join(d for d in (fields.get("Depends", ""), spec.depends_also) if d)
+        # Recommends and Suggests go too: the stand-in pulls nothing from the mirror the distro path
+        # (install_recommends: false) does not
+        for gone in ("Conflicts", "Breaks", "Replaces", "Provides", "Recommends", "Suggests", "Source",
+                     "Built-Using", "Description"):
+            fields.pop(gone, None)
+        fields.update(Package=spec.name, Version=version, Conflicts=spec.conflicts, Replaces=spec.conflicts,
+                      Description=spec.description)
+        if depends:
+            fields["Depends"] = depends
+        control_path.write_text("".join(f"{k}: {v}\n" for k, v in fields.items()), encoding="utf-8")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        deb = out_dir / f"{spec.name}_{version.split(':', 1)[-1]}_{fields['Architecture']}.deb"
+        _run([dpkg_deb, "--root-owner-group", "-Zgzip", "-z1", "--build", str(root), str(deb)])
+    return deb
+
+
+def debs_from_image(image: str, names: tuple[str, ...], dest: Path) -> dict[str, Path]:
+    """Debian's .debs of ``names`` out of ``image``'s apt cache (/var/cache/apt/archives) into ``dest``."""
+    archives = "/var/cache/apt/archives"
+    listing = podman("run", "--rm", "--network=none", "--entrypoint", "ls", image, archives, timeout=120)
+    files = listing.stdout.split()
+    found = {n: next((f for f in files if f.startswith(n + "_") and f.endswith(".deb")), None) for n in names}
+    missing = [n for n, f in found.items() if f is None]
+    if missing:
+        raise ServeSystemError(f"{image} has no {', '.join(missing)} .deb in {archives}: "
+                               "rebuild the node image")
+    dest.mkdir(parents=True, exist_ok=True)
+    container = podman("create", "--network=none", image, "true", timeout=120).stdout.strip()
+    try:
+        out = {}
+        for name, fname in found.items():
+            podman("cp", f"{container}:{archives}/{fname}", str(dest / str(fname)), timeout=300)
+            out[name] = dest / str(fname)
+        return out
+    finally:
+        podman("rm", "-f", container, check=False, timeout=60)
+
+
+def _hashes(data: bytes) -> dict[str, str]:
+    return {"MD5sum": hashlib.md5(data).hexdigest(),
+            "SHA256": hashlib.sha256(data).hexdigest()}
+
+
+def packages_index(debs: list[Path], base: Path) -> str:
+    """The ``Packages`` index of ``debs``, their ``Filename`` relative to the repository root ``base``."""
+    dpkg_deb = require_tool("dpkg-deb", "dpkg")
+    stanzas = []
+    for deb in sorted(debs):
+        fields = _run([dpkg_deb, "--field", str(deb)]).stdout.rstrip("\n")
+        data = deb.read_bytes()
+        rel = deb.relative_to(base).as_posix()
+        extra = [f"Filename: {rel if '/' in rel else './' + rel}", f"Size: {len(data)}"]
+        extra += [f"{k}: {v}" for k, v in _hashes(data).items()]
+        stanzas.append(fields + "\n" + "\n".join(extra) + "\n")
+    return "\n".join(stanzas)
+
+
+def write_index(index_dir: Path, text: str) -> list[Path]:
+    """``Packages`` and ``Packages.gz`` (reproducible: no name or time in the gzip header)."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    plain = index_dir / "Packages"
+    plain.write_text(text, encoding="utf-8")
+    gz = index_dir / "Packages.gz"
+    gz.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
+    return [plain, gz]
+
+
+def release_text(release_dir: Path, files: list[Path], fields: dict[str, str]) -> str:
+    """A ``Release`` file: ``fields``, then the size and hashes of ``files`` relative to ``release_dir``."""
+    lines = [f"{k}: {v}" for k, v in fields.items()]
+    lines.append("Date: " + email.utils.formatdate(usegmt=True))
+    sums: dict[str, list[str]] = {"MD5Sum": [], "SHA256": []}
+    for f in sorted(files):
+        data = f.read_bytes()
+        h = _hashes(data)
+        rel = f.relative_to(release_dir).as_posix()
+        sums["MD5Sum"].append(f" {h['MD5sum']} {len(data):>16} {rel}")
+        sums["SHA256"].append(f" {h['SHA256']} {len(data):>16} {rel}")
+    for name, rows in sums.items():
+        lines.append(f"{name}:")
+        lines.extend(rows)
+    return "\n".join(lines) + "\n"
+
+
+class Signer:
+    """A signing key made for one build, in a temporary GnuPG home (removed by :meth:`close`)."""
+
+    def __init__(self) -> None:
+        self.gpg = require_tool("gpg", "gnupg")
+        # short path: gpg-agent's socket path must fit in a sockaddr_un
+        self.home = Path(tempfile.mkdtemp(prefix="ssr-gpg-"))
+        self.home.chmod(0o700)
+        try:
+            self._gpg("--quick-generate-key", KEY_UID, "ed25519", "sign", "never")
+            self.public = self._gpg("--armor", "--export", KEY_UID).stdout
+        except BaseException:
+            self.close()
+            raise
+        if "BEGIN PGP PUBLIC KEY BLOCK" not in self.public:
+            self.close()
+            raise ServeSystemError("gpg made no public key for the rehearsal repository")
+
+    def _gpg(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return _run([self.gpg, "--batch", "--quiet", "--homedir", str(self.home),
+                     "--pinentry-mode", "loopback", "--passphrase", "", "--digest-algo", "SHA512", *args])
+
+    def sign_release(self, release: Path) -> None:
+        """``InRelease`` (clear-signed) and ``Release.gpg`` (detached) next to ``release``."""
+        inrelease = release.with_name("InRelease")
+        detached = release.with_name("Release.gpg")
+        inrelease.unlink(missing_ok=True)
+        detached.unlink(missing_ok=True)
+        self._gpg("--local-user", KEY_UID, "--clearsign", "--output", str(inrelease), str(release))
+        self._gpg("--local-user", KEY_UID, "--armor", "--detach-sign", "--output", str(detached),
+                  str(release))
+
+    def close(self) -> None:
+        gpgconf = shutil.which("gpgconf")
+        if gpgconf:
+            subprocess.run([gpgconf, "--homedir", str(self.home), "--kill", "all"], capture_output=True,
+                           check=False, timeout=30)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Site:
+    """A built stand-in site: its root directory, the suite and architecture it serves."""
+
+    root: Path
+    suite: str
+    arch: str
+
+    @property
+    def docker_index(self) -> str:
+        """The path (from the site root) of Docker's package index for the suite."""
+        return f"{DOCKER_DIR}/dists/{self.suite}/stable/binary-{self.arch}/Packages"
+
+    @property
+    def nvidia_index(self) -> str:
+        """The path (from the site root) of NVIDIA's package index."""
+        return f"{NVIDIA_DIR}/stable/deb/{self.arch}/Packages"
+
+
+def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd64") -> Site:
+    """Write the signed stand-in site for Debian ``suite`` on ``arch`` into ``root`` (new or empty);
+    ``debian_debs``: Debian's .deb of each of :data:`DEBIAN_SOURCES` (repacked under Docker's names)."""
+    root = Path(root)
+    if root.exists() and any(root.iterdir()):
+        raise ServeSystemError(f"{root} is not empty: the rehearsal repository is built in a new directory")
+    missing = [n for n in DEBIAN_SOURCES if n not in debian_debs]
+    if missing:
+        raise ServeSystemError(f"the rehearsal repository needs Debian's {', '.join(missing)} .deb to repack")
+    root.mkdir(parents=True, exist_ok=True)
+    signer = Signer()
+    try:
+        # Docker: dists/<suite>/{Release,InRelease}, stable/binary-<arch>/Packages, pool under dists/
+        docker = root / DOCKER_DIR
+        dist = docker / "dists" / suite
+        pool = dist / "pool" / "stable" / arch
+        debs = [repack(debian_debs[r.source], r, suite, pool) for r in REPACKS]
+        debs += [build_deb(p, arch, pool) for p in docker_metapackages(suite)]
+        index = write_index(dist / "stable" / f"binary-{arch}", packages_index(debs, docker))
+        release = dist / "Release"
+        release.write_text(release_text(dist, index, {
+            "Origin": "serve-system rehearsal (Docker's layout)", "Label": "Docker CE", "Suite": suite,
+            "Codename": suite, "Architectures": arch, "Components": "stable",
+            "Description": "Stand-in for Docker's apt repository on rehearsal nodes"}), encoding="utf-8")
+        signer.sign_release(release)
+        (docker / "gpg").write_text(signer.public, encoding="utf-8")
+        # NVIDIA: flat (suite "/"): stable/deb/<arch>/ holds Release, Packages and the packages
+        nvidia = root / NVIDIA_DIR
+        flat = nvidia / "stable" / "deb" / arch
+        debs = [build_deb(p, arch, flat) for p in nvidia_packages()]
+        index = write_index(flat, packages_index(debs, flat))
+        release = flat / "Release"
+        release.write_text(release_text(flat, index, {
+            "Origin": "serve-system rehearsal (NVIDIA's layout)", "Label": "libnvidia-container",
+            "Architectures": arch,
+            "Description": "Stand-in for NVIDIA's container toolkit repository on rehearsal nodes"}),
+            encoding="utf-8")
+        signer.sign_release(release)
+        (nvidia / "gpgkey").write_text(signer.public, encoding="utf-8")
+    finally:
+        signer.close()
+    return Site(root, suite, arch)
+
+
+def node_vars(base_url: str, arch: str = "amd64") -> dict[str, Any]:
+    """Host variables that point the docker and nvidia_container_toolkit roles at a served site."""
+    base_url = base_url.rstrip("/")
+    return {
+        "docker_source": "upstream",
+        "docker_upstream_repo_url": f"{base_url}/{DOCKER_DIR}",
+        "nvidia_container_toolkit_repo_url": f"{base_url}/{NVIDIA_DIR}/stable/deb/{arch}",
+        "nvidia_container_toolkit_key_url": f"{base_url}/{NVIDIA_DIR}/gpgkey",
+        "nvidia_container_toolkit_install_without_gpu": True,
+    }
+
+
+def bridge_address(network: str = "podman") -> str:
+    """The host's address on podman's bridge ``network`` (its gateway): rehearsal nodes reach it."""
+    proc = podman("network", "inspect", network)
+    try:
+        data = json.loads(proc.stdout or "[]")
+        info = data[0] if isinstance(data, list) and data else {}
+        subnets = info.get("subnets") or []
+        if not subnets:  # CNI's plugin list form
+            subnets = [r for p in info.get("plugins", []) for rs in p.get("ipam", {}).get("ranges", [])
+                       for r in rs]
+        gateway = next(str(s["gateway"]) for s in subnets
+                       if s.get("gateway") and ":" not in str(s["gateway"]))
+    except (ValueError, StopIteration, AttributeError, KeyError, TypeError) as exc:
+        raise ServeSystemError(f"podman network {network}: no IPv4 gateway address found") from exc
+    return gateway
+
+
+@dataclass
+class Server:
+    """A site served over HTTP: its base URL and every path requested (in order, normalized)."""
+
+    base_url: str
+    requests: list[str]
+
+
+@contextmanager
+def serve(root: Path, host: str, port: int = 0) -> Iterator[Server]:
+    """Serve ``root`` (read-only, GET/HEAD) on ``host``:``port`` (0: a free one) until the block ends."""
+    requests: list[str] = []
+    lock = threading.Lock()
+    directory = os.fspath(root)
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=directory, **kwargs)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+        def send_head(self) -> Any:
+            # recorded as the file it names (apt asks a flat repository for ".../amd64/./Packages")
+            path = posixpath.normpath(urllib.parse.unquote(self.path.split("?", 1)[0]))
+            with lock:
+                requests.append(path)
+            return super().send_head()
+
+    try:
+        httpd = http.server.ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:
+        raise ServeSystemError(
+            f"cannot serve the rehearsal repository on {host}:{port or '(a free port)'} ({exc.strerror}): "
+            "podman's bridge has its address while a container runs on it; start a rehearsal node first "
+            "(serve-system launch --provider local)") from exc
+    thread = threading.Thread(target=httpd.serve_forever, name="rehearsal-apt-repository", daemon=True)
+    thread.start()
+    try:
+        yield Server(f"http://{host}:{httpd.server_address[1]}", requests)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)

@@ -1,0 +1,226 @@
+"""The rehearsal's stand-in for Docker's and NVIDIA's apt repositories (serve_system.provision.upstream_repo):
+layouts, signatures checked with gpgv, indexes that match the packages, nvidia-ctk's daemon.json edit,
+the HTTP server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from serve_system.errors import ServeSystemError
+from serve_system.provision.upstream_repo import NVIDIA_RUNTIME, Site, build, node_vars, serve
+
+
+def _debian_deb(out: Path, name: str, conflicts: str) -> Path:
+    """A small package shaped like Debian's ``name`` (control fields, a file, a postinst)."""
+    root = out / name
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nSource: docker.io (26.1.5+dfsg1-9)\nVersion: 26.1.5+dfsg1-9+deb13u1+b1\n"
+        "Architecture: amd64\nMaintainer: Debian Go Packaging Team <team+pkg-go@tracker.debian.org>\n"
+        "Depends: libc6 (>= 2.34), containerd (>= 1.4~)\nRecommends: git\n"
+        f"Conflicts: {conflicts}\nSection: admin\nPriority: optional\n"
+        f"Description: {name} of Debian\n more lines\n .\n of description\n")
+    (root / "DEBIAN" / "postinst").write_text("#!/bin/sh\nset -e\nexit 0\n")
+    (root / "DEBIAN" / "postinst").chmod(0o755)
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / f"{name}-binary").write_text("#!/bin/sh\necho binary\n")
+    deb = out / f"{name}_26.1.5+dfsg1-9+deb13u1+b1_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(deb)], check=True,
+                   capture_output=True)
+    return deb
+
+
+@pytest.fixture(scope="module")
+def debian_debs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("debian")
+    return {"docker.io": _debian_deb(out, "docker.io", "docker-ce, docker-ce-rootless-extras"),
+            "docker-cli": _debian_deb(out, "docker-cli", "docker-ce-cli, podman-docker")}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, debian_debs: dict[str, Path]) -> Site:
+    return build(tmp_path_factory.mktemp("repo") / "site", "trixie", debian_debs)
+
+
+def _fields(deb: Path) -> dict[str, str]:
+    text = subprocess.run(["dpkg-deb", "--field", str(deb)], capture_output=True, text=True,
+                          check=True).stdout
+    return dict(re.findall(r"^(\S+): (.*)$", text, re.MULTILINE))
+
+
+def test_dockers_engine_and_cli_are_debians_repacked_under_dockers_names(site: Site, tmp_path: Path) -> None:
+    pool = site.root / DOCKER_DIST / "pool" / "stable" / "amd64"
+    ce = _fields(next(pool.glob("docker-ce_*.deb")))
+    assert ce["Package"] == "docker-ce" and ce["Version"] == "5:26.1.5-1~debian.13~trixie"
+    assert ce["Depends"] == "libc6 (>= 2.34), containerd (>= 1.4~), containerd.io, docker-ce-cli"
+    assert ce["Conflicts"] == "docker.io" and "Recommends" not in ce and "Source" not in ce
+    cli = _fields(next(pool.glob("docker-ce-cli_*.deb")))
+    assert cli["Package"] == "docker-ce-cli" and cli["Conflicts"] == "docker-cli, podman-docker"
+    # the same files and maintainer scripts
+    subprocess.run(["dpkg-deb", "-R", str(next(pool.glob("docker-ce_*.deb"))), str(tmp_path / "ce")],
+                   check=True)
+    assert (tmp_path / "ce" / "usr" / "bin" / "docker.io-binary").read_text() == "#!/bin/sh\necho binary\n"
+    assert (tmp_path / "ce" / "DEBIAN" / "postinst").stat().st_mode & 0o111
+
+
+def test_build_needs_debians_packages(tmp_path: Path, debian_debs: dict[str, Path]) -> None:
+    with pytest.raises(ServeSystemError, match="needs Debian's docker-cli .deb"):
+        build(tmp_path / "site", "trixie", {"docker.io": debian_debs["docker.io"]})
+    with pytest.raises(ServeSystemError, match="is package 'docker.io', not docker-cli"):
+        build(tmp_path / "site2", "trixie", {"docker.io": debian_debs["docker.io"],
+                                             "docker-cli": debian_debs["docker.io"]})
+
+
+def _gpgv(tmp_path: Path, key_armored: Path, *files: Path) -> subprocess.CompletedProcess[str]:
+    keyring = tmp_path / f"{key_armored.name}.gpg"
+    subprocess.run(["gpg", "--batch", "--yes", "--dearmor", "--output", str(keyring), str(key_armored)],
+                   check=True, capture_output=True)
+    return subprocess.run(["gpgv", "--keyring", str(keyring), *map(str, files)], capture_output=True,
+                          text=True, check=False)
+
+
+def _release_sha256(release: Path) -> dict[str, tuple[int, str]]:
+    text = release.read_text()
+    block = text.split("SHA256:\n", 1)[1]
+    out = {}
+    for line in block.splitlines():
+        if not line.startswith(" "):
+            break
+        sha, size, name = line.split()
+        out[name] = (int(size), sha)
+    return out
+
+
+DOCKER_DIST = "linux/debian/dists/trixie"
+NVIDIA_FLAT = "libnvidia-container/stable/deb/amd64"
+
+
+@pytest.mark.parametrize(("release_dir", "key"), [(DOCKER_DIST, "linux/debian/gpg"),
+                                                  (NVIDIA_FLAT, "libnvidia-container/gpgkey")])
+def test_release_files_are_signed_by_the_published_key(site: Site, tmp_path: Path, release_dir: str,
+                                                        key: str) -> None:
+    d = site.root / release_dir
+    inline = _gpgv(tmp_path, site.root / key, d / "InRelease")
+    assert inline.returncode == 0, inline.stderr
+    detached = _gpgv(tmp_path, site.root / key, d / "Release.gpg", d / "Release")
+    assert detached.returncode == 0, detached.stderr
+    # a changed Release no longer verifies
+    tampered = tmp_path / "Release"
+    tampered.write_text((d / "Release").read_text().replace("Date:", "Date: 1"))
+    assert _gpgv(tmp_path, site.root / key, d / "Release.gpg", tampered).returncode != 0
+    # the clear-signed text is the Release file
+    assert (d / "Release").read_text().strip() in (d / "InRelease").read_text()
+    # only the public key is published: no private key anywhere in the site
+    for f in site.root.rglob("*"):
+        if f.is_file() and not f.name.endswith(".deb"):
+            assert "PRIVATE KEY" not in f.read_text(errors="replace"), f
+
+
+@pytest.mark.parametrize(("release_dir", "index"), [(DOCKER_DIST, "stable/binary-amd64/Packages"),
+                                                    (NVIDIA_FLAT, "Packages")])
+def test_release_hashes_match_the_indexes_and_the_indexes_the_packages(site: Site, release_dir: str,
+                                                                        index: str) -> None:
+    d = site.root / release_dir
+    listed = _release_sha256(d / "Release")
+    assert set(listed) == {index, index + ".gz"}
+    for name, (size, sha) in listed.items():
+        data = (d / name).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (size, sha)
+    repo_root = site.root / ("linux/debian" if release_dir == DOCKER_DIST else NVIDIA_FLAT)
+    stanzas = [dict(re.findall(r"^(\S+): (.*)$", s, re.MULTILINE))
+               for s in (d / index).read_text().split("\n\n") if s.strip()]
+    for st in stanzas:
+        deb = repo_root / st["Filename"]
+        data = deb.read_bytes()
+        assert int(st["Size"]) == len(data) and st["SHA256"] == hashlib.sha256(data).hexdigest()
+        fields = subprocess.run(["dpkg-deb", "--field", str(deb), "Package"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        assert fields == st["Package"]
+    names = {st["Package"]: st for st in stanzas}
+    if release_dir == DOCKER_DIST:
+        assert set(names) == {"docker-ce", "docker-ce-cli", "containerd.io", "docker-buildx-plugin",
+                              "docker-compose-plugin"}
+        assert all(st["Filename"].startswith("dists/trixie/pool/stable/amd64/") for st in stanzas)
+    else:
+        assert set(names) == {"nvidia-container-toolkit"}
+        assert names["nvidia-container-toolkit"]["Filename"].startswith("./")
+
+
+def _nvidia_ctk(site: Site, tmp_path: Path) -> Path:
+    deb = next((site.root / NVIDIA_FLAT).glob("nvidia-container-toolkit_*.deb"))
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path / "x")], check=True)
+    ctk = tmp_path / "x" / "usr" / "bin" / "nvidia-ctk"
+    assert ctk.stat().st_mode & 0o111
+    return ctk
+
+
+def test_nvidia_ctk_adds_the_runtime_as_nvidias_does(site: Site, tmp_path: Path) -> None:
+    ctk = _nvidia_ctk(site, tmp_path)
+    daemon = tmp_path / "daemon.json"
+    before = {"storage-driver": "overlay2", "exec-opts": ["native.cgroupdriver=cgroupfs"]}
+    daemon.write_text(json.dumps(before))
+    run = subprocess.run([str(ctk), "runtime", "configure", "--runtime=docker", f"--config={daemon}"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    written = daemon.read_text()
+    assert json.loads(written) == {**before, "runtimes": {"nvidia": NVIDIA_RUNTIME}}
+    assert written == json.dumps(json.loads(written), indent=4, sort_keys=True)  # Go's MarshalIndent layout
+    # anything else is refused, and the file is left alone
+    other = subprocess.run([str(ctk), "runtime", "configure", "--runtime=containerd", f"--config={daemon}"],
+                           capture_output=True, text=True, check=False)
+    assert other.returncode == 2 and daemon.read_text() == written
+
+
+def test_nvidia_ctk_on_a_missing_file_writes_only_the_runtime(site: Site, tmp_path: Path) -> None:
+    ctk = _nvidia_ctk(site, tmp_path)
+    daemon = tmp_path / "etc" / "docker" / "daemon.json"
+    subprocess.run([str(ctk), "runtime", "configure", "--runtime=docker", f"--config={daemon}"], check=True,
+                   capture_output=True)
+    assert json.loads(daemon.read_text()) == {"runtimes": {"nvidia": NVIDIA_RUNTIME}}
+
+
+def test_build_refuses_a_directory_that_is_not_empty(tmp_path: Path, debian_debs: dict[str, Path]) -> None:
+    (tmp_path / "mine.txt").write_text("keep")
+    with pytest.raises(ServeSystemError, match="not empty"):
+        build(tmp_path, "trixie", debian_debs)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_served_over_http_with_every_request_recorded(site: Site) -> None:
+    with serve(site.root, "127.0.0.1") as server:
+        with urllib.request.urlopen(f"{server.base_url}/{site.docker_index}", timeout=10) as resp:
+            body = resp.read()
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"{server.base_url}/linux/debian/nothing", timeout=10)
+        flat_dir = site.nvidia_index.rsplit("/", 1)[0]
+        with urllib.request.urlopen(f"{server.base_url}/{flat_dir}/./Packages", timeout=10) as resp:
+            flat = resp.read()
+    assert body == (site.root / site.docker_index).read_bytes()
+    assert flat == (site.root / site.nvidia_index).read_bytes()
+    assert server.requests == [f"/{site.docker_index}", "/linux/debian/nothing", f"/{site.nvidia_index}"]
+
+
+def test_node_vars_point_the_roles_at_the_layouts() -> None:
+    v = node_vars("http://10.88.0.1:8080/")
+    assert v == {
+        "docker_source": "upstream",
+        "docker_upstream_repo_url": "http://10.88.0.1:8080/linux/debian",
+        "nvidia_container_toolkit_repo_url": "http://10.88.0.1:8080/libnvidia-container/stable/deb/amd64",
+        "nvidia_container_toolkit_key_url": "http://10.88.0.1:8080/libnvidia-container/gpgkey",
+        "nvidia_container_toolkit_install_without_gpu": True,
+    }
+
+
+def test_serving_on_an_address_not_of_this_host_says_what_to_do(site: Site) -> None:
+    wanted = r"cannot serve the rehearsal repository on 192\.0\.2\.1:.*start a rehearsal node first"
+    # TEST-NET-1: never an address of this host
+    with pytest.raises(ServeSystemError, match=wanted), serve(site.root, "192.0.2.1"):
+        pass

@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from ... import interrupt
 from ...errors import ServeSystemError
 from ..base import Progress, is_ours
 from .credentials import api_errors, one_line
@@ -113,29 +115,30 @@ def wait_for_tcp(host: str, port: int, timeout: float, poll: float = 5.0) -> boo
         except OSError:
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(min(poll, max(0.0, deadline - time.monotonic())) or 0.05)
-
-
+            if interrupt.stopping.wait(min(poll, max(0.0, deadline - time.monotonic())) or 0.05):
+                raise KeyboardInterrupt from None
 
 
 def wait_for_tcp_all(targets: dict[str, tuple[str, int]], timeout: float, progress: Progress,
                      poll: float = 5.0) -> list[str]:
     """Wait for TCP on every ``name: (host, port)`` at once; returns the names that never answered."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
     if not targets:
         return []
-    failed: list[str] = []
-    done = 0
+    done = [0]
+    lock = threading.Lock()
     progress.step("ssh", "waiting for SSH", 0, len(targets))
-    with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
-        futures = {pool.submit(wait_for_tcp, h, p, timeout, poll): n for n, (h, p) in targets.items()}
-        for fut in as_completed(futures):
-            done += 1
-            if not fut.result():
-                failed.append(futures[fut])
-            progress.step("ssh", "waiting for SSH", done, len(targets))
-    return sorted(failed)
+
+    def one(name: str) -> bool:
+        host, port = targets[name]
+        ok = wait_for_tcp(host, port, timeout, poll)
+        with lock:
+            done[0] += 1
+            progress.step("ssh", "waiting for SSH", done[0], len(targets))
+        return ok
+
+    names = list(targets)
+    answered = interrupt.parallel(one, names, max_workers=64)
+    return sorted(n for n, ok in zip(names, answered, strict=True) if not ok)
 
 
 def server_status(server_id: str) -> tuple[str, str]:

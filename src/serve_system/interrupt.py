@@ -32,7 +32,8 @@ R = TypeVar("R")
 #: set once the command is interrupted: workers stop waiting and stop starting children
 stopping = threading.Event()
 
-_lock = threading.Lock()
+#: re-entrant: the SIGINT handler (:func:`on_sigint`) may run in the main thread while it holds it
+_lock = threading.RLock()
 _children: set[subprocess.Popen[str]] = set()
 
 

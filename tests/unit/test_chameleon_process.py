@@ -107,3 +107,41 @@ def test_verbose_shows_library_warnings(fake, chi_env) -> None:
     rc, _, err, after = _run(chi_env, fake, "teardown", "-v", "-i", str(chi_env / "hosts.yml"))
     assert rc == 0 and after.servers == {}
     assert "WARNING neutronclient.v2_0.client: The python binding code in neutronclient is deprecated" in err
+
+
+def test_ctrl_c_ends_launch_waiting_for_ssh_and_a_rerun_resumes(fake, chi_env, sshd) -> None:
+    import threading
+
+    from chi_harness import LoopbackListener
+
+    fake.add_lease("serve_system_tester")
+    closed = LoopbackListener(["127.0.0.1"])
+    port = closed.port
+    closed.close()  # nothing answers there: launch waits for SSH (up to --ssh-timeout 600)
+    proc = _start(chi_env, fake, "launch", *launch_args(chi_env, port), "--ssh-timeout", "600")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120  # a bound for a hung start, not a timing
+        while (not any("Attached new floating IP" in ln for ln in lines) and proc.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        assert proc.poll() is None, "launch ended before it waited for SSH"
+        time.sleep(0.5)  # in the SSH wait now
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=HANG_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(timeout=5)
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "launch.py: interrupted", err
+    assert "Traceback" not in err
+    after = FakeChameleon.load(chi_env / "fake.json")
+    (server,) = after.servers.values()  # what it made is kept: a re-run resumes with it
+    assert after.fip_of_server(server["id"]) and after.unbound_floating_ips() == []
+    rc, _, err, again = _run(chi_env, after, "launch", *launch_args(chi_env, sshd.port))
+    assert rc == 0, err
+    assert list(again.servers) == [server["id"]] and len(again.floatingips) == 1

@@ -92,6 +92,18 @@ def test_a_delete_that_does_not_finish_is_refused_in_one_line(fake, sshd, chi_en
     assert fake.floatingips == {}  # teardown released it; nothing new was allocated
 
 
+def test_teardown_during_a_delete_does_not_delete_twice(fake, sshd, chi_env, capsys) -> None:
+    fake.add_lease("serve_system_tester")
+    fake.delete_polls = 10**6
+    assert _launch(chi_env, sshd) == 0
+    assert teardown_main([]) == 0
+    capsys.readouterr()
+    n_writes = len(fake.writes())
+    assert teardown_main([]) == 0
+    assert "is already being deleted (ACTIVE (deleting))" in capsys.readouterr().out
+    assert fake.writes()[n_writes:] == []
+
+
 def test_dry_run_shows_the_delete_in_progress(fake, sshd, chi_env, capsys, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")
     fake.add_lease("serve_system_tester")

@@ -115,9 +115,15 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``serve-system`` program (``argv`` None: this process's arguments, and after Ctrl-C the
+    process ends at once, :func:`serve_system.interrupt.exit_now`), or one command in-process."""
+    own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser_for(argv).parse_args(argv)
-    return run(args.func, args)
+    rc = run(args.func, args)
+    if own_process and rc == 130:
+        interrupt.exit_now(rc)
+    return rc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,8 @@ Three pieces, used together:
 * :data:`stopping` is set by :func:`abort`: wait loops in workers wait on it instead of sleeping.
 
 ``serve_system.cli.run`` installs :func:`on_sigint` (SIGINT aborts at once, then raises
-KeyboardInterrupt) and exits with 130.
+KeyboardInterrupt) and returns 130; a program's entry point (``serve-system``, ``chi_scripts/*.py``)
+then ends with :func:`exit_now`, without the seconds of interpreter finalization.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -75,6 +77,19 @@ def on_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End this process with ``code`` at once: stdout and stderr flushed, the interpreter's own
+    finalization skipped. For a program's entry point after Ctrl-C: with the OpenStack clients
+    loaded, finalization alone took 1.8-2.8 s on the busy 2-core build machine (a plain exit of a
+    process that imported them), most of the 2 s a command has to end in."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say there
+            pass
+    os._exit(code)
 
 
 def reset() -> None:

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the 
 import requests_mock
 from fakes.chameleon import FakeChameleon
 
+from serve_system import interrupt
 from serve_system.commands.provision import script_main
 
 
@@ -34,4 +35,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    rc = main(sys.argv[1:])
+    if rc == 130:  # as chi_scripts/*.py and serve-system end after Ctrl-C
+        interrupt.exit_now(rc)
+    sys.exit(rc)

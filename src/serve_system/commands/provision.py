@@ -607,9 +607,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def script_main(command: str, argv: Sequence[str] | None = None) -> int:
-    """``chi_scripts/<command>.py``: the same command, with the script's name in messages."""
+    """``chi_scripts/<command>.py``: the same command, with the script's name in messages (``argv``
+    None: the script's own process, which ends at once after Ctrl-C, as ``serve-system`` does)."""
     help_text, build = COMMANDS[command]
     parser = OneLineParser(prog=f"{command}.py", description=help_text)
     build(parser)
     args = parser.parse_args(argv)
-    return run(args.func, args, prog=parser.prog)
+    rc = run(args.func, args, prog=parser.prog)
+    if argv is None and rc == 130:
+        from .. import interrupt
+
+        interrupt.exit_now(rc)
+    return rc

@@ -101,6 +101,21 @@ def test_launch_and_teardown_print_no_library_warnings(fake, chi_env, sshd) -> N
     assert after.servers == {} and after.floatingips == {}
 
 
+def test_refusals_are_one_line_on_stderr(fake, chi_env, sshd) -> None:
+    fake.blazar_refusal, fake.blazar_refusal_status = "Not enough hosts available", 500
+    rc, _, err, after = _run(chi_env, fake, "lease", "create")
+    assert rc == 1 and err.strip().splitlines() == [
+        "lease.py: error: Blazar refused lease serve_system_tester at CHI@TACC: Not enough hosts available"]
+    after.blazar_refusal = None
+    after.add_lease("serve_system_tester")
+    after.association_error = (404, "ExternalGatewayForFloatingIPNotFound",
+                               "External network net-public is not reachable from subnet sub-shared.")
+    rc, _, err, after = _run(chi_env, after, "launch", *launch_args(chi_env, sshd.port))
+    assert rc == 1 and len(err.strip().splitlines()) == 1, err
+    assert "External network net-public is not reachable from subnet sub-shared. (HTTP 404)" in err
+    assert after.floatingips == {}
+
+
 def test_verbose_shows_library_warnings(fake, chi_env) -> None:
     fake.add_lease("serve_system_tester")
     fake.add_server(PREFIX, floating_ip=ADDRESSES[0])

@@ -76,6 +76,19 @@ def test_a_server_deleted_elsewhere_keeps_no_floating_ip(fake, sshd, chi_env, ca
     assert "Released floating IP 127.0.0.1" in capsys.readouterr().out
 
 
+def test_a_live_server_is_reused_beside_its_namesake_being_deleted(fake, sshd, chi_env) -> None:
+    fake.add_lease("serve_system_tester")
+    fake.delete_polls = 10**6
+    doomed = fake.add_server(PREFIX, floating_ip="127.0.0.4")
+    doomed["OS-EXT-STS:task_state"] = "deleting"
+    fake.deleting[doomed["id"]] = fake.delete_polls
+    live = fake.add_server(PREFIX, floating_ip="127.0.0.1")
+    assert _launch(chi_env, sshd) == 0  # not "2 servers are named ...": the doomed one is gone
+    assert _server_ids(chi_env) == {PREFIX: live["id"]}
+    assert fake.fip_of_server(doomed["id"]) == [] and fake.unbound_floating_ips() == []
+    assert [f["floating_ip_address"] for f in fake.floatingips.values()] == ["127.0.0.1"]
+
+
 def test_a_delete_that_does_not_finish_is_refused_in_one_line(fake, sshd, chi_env, capsys) -> None:
     fake.add_lease("serve_system_tester")
     fake.delete_polls = 10**6

@@ -146,12 +146,14 @@ class ChameleonProvider:
                           else ("would allocate" if action != "failed" else "-"))
         progress.note(table)
         failed = [existing[n] for n, a in plan if a == "failed"]
-        # being deleted, of the servers asked for: waited for before anything is created
+        # being deleted, of the servers asked for; those without a live namesake are waited for
+        doomed = [s for n in names for s in deleting.get(n, [])]
         awaited = [s for n, a in plan if a == "create after delete" for s in deleting[n]]
         if req.dry_run:
-            for s in awaited:
-                progress.note(f"[dry run] {s.name} ({s.id}) is being deleted ({s.state}): would wait for "
-                              "Nova to finish" + (f" and release {s.floating_ip}" if s.floating_ip else ""))
+            for s in doomed:
+                progress.note(f"[dry run] {s.name} ({s.id}) is being deleted ({s.state}): would "
+                              + ("wait for Nova to finish" if s in awaited else "leave it to Nova")
+                              + (f" and release {s.floating_ip}" if s.floating_ip else ""))
             progress.note("[dry run] nothing was changed")
             return []
         if failed:
@@ -167,8 +169,8 @@ class ChameleonProvider:
                 progress.note(f"Deleting failed server {name} ({old.id})")
                 delete_server(old, progress)
                 awaited.append(old)
-        for s in awaited:
-            if s.task_state == "deleting":
+        for s in doomed:
+            if s in awaited:
                 progress.note(f"Server {s.name} ({s.id}) is being deleted: waiting for Nova, "
                               "then a fresh one")
             # its address would stay allocated to the project, bound to nothing, once Nova drops the port

@@ -9,12 +9,15 @@ one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import sys
-from collections.abc import Callable, Collection, Sequence
+import warnings
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import NoReturn
 
-from . import __version__
+from . import __version__, interrupt
 from .errors import ServeSystemError
 
 #: sub-command modules, in the order ``--help`` lists them
@@ -60,23 +63,67 @@ def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     return build_parser()
 
 
+@contextlib.contextmanager
+def library_output(verbose: bool) -> Iterator[None]:
+    """Keep the log records and warnings of third-party libraries off the terminal, or show them.
+
+    python-neutronclient logs "The python binding code in neutronclient is deprecated..." for every
+    client it makes, and openstacksdk and keystoneauth warn of their own deprecations: none of it is
+    for the user of a command, whose stderr holds one error line. Without ``verbose`` only the
+    project's own records (``serve_system.*``, WARNING and up, as Python's last-resort handler would
+    print them) reach stderr and other modules' warnings are ignored; with it every record of WARNING
+    and up is printed with its logger's name, and every warning once. The previous settings come back.
+    """
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    if verbose:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        handler.addFilter(lambda record: record.name.split(".", 1)[0] == "serve_system")
+    root.addHandler(handler)  # a handler on the root: the last-resort handler prints nothing more
+    try:
+        with warnings.catch_warnings():
+            if verbose:
+                warnings.simplefilter("default")
+            else:
+                warnings.filterwarnings("ignore", module=r"(?!serve_system(\.|$))")
+            yield
+    finally:
+        root.removeHandler(handler)
+
+
 def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
         prog: str = "serve-system") -> int:
-    """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code."""
+    """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code.
+
+    Ctrl-C ends the command at once with 130: its helper processes are killed and its workers not
+    waited for (:mod:`serve_system.interrupt`). Third-party libraries' log records and warnings stay
+    off the terminal unless the command was given ``-v`` (:func:`library_output`).
+    """
+    interrupt.reset()
     try:
-        return int(func(args) or 0)
+        with interrupt.on_sigint(), library_output(verbose=bool(getattr(args, "verbose", False))):
+            return int(func(args) or 0)
     except ServeSystemError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        interrupt.abort()
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``serve-system`` program (``argv`` None: this process's arguments, and after Ctrl-C the
+    process ends at once, :func:`serve_system.interrupt.exit_now`), or one command in-process."""
+    own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser_for(argv).parse_args(argv)
-    return run(args.func, args)
+    rc = run(args.func, args)
+    if own_process and rc == 130:
+        interrupt.exit_now(rc)
+    return rc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,21 @@ What it serves (enough for the calls serve_system.provision.chameleon makes thro
 * Neutron ``/v2.0`` (networks, ports, floating IPs, with quota and port checks),
 * Glance ``/v2/images``.
 
+And what the real site does over time, as the OpenStack API references describe it:
+
+* Nova deletes a server asynchronously: after ``DELETE`` it stays listed, its status unchanged and
+  ``OS-EXT-STS:task_state: "deleting"``, for :attr:`FakeChameleon.delete_polls` further Nova
+  requests (bare metal: minutes); then it and its ports are gone and a floating IP that was still
+  attached stays allocated to the project, unbound.
+* A new server is ``BUILD`` (task states ``scheduling``, ``spawning``) for
+  :attr:`FakeChameleon.build_polls` reads of it (a bare-metal deploy: about ten minutes).
+* Nova's listing is paginated: at most ``limit`` (at most :attr:`FakeChameleon.nova_page_size`,
+  Nova's ``max_limit``) servers per page, newest first, ``marker`` to go on, and a ``servers_links``
+  ``next`` link when a page is full. A class shares its project with other users' servers.
+* Neutron refuses an association with its own error body (:attr:`FakeChameleon.association_error`,
+  e.g. 404 ``ExternalGatewayForFloatingIPNotFound``); Blazar answers an unsatisfiable lease with HTTP
+  500 ``NotEnoughHostsAvailable`` (:attr:`FakeChameleon.blazar_refusal_status`).
+
 Every request is logged in :attr:`FakeChameleon.log` as ``(METHOD, path)`` so tests can assert,
 for instance, that a dry run makes no write call.
 """
@@ -25,8 +40,9 @@ import itertools
 import json
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -72,6 +88,16 @@ class FakeChameleon:
     server_create_error: tuple[int, str] | None = None
     #: when True, Neutron refuses to attach any floating IP to a port (HTTP 400)
     refuse_association: bool = False
+    #: when set, Neutron refuses to attach any floating IP with this (HTTP status, type, message)
+    association_error: tuple[int, str, str] | None = None
+    #: HTTP status of Blazar's refusal (Blazar sends 500 for "Not enough hosts available")
+    blazar_refusal_status: int = 400
+    #: Nova requests a deleted server stays listed with task_state "deleting" (0: gone at once)
+    delete_polls: int = 0
+    #: reads of a new server during which it is BUILD before it shows its status (0: at once)
+    build_polls: int = 0
+    #: Nova's max_limit: servers per page of a listing
+    nova_page_size: int = 1000
 
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -84,6 +110,10 @@ class FakeChameleon:
     lease_update_bodies: list[dict[str, Any]] = field(default_factory=list)
     #: (server id, body) of every server action (rebuild, ...)
     server_actions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: server id -> Nova requests left until its delete is done
+    deleting: dict[str, int] = field(default_factory=dict)
+    #: server id -> [reads left in BUILD, the status it gets then]
+    building: dict[str, list[Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.networks = {
@@ -122,6 +152,55 @@ class FakeChameleon:
         }
         self.leases[lease_id] = lease
         return lease
+
+    def dump(self, path: Path) -> None:
+        """Write the whole state as JSON (a command run in another process: tests/unit/chi_command.py)."""
+        path.write_text(json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
+
+    @classmethod
+    def load(cls, path: Path) -> FakeChameleon:
+        data = json.loads(path.read_text())
+        fake = cls(**data)
+        fake.log = [tuple(x) for x in fake.log]  # type: ignore[misc]
+        return fake
+
+    def add_server(self, name: str, *, status: str = "ACTIVE", floating_ip: str | None = None,
+                   reservation: str = "r", user_id: str = USER_ID) -> dict[str, Any]:
+        """A server on sharednet1 (with a port), as if created earlier; ``floating_ip`` attached."""
+        sid = str(uuid.uuid4())
+        self.servers[sid] = {
+            "id": sid, "name": name, "status": status, "key_name": "mykey",
+            "image": {"id": "img-0", "links": []},
+            "flavor": {"original_name": "baremetal", "vcpus": 1, "ram": 1, "disk": 1,
+                       "ephemeral": 0, "swap": 0, "extra_specs": {}},
+            "created": _now().strftime("%Y-%m-%dT%H:%M:%SZ"), "updated": None,
+            "hostId": "h", "tenant_id": PROJECT_ID, "user_id": user_id, "metadata": {},
+            "OS-EXT-STS:vm_state": status.lower(), "OS-EXT-STS:task_state": None,
+            "OS-EXT-STS:power_state": 1 if status == "ACTIVE" else 0,
+            "fault": {"code": 500, "message": "No valid host was found."} if status == "ERROR" else None,
+            "locked": False, "tags": [], "description": None, "reservation": reservation,
+        }
+        pid = str(uuid.uuid4())
+        self.ports[pid] = {"id": pid, "name": "", "device_id": sid, "device_owner": "compute:nova",
+                           "network_id": "net-shared", "mac_address": "fa:16:3e:00:00:01",
+                           "status": "ACTIVE", "admin_state_up": True,
+                           "project_id": PROJECT_ID, "tenant_id": PROJECT_ID,
+                           "fixed_ips": [{"subnet_id": "sub-shared",
+                                          "ip_address": f"10.52.0.{next(self._fixed)}"}]}
+        if floating_ip is not None:
+            if floating_ip in self.fip_pool:
+                self.fip_pool.remove(floating_ip)
+            fid = str(uuid.uuid4())
+            self.floatingips[fid] = {
+                "id": fid, "floating_ip_address": floating_ip, "port_id": pid,
+                "fixed_ip_address": self.ports[pid]["fixed_ips"][0]["ip_address"],
+                "floating_network_id": "net-public", "status": "ACTIVE", "router_id": "router",
+                "project_id": PROJECT_ID, "tenant_id": PROJECT_ID, "description": "", "tags": []}
+        return self.servers[sid]
+
+    def unbound_floating_ips(self) -> list[str]:
+        """Addresses allocated to the project and attached to nothing (what a launch must not leave)."""
+        return sorted(f["floating_ip_address"] for f in self.floatingips.values() if not f["port_id"])
 
     def server_by_name(self, name: str) -> list[dict[str, Any]]:
         return [s for s in self.servers.values() if s["name"] == name]
@@ -229,6 +308,11 @@ class FakeChameleon:
             r["status"] = "active" if lease["status"] == "ACTIVE" else "pending"
         return copy.deepcopy(lease)
 
+    def _blazar_refusal(self, request: Any) -> Any:
+        code = self.blazar_refusal_status
+        return self._resp(request, code, {"error_code": code, "error_name": "NotEnoughHostsAvailable",
+                                          "error_message": self.blazar_refusal})
+
     def _blazar(self, request: Any, origin: str, path: str, query: dict, body: Any) -> Any:
         if path in ("/", "/v1") and request.method == "GET":
             return self._resp(request, 200, {"versions": [{"id": "v1.0", "status": "CURRENT",
@@ -242,8 +326,7 @@ class FakeChameleon:
         if lease_id is None and request.method == "POST":
             self.lease_create_bodies.append(body)
             if self.blazar_refusal:
-                return self._resp(request, 400, {"error_code": 400, "error_name": "NotEnoughHostsAvailable",
-                                                 "error_message": self.blazar_refusal})
+                return self._blazar_refusal(request)
             start = (datetime.strptime(body["start_date"], "%Y-%m-%d %H:%M")
                      if body["start_date"] != "now" else _now())
             end = datetime.strptime(body["end_date"], "%Y-%m-%d %H:%M")
@@ -265,8 +348,7 @@ class FakeChameleon:
         if request.method == "PUT":
             self.lease_update_bodies.append(body)
             if self.blazar_refusal:
-                return self._resp(request, 400, {"error_code": 400, "error_name": "NotEnoughHostsAvailable",
-                                                 "error_message": self.blazar_refusal})
+                return self._blazar_refusal(request)
             for key in ("end_date", "start_date"):
                 if key in body:
                     lease[key] = _blazar_time(datetime.strptime(body[key], "%Y-%m-%d %H:%M"))
@@ -328,11 +410,10 @@ class FakeChameleon:
                 return self._nova_resp(request, 200, {"keypair": kp(name)})
             return self._nova_resp(request, 404, {"itemNotFound": {"code": 404,
                                    "message": f"Keypair {name} not found for user {USER_ID}"}})
+        if p.startswith("/servers"):
+            self._nova_tick()
         if p in ("/servers/detail", "/servers") and request.method == "GET":
-            servers = [self._server_view(s, origin) for s in self.servers.values()]
-            if "name" in query:
-                servers = [s for s in servers if re.search(query["name"], s["name"])]
-            return self._nova_resp(request, 200, {"servers": servers})
+            return self._list_servers(request, origin, p, query)
         if p == "/servers" and request.method == "POST":
             return self._create_server(request, origin, body)
         m = re.fullmatch(r"/servers/([^/]+)/action", p)
@@ -360,16 +441,72 @@ class FakeChameleon:
                 return self._nova_resp(request, 404, {"itemNotFound": {"code": 404,
                                        "message": f"Instance {m.group(1)} could not be found."}})
             if request.method == "GET":
+                self._advance_build(s)
                 return self._nova_resp(request, 200, {"server": self._server_view(s, origin)})
             if request.method == "DELETE":
-                del self.servers[s["id"]]
-                for pid in [pid for pid, port in self.ports.items() if port["device_id"] == s["id"]]:
-                    for f in self.floatingips.values():
-                        if f["port_id"] == pid:
-                            f.update(port_id=None, fixed_ip_address=None, status="DOWN")
-                    del self.ports[pid]
+                if self.delete_polls <= 0:
+                    self._deleted(s["id"])
+                elif s["id"] not in self.deleting:  # Nova accepts the delete and goes on in the background
+                    self.deleting[s["id"]] = self.delete_polls
+                    s["OS-EXT-STS:task_state"] = "deleting"
+                    self.building.pop(s["id"], None)
                 return self._nova_resp(request, 204)
         return self._nova_resp(request, 404, {"itemNotFound": {"code": 404, "message": f"fake nova: {p}"}})
+
+    def _deleted(self, sid: str) -> None:
+        """Nova has finished deleting ``sid``: the server and its ports go; a floating IP still attached
+        to a port is left allocated to the project, unbound (Neutron does not release it)."""
+        self.servers.pop(sid, None)
+        self.deleting.pop(sid, None)
+        self.building.pop(sid, None)
+        for pid in [pid for pid, port in self.ports.items() if port["device_id"] == sid]:
+            for f in self.floatingips.values():
+                if f["port_id"] == pid:
+                    f.update(port_id=None, fixed_ip_address=None, status="DOWN")
+            del self.ports[pid]
+
+    def _nova_tick(self) -> None:
+        """One more Nova request: deletes in progress come closer to done."""
+        for sid in list(self.deleting):
+            self.deleting[sid] -= 1
+            if self.deleting[sid] < 0:
+                self._deleted(sid)
+
+    def _advance_build(self, s: dict[str, Any]) -> None:
+        """One more read of a building server: BUILD (scheduling, then spawning) until its status."""
+        state = self.building.get(s["id"])
+        if state is None:
+            return
+        state[0] -= 1
+        if state[0] < 0:
+            del self.building[s["id"]]
+            s.update({"status": state[1], "OS-EXT-STS:vm_state": state[1].lower(),
+                      "OS-EXT-STS:task_state": None,
+                      "fault": {"code": 500, "message": "No valid host was found."}
+                      if state[1] == "ERROR" else None})
+        else:
+            s["OS-EXT-STS:task_state"] = "spawning" if state[0] < self.build_polls // 2 else "scheduling"
+
+    def _list_servers(self, request: Any, origin: str, p: str, query: dict[str, str]) -> Any:
+        """Nova's paginated listing: newest first, ``limit`` (at most max_limit) and ``marker``."""
+        items = list(reversed(list(self.servers.values())))
+        if "name" in query:
+            items = [s for s in items if re.search(query["name"], s["name"])]
+        if "marker" in query:
+            ids = [s["id"] for s in items]
+            if query["marker"] not in ids:
+                return self._nova_resp(request, 400, {"badRequest": {
+                    "code": 400, "message": f"marker [{query['marker']}] not found"}})
+            items = items[ids.index(query["marker"]) + 1:]
+        limit = min(int(query.get("limit", self.nova_page_size)), self.nova_page_size)
+        page = items[:limit]
+        for s in page:
+            self._advance_build(s)
+        body: dict[str, Any] = {"servers": [self._server_view(s, origin) for s in page]}
+        if page and len(page) == limit:  # Nova links the next page whenever a page is full
+            body["servers_links"] = [{"rel": "next", "href": (
+                f"{origin}:8774/v2.1{p}?limit={limit}&marker={page[-1]['id']}")}]
+        return self._nova_resp(request, 200, body)
 
     def _create_server(self, request: Any, origin: str, body: dict[str, Any]) -> Any:
         self.server_create_bodies.append(body)
@@ -388,28 +525,15 @@ class FakeChameleon:
         if not hints.get("reservation"):
             return self._nova_resp(request, 400, {"badRequest": {"code": 400,
                                    "message": "a reservation is required on bare metal"}})
-        sid = str(uuid.uuid4())
         status = self.server_status.get(srv["name"], self.default_server_status)
-        self.servers[sid] = {
-            "id": sid, "name": srv["name"], "status": status, "key_name": srv.get("key_name"),
-            "image": {"id": srv["imageRef"], "links": []},
-            "flavor": {"original_name": "baremetal", "vcpus": 1, "ram": 1, "disk": 1,
-                       "ephemeral": 0, "swap": 0, "extra_specs": {}},
-            "created": _now().strftime("%Y-%m-%dT%H:%M:%SZ"), "updated": None,
-            "hostId": "h", "tenant_id": PROJECT_ID, "user_id": USER_ID, "metadata": {},
-            "OS-EXT-STS:vm_state": status.lower(), "OS-EXT-STS:task_state": None,
-            "fault": {"code": 500, "message": "No valid host was found."} if status == "ERROR" else None,
-            "locked": False, "tags": [], "description": None,
-            "reservation": hints.get("reservation"),
-        }
-        for net in srv.get("networks") or []:
-            pid = str(uuid.uuid4())
-            self.ports[pid] = {"id": pid, "name": "", "device_id": sid, "device_owner": "compute:nova",
-                               "network_id": net["uuid"], "mac_address": "fa:16:3e:00:00:01",
-                               "status": "ACTIVE", "admin_state_up": True,
-                               "project_id": PROJECT_ID, "tenant_id": PROJECT_ID,
-                               "fixed_ips": [{"subnet_id": "sub-shared",
-                                              "ip_address": f"10.52.0.{next(self._fixed)}"}]}
+        server = self.add_server(srv["name"], status=status, reservation=hints["reservation"])
+        server["key_name"] = srv.get("key_name")
+        server["image"] = {"id": srv["imageRef"], "links": []}
+        sid = server["id"]
+        if self.build_polls > 0:  # a bare-metal deploy: BUILD for a while, then its status
+            self.building[sid] = [self.build_polls, status]
+            server.update({"status": "BUILD", "OS-EXT-STS:vm_state": "building",
+                           "OS-EXT-STS:task_state": "scheduling", "fault": None})
         return self._nova_resp(request, 202, {"server": {"id": sid, "links": [], "adminPass": "x",
                                                          "OS-DCF:diskConfig": "MANUAL",
                                                          "security_groups": [{"name": "default"}]}})
@@ -472,6 +596,10 @@ class FakeChameleon:
                 return self._resp(request, 204)
             if request.method == "PUT":
                 port_id = body["floatingip"].get("port_id")
+                if port_id is not None and self.association_error:
+                    code, kind, message = self.association_error
+                    return self._resp(request, code, {"NeutronError": {"type": kind, "message": message,
+                                                                       "detail": ""}})
                 if port_id is not None and self.refuse_association:
                     return self._resp(request, 400, {"NeutronError": {
                         "type": "BadRequest", "message": "External network is not reachable from subnet",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,6 +63,57 @@ class LoopbackListener:
         for t in self._threads:
             t.join(timeout=2)
         for s in self.socks:
+            s.close()
+
+
+class SilentListener:
+    """TCP listeners that accept and then never say a word: an SSH client waits there for the
+    server's banner (a node whose sshd hangs), so a probe stays in flight until it is killed."""
+
+    def __init__(self, addresses: list[str]) -> None:
+        self.socks, self.port = listen_all(addresses, backlog=16)
+        self.conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._serve, args=(s,), daemon=True) for s in self.socks]
+        for t in self._threads:
+            t.start()
+
+    def _serve(self, s: socket.socket) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = s.accept()
+            except (TimeoutError, OSError):
+                continue
+            with self._lock:
+                self.conns.append(conn)
+
+    def accepted(self) -> int:
+        with self._lock:
+            return len(self.conns)
+
+    def open_peers(self, wait: float) -> int:
+        """How many accepted connections the client still holds open after ``wait`` seconds."""
+        with self._lock:
+            conns = list(self.conns)
+        deadline = time.monotonic() + wait
+        still = 0
+        for c in conns:
+            c.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                while c.recv(4096):  # whatever the client sent; b"" once it closed (or died)
+                    pass
+            except TimeoutError:
+                still += 1
+            except OSError:
+                pass
+        return still
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=2)
+        for s in [*self.socks, *self.conns]:
             s.close()
 
 

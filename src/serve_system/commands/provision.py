@@ -142,6 +142,8 @@ def _site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
     g.add_argument("--openrc", type=Path, metavar="FILE",
                    help="read OS_* credentials from this openrc file (parsed, never executed); "
                         "default: the environment")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also show the OpenStack libraries' own log messages and warnings on stderr")
     if lease:
         from ..provision.chameleon.leases import default_lease_name
 
@@ -422,7 +424,7 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     _node_args(p)
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--watch", type=_seconds, metavar="S", nargs="?", const=10.0, default=None,
-                   help="refresh every S seconds (default 10) until Ctrl-C")
+                   help="refresh every S seconds (default 10) until Ctrl-C (exit status 130)")
     p.add_argument("--times", type=_positive, metavar="N", default=None,
                    help="with --watch: stop after N refreshes (e.g. a log of the class's nodes for an hour); "
                         "the exit code is the last refresh's")
@@ -479,22 +481,20 @@ def _status(args: argparse.Namespace) -> int:
         return _status_once(args, provider, console)
     rc = 0
     done = 0
-    try:
-        while args.times is None or done < args.times:
-            if done:
-                time.sleep(args.watch)
-            console.clear()  # a terminal is redrawn; a pipe or a log gets one board after the other
-            of = f" {done + 1}/{args.times}" if args.times else ""
-            console.print(f"serve-system status{of}, every {args.watch:g} s (Ctrl-C to stop) - "
-                          f"{time.strftime('%H:%M:%S')}")
-            try:
-                rc = _status_once(args, provider, console)
-            except ServeSystemError as exc:
-                console.print(f"error: {exc}")
-                rc = 1
-            done += 1
-    except KeyboardInterrupt:
-        pass
+    # Ctrl-C ends the watch as it ends every command: at once, probes killed, exit status 130
+    while args.times is None or done < args.times:
+        if done:
+            time.sleep(args.watch)
+        console.clear()  # a terminal is redrawn; a pipe or a log gets one board after the other
+        of = f" {done + 1}/{args.times}" if args.times else ""
+        console.print(f"serve-system status{of}, every {args.watch:g} s (Ctrl-C to stop) - "
+                      f"{time.strftime('%H:%M:%S')}")
+        try:
+            rc = _status_once(args, provider, console)
+        except ServeSystemError as exc:
+            console.print(f"error: {exc}")
+            rc = 1
+        done += 1
     return rc
 
 
@@ -607,9 +607,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def script_main(command: str, argv: Sequence[str] | None = None) -> int:
-    """``chi_scripts/<command>.py``: the same command, with the script's name in messages."""
+    """``chi_scripts/<command>.py``: the same command, with the script's name in messages (``argv``
+    None: the script's own process, which ends at once after Ctrl-C, as ``serve-system`` does)."""
     help_text, build = COMMANDS[command]
     parser = OneLineParser(prog=f"{command}.py", description=help_text)
     build(parser)
     args = parser.parse_args(argv)
-    return run(args.func, args, prog=parser.prog)
+    rc = run(args.func, args, prog=parser.prog)
+    if argv is None and rc == 130:
+        from .. import interrupt
+
+        interrupt.exit_now(rc)
+    return rc

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import interrupt
 from .base import Fleet, Machine
 from .nodes import Node
 
@@ -91,9 +91,8 @@ def _ssh_probe(node: Node, machine: Machine, known_hosts: Path, timeout: int) ->
         "-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes",
         "-o", f"ConnectTimeout={timeout}", f"{node.user}@{machine.address}", "sudo -n python3 -",
     ]
-    try:
-        proc = subprocess.run(cmd, input=PROBE, capture_output=True, text=True, timeout=timeout + 20,
-                              check=False)
+    try:  # its own process group, killed on Ctrl-C: a probe is never waited for
+        proc = interrupt.run_child(cmd, input=PROBE, timeout=timeout + 20)
     except subprocess.TimeoutExpired:
         return f"SSH probe timed out after {timeout + 20} s"
     except OSError as exc:
@@ -137,10 +136,7 @@ def probe(fleet: Fleet, nodes: Sequence[Node], known_hosts: Path, *, timeout: in
                 row.progress = prog if isinstance(prog, dict) else None
         return row
 
-    if not fleet.machines:
-        return []
-    with ThreadPoolExecutor(max_workers=min(64, len(fleet.machines))) as pool:
-        return list(pool.map(one, fleet.machines))
+    return interrupt.parallel(one, fleet.machines, max_workers=64)
 
 
 def progress_text(p: dict[str, Any] | None) -> str:

@@ -23,11 +23,11 @@ import json
 import subprocess
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import interrupt
 from ..errors import ServeSystemError
 from ..images import build as images
 from ..images import schedule
@@ -145,7 +145,8 @@ def _wait_ssh(name: str, port: int, timeout: float = SSH_WAIT_S) -> None:
     while time.monotonic() < deadline:
         if scan_host_keys("127.0.0.1", port, timeout=3):
             return
-        time.sleep(1.0)
+        if interrupt.stopping.wait(1.0):
+            raise KeyboardInterrupt
     logs = podman("logs", "--tail", "5", name, check=False).stdout.strip().replace("\n", " | ")
     raise ServeSystemError(f"rehearsal node {name}: sshd on 127.0.0.1:{port} not up after {timeout:.0f} s "
                            f"({logs})")
@@ -247,8 +248,7 @@ class LocalProvider:
 
         def start_all() -> list[Node]:
             progress.step("ssh", "starting nodes, waiting for SSH", 0, len(names))
-            with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
-                return list(pool.map(bring_up, names))
+            return interrupt.parallel(bring_up, names, max_workers=8)
 
         nodes_step = schedule.Step("nodes", f"starting the rehearsal node(s) {', '.join(names)}",
                                    ("image:node",), start_all)

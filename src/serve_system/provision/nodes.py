@@ -182,14 +182,11 @@ def known_hosts_key(address: str, port: int) -> str:
 
 def scan_host_keys(address: str, port: int = 22, timeout: int = 10) -> list[str]:
     """Fetch the host's public keys with ssh-keyscan; returns known_hosts lines (maybe empty)."""
-    try:
-        proc = subprocess.run(
-            ["ssh-keyscan", "-T", str(timeout), "-p", str(port), address],
-            capture_output=True,
-            text=True,
-            timeout=timeout + 5,
-            check=False,
-        )
+    from .. import interrupt
+
+    try:  # its own process group, killed on Ctrl-C
+        proc = interrupt.run_child(["ssh-keyscan", "-T", str(timeout), "-p", str(port), address],
+                                   timeout=timeout + 5)
     except FileNotFoundError as exc:
         raise ServeSystemError("ssh-keyscan not found: install openssh-client") from exc
     except subprocess.TimeoutExpired:

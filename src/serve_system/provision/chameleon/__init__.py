@@ -34,9 +34,10 @@ from .servers import (
     ensure_floating_ip,
     list_servers,
     rebuild_server,
+    release_floating_ip,
     wait_active,
+    wait_deleted,
     wait_for_tcp_all,
-    wait_gone,
 )
 
 DEFAULT_IMAGE = "CC-Ubuntu24.04-CUDA"
@@ -90,23 +91,22 @@ class ChameleonProvider:
                 "or pass --key-name"
             )
 
-    def _existing(self) -> dict[str, ServerInfo]:
-        existing: dict[str, list[ServerInfo]] = {}
+    def _existing(self) -> tuple[dict[str, ServerInfo], dict[str, list[ServerInfo]]]:
+        """Our servers by name, and apart from them those Nova is deleting (gone for us)."""
+        live: dict[str, list[ServerInfo]] = {}
+        gone: dict[str, list[ServerInfo]] = {}
         for s in list_servers(self.prefix):
-            existing.setdefault(s.name, []).append(s)
-        for name, same in existing.items():
+            (gone if s.gone else live).setdefault(s.name, []).append(s)
+        for name, same in live.items():
             if len(same) > 1:
                 raise ServeSystemError(
                     f"{len(same)} servers are named {name}: {', '.join(s.id for s in same)}; "
                     "remove the extra ones (serve-system teardown or Horizon)"
                 )
-        return {n: same[0] for n, same in existing.items()}
+        return {n: same[0] for n, same in live.items()}, gone
 
     def launch(self, req: LaunchRequest, progress: Progress) -> list[Node]:
         """Make the named servers SSH-reachable on the lease; idempotent. Returns their nodes."""
-        import chi
-        from chi.server import Server
-
         names = list(req.names)
         lease = get_lease(self.lease_name, self.site)
         if req.dry_run:
@@ -121,7 +121,7 @@ class ChameleonProvider:
                                    "create a new one")
         node_type = self.node_type or lease.node_type or DEFAULT_NODE_TYPE
 
-        existing = self._existing()
+        existing, deleting = self._existing()
         extra = sorted(n for n in existing if n not in names)
         if extra:
             progress.note(f"Note: servers not asked for are left alone: {', '.join(extra)}")
@@ -129,7 +129,8 @@ class ChameleonProvider:
         for name in names:
             cur = existing.get(name)
             if cur is None:
-                plan.append((name, "create"))
+                # a server Nova is still deleting is gone: a fresh one once the delete is done
+                plan.append((name, "create after delete" if name in deleting else "create"))
             elif cur.status == "ERROR":
                 plan.append((name, "replace" if self.replace_failed else "failed"))
             else:
@@ -139,20 +140,27 @@ class ChameleonProvider:
         for col in ("server", "action", "status", "floating IP"):
             table.add_column(col)
         for name, action in plan:
-            cur = existing.get(name)
-            table.add_row(name, action, cur.status if cur else "-",
-                          cur.floating_ip if cur and cur.floating_ip
+            cur = existing.get(name) or (deleting[name][0] if name in deleting else None)
+            table.add_row(name, action, cur.state if cur else "-",
+                          existing[name].floating_ip if name in existing and existing[name].floating_ip
                           else ("would allocate" if action != "failed" else "-"))
         progress.note(table)
         failed = [existing[n] for n, a in plan if a == "failed"]
+        # being deleted, of the servers asked for; those without a live namesake are waited for
+        doomed = [s for n in names for s in deleting.get(n, [])]
+        awaited = [s for n, a in plan if a == "create after delete" for s in deleting[n]]
         if req.dry_run:
+            for s in doomed:
+                progress.note(f"[dry run] {s.name} ({s.id}) is being deleted ({s.state}): would "
+                              + ("wait for Nova to finish" if s in awaited else "leave it to Nova")
+                              + (f" and release {s.floating_ip}" if s.floating_ip else ""))
             progress.note("[dry run] nothing was changed")
             return []
         if failed:
             desc = "; ".join(f"{s.name} ({s.id}) {s.fault or 'no fault message'}" for s in failed)
             raise ServeSystemError(f"server in ERROR: {desc}; "
                                    "re-run with --replace-failed to delete and recreate it")
-        to_create = [n for n, a in plan if a in ("create", "replace")]
+        to_create = [n for n, a in plan if a in ("create", "create after delete", "replace")]
         if to_create:
             self._check_image_and_key()
         for name, action in plan:
@@ -160,22 +168,19 @@ class ChameleonProvider:
                 old = existing[name]
                 progress.note(f"Deleting failed server {name} ({old.id})")
                 delete_server(old, progress)
-                wait_gone(old.id, self.server_timeout, self.poll)
+                awaited.append(old)
+        for s in doomed:
+            if s in awaited:
+                progress.note(f"Server {s.name} ({s.id}) is being deleted: waiting for Nova, "
+                              "then a fresh one")
+            # its address would stay allocated to the project, bound to nothing, once Nova drops the port
+            release_floating_ip(s, progress)
+        if awaited:
+            wait_deleted(awaited, self.server_timeout, self.poll, progress)
 
         servers: dict[str, ServerInfo] = {n: existing[n] for n, a in plan if a == "reuse"}
         for name in to_create:
-            progress.note(f"Creating server {name} ({self.image}, key {self.key_name}, "
-                          f"reservation {lease.reservation_id})")
-            with api_errors(f"creating server {name}"):
-                Server(name, reservation_id=lease.reservation_id, image_name=self.image,
-                       key_name=self.key_name, network_name=self.network,
-                       ).submit(wait_for_active=False, show=None, idempotent=False)
-                # Server.submit returns nothing for a new server: look it up by name
-                created = [s for s in chi.nova().servers.list() if s.name == name]
-            if len(created) != 1:
-                raise ServeSystemError(f"server {name} was requested but {len(created)} servers "
-                                       "have that name")
-            servers[name] = ServerInfo(created[0].id, name, created[0].status)
+            servers[name] = self._create(name, lease, progress)
 
         wait_active([servers[n] for n in names if servers[n].status != "ACTIVE"],
                     self.server_timeout, self.poll, progress)
@@ -183,6 +188,21 @@ class ChameleonProvider:
             ensure_floating_ip(servers[name], progress)
         self._wait_ssh([servers[n] for n in names], progress)
         return [self._node(servers[n], lease, node_type, req.node_vars.get(n, {})) for n in names]
+
+    def _create(self, name: str, lease: LeaseInfo, progress: Progress) -> ServerInfo:
+        """Ask Nova for server ``name`` on the lease's reservation; the new server's id is Nova's answer
+        (python-chi's ``Server.submit`` drops it, and a lookup by name would need every page)."""
+        import chi
+        from chi.network import get_network_id
+        from chi.server import BAREMETAL_FLAVOR, instance_create_args
+
+        progress.note(f"Creating server {name} ({self.image}, key {self.key_name}, "
+                      f"reservation {lease.reservation_id})")
+        with api_errors(f"creating server {name}"):
+            created = chi.connection().compute.create_server(**instance_create_args(
+                lease.reservation_id, name=name, image=self.image, flavor=BAREMETAL_FLAVOR,
+                key=self.key_name, net_ids=[get_network_id(self.network)]))
+        return ServerInfo(created.id, name, created.status or "BUILD")
 
     def _wait_ssh(self, servers: list[ServerInfo], progress: Progress) -> None:
         targets = {s.name: (s.floating_ip or "", self.ssh_port) for s in servers}
@@ -215,9 +235,10 @@ class ChameleonProvider:
         return {"name": self.lease_name, "status": "NOT FOUND"}
 
     def fleet(self) -> Fleet:
+        # a server Nova is deleting is gone, whatever its status still says (and so is its address)
         machines = [
-            Machine(s.name, s.status, s.status == "ACTIVE", s.floating_ip, self.ssh_port, s.fault)
-            for s in list_servers(self.prefix)
+            Machine(s.name, s.state, s.status == "ACTIVE", s.floating_ip, self.ssh_port, s.fault)
+            for s in list_servers(self.prefix) if not s.gone
         ]
         return Fleet(machines, self.lease_summary())
 
@@ -225,8 +246,13 @@ class ChameleonProvider:
 
     def rebuild(self, nodes: Sequence[Node], progress: Progress) -> list[Node]:
         """Nova's rebuild on each node's server (same server, reservation and floating IP)."""
-        existing = self._existing()
+        existing, deleting = self._existing()
         missing = [n.name for n in nodes if n.name not in existing]
+        being_deleted = [n for n in missing if n in deleting]
+        if being_deleted:
+            raise ServeSystemError(
+                f"server {', '.join(being_deleted)} at {self.site} is being deleted (Nova task_state "
+                "deleting): nothing to rebuild; run launch to create a fresh one (it waits for the delete)")
         if missing:
             raise ServeSystemError(f"no server named {', '.join(missing)} at {self.site}: run launch first")
         servers = [existing[n.name] for n in nodes]

@@ -1,22 +1,35 @@
-"""Nova servers and Neutron floating IPs through python-chi.
+"""Nova servers and Neutron floating IPs through python-chi and openstacksdk.
 
-* Listing is done once per call: one server listing, one port listing and one floating-IP listing,
-  joined here (not one Neutron round trip per server: about 80 calls at 40 nodes).
+* Listing is done once per call: one server listing (all of Nova's pages: a class shares its
+  project with other users' servers), one port listing and one floating-IP listing, joined here
+  (not one Neutron round trip per server: about 80 calls at 40 nodes).
+* Nova deletes asynchronously: a deleted server stays listed, its status unchanged and
+  ``OS-EXT-STS:task_state`` ``deleting``, until the delete is done (bare metal: minutes). Such a
+  server is *gone* (:attr:`ServerInfo.gone`): never reused, rebuilt or shown as a node; a floating
+  IP still attached to its port is not its address any more (and is released with it).
 * Floating IPs: the one attached to a server is reused; otherwise a *new* one is allocated (never an
-  unbound IP of the project someone else may be holding), and released again if association fails.
+  unbound IP of the project someone else may be holding) and attached through openstacksdk, whose
+  error carries Neutron's own reason (python-chi's ``associate_floating_ip`` swallows it); a new IP
+  that cannot be attached is released again.
 * ``Server.wait`` returns on ERROR without raising: statuses are polled and checked here.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ... import interrupt
 from ...errors import ServeSystemError
 from ..base import Progress, is_ours
 from .credentials import api_errors, one_line
+
+#: Nova statuses of a server that is deleted (SOFT_DELETED: restorable for a while, gone for us)
+DELETED_STATUSES = frozenset({"DELETED", "SOFT_DELETED"})
 
 
 @dataclass
@@ -27,18 +40,35 @@ class ServerInfo:
     fault: str = ""
     floating_ip: str | None = None
     floating_ip_id: str | None = None
+    #: Nova's OS-EXT-STS:task_state ("deleting", "spawning", ...; "" when none)
+    task_state: str = ""
+
+    @property
+    def gone(self) -> bool:
+        """Deleted, or being deleted: not a server to use any more."""
+        return self.status in DELETED_STATUSES or self.task_state == "deleting"
+
+    @property
+    def state(self) -> str:
+        """The status, with the task in progress: ``ACTIVE (deleting)``, ``BUILD (spawning)``."""
+        return f"{self.status} ({self.task_state})" if self.task_state else self.status
+
+
+def _info(s: Any) -> ServerInfo:
+    """A ServerInfo from an openstacksdk or a novaclient server."""
+    fault = getattr(s, "fault", None) or {}
+    task = getattr(s, "task_state", None) or getattr(s, "OS-EXT-STS:task_state", None)
+    return ServerInfo(s.id, s.name, s.status or "", one_line(fault.get("message", "")), task_state=task or "")
 
 
 def list_servers(prefix: str) -> list[ServerInfo]:
-    """Our servers with their floating IPs: one server, one port and one floating-IP listing."""
+    """Our servers (those being deleted too) with their floating IPs: one server listing (every
+    page), one port and one floating-IP listing."""
     import chi
 
     with api_errors("listing servers"):
-        found = []
-        for s in chi.nova().servers.list():
-            if is_ours(s.name, prefix):
-                fault = getattr(s, "fault", None) or {}
-                found.append(ServerInfo(s.id, s.name, s.status, one_line(fault.get("message", ""))))
+        # openstacksdk follows Nova's servers_links page by page; novaclient's list() stops at the first
+        found = [_info(s) for s in chi.connection().compute.servers(details=True) if is_ours(s.name, prefix)]
     if found:
         with api_errors("listing ports and floating IPs"):
             neutron = chi.neutron()
@@ -69,10 +99,15 @@ def attached_floating_ip(server_id: str) -> dict[str, Any] | None:
 
 
 def ensure_floating_ip(server: ServerInfo, progress: Progress) -> None:
-    """Reuse the floating IP attached to ``server``, else allocate a new one and attach it."""
+    """Reuse the floating IP attached to ``server``, else allocate a new one and attach it.
+
+    The new IP goes to the server's first port Neutron accepts; when none does, Neutron's own
+    reason (for instance 404 "External network ... is not reachable from subnet ...") is the error,
+    and the new IP is released again.
+    """
     import chi
     from chi.network import PUBLIC_NETWORK, get_network_id
-    from chi.server import associate_floating_ip
+    from openstack.exceptions import SDKException
 
     if server.floating_ip:
         return
@@ -84,14 +119,29 @@ def ensure_floating_ip(server: ServerInfo, progress: Progress) -> None:
         neutron = chi.neutron()
         public = get_network_id(PUBLIC_NETWORK)
         new = neutron.create_floatingip({"floatingip": {"floating_network_id": public}})["floatingip"]
+    address = new["floating_ip_address"]
     try:
-        with api_errors(f"attaching floating IP {new['floating_ip_address']} to {server.name}"):
-            associate_floating_ip(server.id, floating_ip_address=new["floating_ip_address"])
+        with api_errors(f"attaching floating IP {address} to {server.name}"):
+            network = chi.connection().network
+            ports = [p for p in network.ports(device_id=server.id) if p.fixed_ips]
+            if not ports:
+                raise ServeSystemError(f"attaching floating IP {address} to {server.name}: the server has "
+                                       "no port with an address yet; re-run launch")
+            refusal: SDKException | None = None
+            for port in ports:
+                try:
+                    network.update_ip(new["id"], port_id=port.id)
+                    break
+                except SDKException as exc:  # this port cannot have it (another network?): try the next
+                    refusal = refusal or exc
+            else:
+                assert refusal is not None
+                raise refusal
     except ServeSystemError:
-        with api_errors(f"releasing floating IP {new['floating_ip_address']}"):
+        with api_errors(f"releasing floating IP {address}"):
             chi.neutron().delete_floatingip(new["id"])
         raise
-    server.floating_ip, server.floating_ip_id = new["floating_ip_address"], new["id"]
+    server.floating_ip, server.floating_ip_id = address, new["id"]
     progress.note(f"Attached new floating IP {server.floating_ip} to {server.name}")
 
 
@@ -104,49 +154,68 @@ def wait_for_tcp(host: str, port: int, timeout: float, poll: float = 5.0) -> boo
         except OSError:
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(min(poll, max(0.0, deadline - time.monotonic())) or 0.05)
-
-
+            if interrupt.stopping.wait(min(poll, max(0.0, deadline - time.monotonic())) or 0.05):
+                raise KeyboardInterrupt from None
 
 
 def wait_for_tcp_all(targets: dict[str, tuple[str, int]], timeout: float, progress: Progress,
                      poll: float = 5.0) -> list[str]:
     """Wait for TCP on every ``name: (host, port)`` at once; returns the names that never answered."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
     if not targets:
         return []
-    failed: list[str] = []
-    done = 0
+    done = [0]
+    lock = threading.Lock()
     progress.step("ssh", "waiting for SSH", 0, len(targets))
-    with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
-        futures = {pool.submit(wait_for_tcp, h, p, timeout, poll): n for n, (h, p) in targets.items()}
-        for fut in as_completed(futures):
-            done += 1
-            if not fut.result():
-                failed.append(futures[fut])
-            progress.step("ssh", "waiting for SSH", done, len(targets))
-    return sorted(failed)
+
+    def one(name: str) -> bool:
+        host, port = targets[name]
+        ok = wait_for_tcp(host, port, timeout, poll)
+        with lock:
+            done[0] += 1
+            progress.step("ssh", "waiting for SSH", done[0], len(targets))
+        return ok
+
+    names = list(targets)
+    answered = interrupt.parallel(one, names, max_workers=64)
+    return sorted(n for n, ok in zip(names, answered, strict=True) if not ok)
 
 
-def server_status(server_id: str) -> tuple[str, str]:
+def server_status(server_id: str) -> ServerInfo | None:
+    """The server as Nova shows it now; None once it is deleted (404)."""
     import chi
+    from novaclient.exceptions import NotFound
 
-    with api_errors(f"reading server {server_id}"):
-        s = chi.nova().servers.get(server_id)
-    fault = getattr(s, "fault", None) or {}
-    return s.status, one_line(fault.get("message", ""))
+    try:
+        with api_errors(f"reading server {server_id}"):
+            return _info(chi.nova().servers.get(server_id))
+    except ServeSystemError as exc:
+        if isinstance(exc.__cause__, NotFound):
+            return None
+        raise
+
+
+def _summary(servers: Sequence[ServerInfo]) -> str:
+    shown = ", ".join(f"{s.name} {s.state}" for s in servers[:3])
+    return shown + (f" and {len(servers) - 3} more" if len(servers) > 3 else "")
 
 
 def wait_active(servers: list[ServerInfo], timeout: float, poll: float, progress: Progress,
                 what: str = "servers building") -> None:
-    """Poll until every server is ACTIVE; one ERROR stops with its fault."""
+    """Poll until every server is ACTIVE; one ERROR (or a delete) stops with its reason.
+
+    The progress bar says which servers are still at which Nova status and task (a bare-metal
+    deploy is ``BUILD`` for about ten minutes: scheduling, networking, spawning)."""
     deadline = time.monotonic() + timeout
     pending = {s.id: s for s in servers}
     total = len(servers)
     while True:
         for s in list(pending.values()):
-            s.status, s.fault = server_status(s.id)
+            now = server_status(s.id)
+            if now is None or now.gone:
+                raise ServeSystemError(
+                    f"server {s.name} ({s.id}) was deleted while it was being waited for "
+                    f"({'gone' if now is None else now.state}); re-run launch to create a fresh one")
+            s.status, s.fault, s.task_state = now.status, now.fault, now.task_state
             if s.status == "ACTIVE":
                 del pending[s.id]
             elif s.status == "ERROR":
@@ -154,11 +223,13 @@ def wait_active(servers: list[ServerInfo], timeout: float, poll: float, progress
                     f"server {s.name} ({s.id}) went to ERROR: {s.fault or 'no fault message'}; "
                     "re-run with --replace-failed to recreate it"
                 )
-        progress.step("servers", f"{what} (bare metal takes ~10 min)", total - len(pending), total)
+        left = list(pending.values())
+        progress.step("servers", f"{what} (bare metal takes ~10 min)"
+                      + (f": {_summary(left)}" if left else ""), total - len(left), total)
         if not pending:
             return
         if time.monotonic() >= deadline:
-            names = ", ".join(f"{s.name}={s.status}" for s in pending.values())
+            names = ", ".join(f"{s.name}={s.state}" for s in left)
             raise ServeSystemError(
                 f"timed out after {int(timeout)} s waiting for servers to be ACTIVE ({names}); "
                 "re-run to keep waiting"
@@ -166,40 +237,65 @@ def wait_active(servers: list[ServerInfo], timeout: float, poll: float, progress
         time.sleep(poll)
 
 
-def wait_gone(server_id: str, timeout: float, poll: float) -> None:
-    import contextlib
-    import io
+def wait_deleted(servers: Sequence[ServerInfo], timeout: float, poll: float, progress: Progress) -> None:
+    """Wait until Nova has finished deleting ``servers`` (404, or status DELETED/SOFT_DELETED).
 
-    import chi
-    from novaclient.exceptions import NotFound
-
+    Bounded by ``timeout``; the error names the servers still there and what to do."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                chi.nova().servers.get(server_id)
-        except NotFound:
+    pending = {s.id: s for s in servers}
+    total = len(pending)
+    while True:
+        for s in list(pending.values()):
+            now = server_status(s.id)
+            if now is None or now.status in DELETED_STATUSES:
+                del pending[s.id]
+            else:
+                s.status, s.task_state = now.status, now.task_state
+        left = list(pending.values())
+        progress.step("deletes", "Nova deleting servers (bare metal takes minutes)"
+                      + (f": {_summary(left)}" if left else ""), total - len(left), total)
+        if not pending:
             return
+        if time.monotonic() >= deadline:
+            names = ", ".join(f"{s.name} ({s.id}, {s.state})" for s in left)
+            raise ServeSystemError(
+                f"timed out after {int(timeout)} s waiting for Nova to delete {names}; nothing new was "
+                "created: re-run launch once it is gone (serve-system status no longer lists it), "
+                "or give it longer with --server-timeout")
         time.sleep(poll)
-    raise ServeSystemError(f"timed out waiting for server {server_id} to be deleted")
+
+
+def release_floating_ip(s: ServerInfo, progress: Progress) -> list[str]:
+    """Release the floating IP attached to ``s`` (gone already is fine); what was released."""
+    import chi
+    from neutronclient.common.exceptions import NotFound as NeutronNotFound
+
+    if not s.floating_ip_id:
+        return []
+    try:
+        with api_errors(f"releasing floating IP {s.floating_ip}"):
+            chi.neutron().delete_floatingip(s.floating_ip_id)
+    except ServeSystemError as exc:
+        if not isinstance(exc.__cause__, NeutronNotFound):
+            raise
+    progress.note(f"Released floating IP {s.floating_ip} of {s.name}")
+    released = [f"floating IP {s.floating_ip}"]
+    s.floating_ip = s.floating_ip_id = None
+    return released
 
 
 def delete_server(s: ServerInfo, progress: Progress) -> list[str]:
-    """Release the server's floating IP, then delete the server; missing pieces are not an error."""
+    """Release the server's floating IP, then delete the server; missing pieces are not an error.
+
+    A server Nova is already deleting is not asked again; its floating IP is still released (it
+    would stay allocated to the project, attached to nothing, once the port is gone)."""
     import chi
-    from neutronclient.common.exceptions import NotFound as NeutronNotFound
     from novaclient.exceptions import NotFound
 
-    removed = []
-    if s.floating_ip_id:
-        try:
-            with api_errors(f"releasing floating IP {s.floating_ip}"):
-                chi.neutron().delete_floatingip(s.floating_ip_id)
-        except ServeSystemError as exc:
-            if not isinstance(exc.__cause__, NeutronNotFound):
-                raise
-        removed.append(f"floating IP {s.floating_ip}")
-        progress.note(f"Released floating IP {s.floating_ip} of {s.name}")
+    removed = release_floating_ip(s, progress)
+    if s.gone:
+        progress.note(f"Server {s.name} ({s.id}) is already being deleted ({s.state})")
+        return removed
     try:
         with api_errors(f"deleting server {s.name}"):
             chi.nova().servers.delete(s.id)

@@ -5,7 +5,9 @@ After the first repetitions (every variant, :data:`~..experiment.spec.models.AUT
 findings are judged on everything measured so far, and the variants of every comparison still
 *inconclusive* get one more repetition, in the plan's next round and its order. It stops when every
 claim is decided (held, did not hold, or not measurable here), or the budget is spent: the plan's
-last round, or the measured minutes (the levels' own time, ``budget.minutes``).
+last round, or the measured minutes (the levels' own time, ``budget.minutes``). Each look judges the
+claims with the repeated intervals of :mod:`.sequential` (the error spent over the planned looks, so
+that stopping at the first look where all is decided keeps each claim's error at 5 %).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from ..errors import ServeSystemError
 from ..experiment import records, search
 from . import findings as fnd
-from . import tree
+from . import sequential, tree
 from .report import read_manifest
 
 
@@ -55,7 +57,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     manifest = read_manifest(run_dir)
     rows = [r for r in tree.collect(run_dir) if r["host"] == host]
     setups = {k: v for k, v in tree.variant_setups(run_dir).items() if k[0] == host}
-    found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"])
+    found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"],
+                         sequential.looks_of(hplan.adaptive))
     open_claims = [f.key for f in found if f.verdict == fnd.INCONCLUSIVE]
     undecided = undecided_variants(found) & {v.name for v in hplan.variants}
     if hplan.adaptive.get("only"):  # -e variants: repetitions only of those

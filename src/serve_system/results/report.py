@@ -34,6 +34,7 @@ from . import fastapi_tree as fastapi_results
 from . import findings as fnd
 from . import intervals as iv
 from . import reasons as why_
+from . import sequential
 from . import shard as shardres
 from . import tree as res
 from .cells import cell, ms_cells
@@ -124,6 +125,16 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                     and any(ldir.iterdir()) and f"{name}/{ldir.parent.name}/{ldir.name}" not in out:
                 out.append(f"{name}/{ldir.parent.name}/{ldir.name} (started, no level.json)")
     return out
+
+
+def plan_looks(run: Path) -> sequential.Looks | None:
+    """The sequential looks of a ``repetitions: auto`` run (every host plans the same), else None."""
+    for hdir in _host_dirs(run):
+        plan = res.read_json(hdir / "plan.json")
+        looks = sequential.looks_of(plan.get("adaptive")) if isinstance(plan, dict) else None
+        if looks is not None:
+            return looks
+    return None
 
 
 def check_run(run_dir: str | Path, partial: bool = False
@@ -623,7 +634,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     objectives = manifest["objectives"]  # checked and completed by check_run
     smallest = manifest["smallest_effect"]
     winners = [best(rows, o) for o in objectives]
-    found = fnd.evaluate(rows, res.variant_setups(run), objectives, smallest)
+    looks = plan_looks(run)
+    found = fnd.evaluate(rows, res.variant_setups(run), objectives, smallest, looks)
     plots, skipped = make_plots(run, rows)
     shard = shardres.read(run, manifest)
     metrics = list(dict.fromkeys(str(o.get("metric", "throughput")) for o in objectives))
@@ -666,7 +678,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
                       "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]
     lines += search_section(run, rows)
-    lines += ["", *fnd.markdown(found, stand_in, smallest)]
+    lines += ["", *fnd.markdown(found, stand_in, smallest, looks)]
     lines += _per_level(rows)
     lines += ["## Measurements", "",
               ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | "

@@ -685,6 +685,13 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
     return f
 
 
+def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a ``repetitions: auto`` run judges: those of levels not measured under contention
+    (the runner's ``contention``: :func:`serve_system.experiment.records.contention_cause`); auto
+    measures such a level again instead (:mod:`.adaptive`)."""
+    return [r for r in rows if not r.get("contention")]
+
+
 def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
              objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
              looks: sq.Looks | None = None) -> list[Finding]:

@@ -127,6 +127,20 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
     return out
 
 
+def contention_note(rows: list[dict[str, Any]], auto: bool) -> list[str]:
+    """The report's warning on levels measured under contention (other processes on the node's CPU,
+    steal): each with its cause and the processes that took the CPU."""
+    hit = [r for r in rows if r.get("contention")]
+    if not hit:
+        return []
+    what = "; ".join(f"{r['host']}/{r['variant']} {r.get('mode')} {r.get('load')} repetition "
+                     f"{r.get('repetition')}: {r['contention']}" for r in hit)
+    then = ("`repetitions: auto` did not count them and measured those variants again within its budget."
+            if auto else "They are counted here: measure again on a quiet node (a new run id), or use "
+                         "`repetitions: auto`, which measures such levels again.")
+    return [f"> **Measured under contention** ({len(hit)} level(s)): {what}. {then}", ""]
+
+
 def plan_looks(run: Path) -> sequential.Looks | None:
     """The sequential looks of a ``repetitions: auto`` run (every host plans the same), else None."""
     for hdir in _host_dirs(run):
@@ -635,7 +649,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     smallest = manifest["smallest_effect"]
     winners = [best(rows, o) for o in objectives]
     looks = plan_looks(run)
-    found = fnd.evaluate(rows, res.variant_setups(run), objectives, smallest, looks)
+    judged = fnd.counted(rows) if looks is not None else rows  # auto measured contended levels again
+    found = fnd.evaluate(judged, res.variant_setups(run), objectives, smallest, looks)
     plots, skipped = make_plots(run, rows)
     shard = shardres.read(run, manifest)
     metrics = list(dict.fromkeys(str(o.get("metric", "throughput")) for o in objectives))
@@ -664,6 +679,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += [f"Started {manifest['start']}, ended {ended}; hosts: {', '.join(hosts)}.", ""]
     if gaps:
         lines += [f"> **Interrupted run, reported with --partial.** Missing: {', '.join(gaps)}.", ""]
+    lines += contention_note(rows, looks is not None)
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:

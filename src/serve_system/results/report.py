@@ -637,8 +637,9 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     if not lines:
         return []
     intro = ("Each candidate's path: measured at the search objective's load level, dropped only when "
-             "the 95 % interval of its difference from the leader lies wholly on the worse side of zero "
-             "(ties survive); the winner is named when its lead over the runner-up excludes zero.")
+             "the interval of its difference from the leader (its level adjusted over the rung's "
+             "comparisons and the search's rungs) lies wholly on the worse side of zero (ties survive); "
+             "the winner is named when its lead over the runner-up excludes zero.")
     return ["", "## Search", "", intro, "", *lines]
 
 

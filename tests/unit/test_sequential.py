@@ -182,3 +182,23 @@ def test_contention_threshold() -> None:
     assert records.contention_cause(c) is None  # pressure alone is no cause: Triton's own threads wait
     c.others = 0.25
     assert (records.contention_cause(c) or "").startswith("other processes took 25 %")
+
+
+def test_the_report_of_an_auto_run_judges_at_its_look(tmp_path: Path) -> None:
+    """A recorded run planned with repetitions: auto (looks 3..5), stopped at 3: the report states the
+    method and the look's level, and its best-variant line agrees with the findings (no winner named
+    on an interval the look does not allow); the same run read as fixed names one."""
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.85, 1.15))
+    report.write_report(run)
+    assert json.loads((run / "summary.json").read_text())["findings"][-1]["verdict"] == iv.HELD
+    fixed = (run / "report.md").read_text()
+    _plan(run, {"start": 3, "max": 5, "minutes": None})
+    report.write_report(run, partial=True)
+    text = (run / "report.md").read_text()
+    assert "repeated confidence intervals" not in fixed and "repeated confidence intervals" in text
+    assert sq.pct_level(sq.Looks(3, 5).level(3)) in text
+    best = json.loads((run / "summary.json").read_text())["findings"][-1]
+    assert best["key"] == "best_variant" and best["verdict"] == iv.INCONCLUSIVE
+    headline = text.split("## Best variant per objective")[1].split("\n\n")[1]
+    assert "**tied**" in headline and f"({sq.pct_level(sq.Looks(3, 5).level(3))} interval" in headline
+    assert "**tied**" not in fixed.split("## Best variant per objective")[1].split("\n\n")[1]

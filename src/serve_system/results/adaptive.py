@@ -90,12 +90,15 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
                         "it"}
     done = records.done_levels(run_dir / host)
     measured = {(v.name, lv.repetition) for v in hplan.variants for lv in v.levels if (v.name, lv.id) in done}
-    minutes = sum(float(r["duration_s"]) for r in rows if r.get("duration_s") is not None) / 60
+    # every measured level spends the budget, a contended one too
+    minutes = sum(float(r["duration_s"]) for r in every if r.get("duration_s") is not None) / 60
     budget = hplan.adaptive.get("minutes")
-    waiting = ", ".join(open_claims + [f"`{n}` measured under contention" for n in sorted(redo)])
+    waiting = "; ".join(([f"{', '.join(open_claims)} undecided"] if open_claims else [])
+                        + ([", ".join(f"`{n}`" for n in sorted(redo)) + " measured under contention (not "
+                            "counted)"] if redo else []))
     if budget is not None and minutes >= budget:
         return {"decided": True, "batch": None,
-                "text": f"{host}: {waiting} still undecided; the budget is spent "
+                "text": f"{host}: {waiting}; the budget is spent "
                         f"({minutes:.1f} of {budget:g} measured minutes)"}
     for r, names in enumerate(hplan.rounds, 1):
         todo = [n for n in names if n in undecided and (n, r) not in measured]
@@ -106,12 +109,12 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
                   and (n, lv.id) not in done]
         picked = [f"--variant={n}" for n in todo]
         return {"decided": False,
-                "text": (f"{host}: {waiting} undecided: repetition {r} of {', '.join(todo)} "
+                "text": (f"{host}: {waiting}: repetition {r} of {', '.join(todo)} "
                          f"({minutes:.1f} measured minutes so far)"),
                 "batch": {"variants": todo, "args": [*picked, f"--repetition={r}"],
                           "explain_args": ["--triton-log", *picked], "runtime": None, "todo": len(levels)}}
     return {"decided": True, "batch": None,
-            "text": f"{host}: {waiting} still undecided; the budget is spent "
+            "text": f"{host}: {waiting}; the budget is spent "
                     f"({len(hplan.rounds)} repetitions)"}
 
 

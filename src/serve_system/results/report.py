@@ -544,9 +544,10 @@ def _rule(o: dict[str, Any]) -> str:
     return rule
 
 
-def _standing(ranked: list[dict[str, Any]], smallest: float) -> str:
-    """After the best variant: whether its lead over the next variant is decided, or a tie."""
-    found = fnd.standing(ranked, smallest)
+def _standing(ranked: list[dict[str, Any]], smallest: float, looks: sequential.Looks | None = None) -> str:
+    """After the best variant: whether its lead over the next variant is decided, or a tie (at a
+    sequential look: its repeated interval, as the findings judge it)."""
+    found = fnd.standing(ranked, smallest, looks)
     if found is None:
         return ""
     _, second, e, v = found
@@ -690,7 +691,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
                          f"(mean of {w['repetitions']})"
-                         + _standing(fnd.rank(rows, o), smallest))
+                         + _standing(fnd.rank(judged, o), smallest, looks))
     if shard and sharded:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
                       "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]

@@ -109,7 +109,7 @@ def test_the_sequential_decision_on_a_recorded_tree(tmp_path: Path) -> None:
         "dynamic_batching", "best_variant"} and changed == 2
     text = "\n".join(findings.markdown(seq, None, 0.05, looks))
     assert "repeated confidence intervals with O'Brien-Fleming-type alpha spending" in text
-    assert sq.pct_level(looks.level(3)) in text
+    assert iv.pct_level(looks.level(3)) in text
 
 
 def _proc(root: Path, total: tuple[int, ...], pressure_us: int, procs: dict[int, tuple[str, int]]) -> None:
@@ -196,9 +196,9 @@ def test_the_report_of_an_auto_run_judges_at_its_look(tmp_path: Path) -> None:
     report.write_report(run, partial=True)
     text = (run / "report.md").read_text()
     assert "repeated confidence intervals" not in fixed and "repeated confidence intervals" in text
-    assert sq.pct_level(sq.Looks(3, 5).level(3)) in text
+    assert iv.pct_level(sq.Looks(3, 5).level(3)) in text
     best = json.loads((run / "summary.json").read_text())["findings"][-1]
     assert best["key"] == "best_variant" and best["verdict"] == iv.INCONCLUSIVE
     headline = text.split("## Best variant per objective")[1].split("\n\n")[1]
-    assert "**tied**" in headline and f"({sq.pct_level(sq.Looks(3, 5).level(3))} interval" in headline
+    assert "**tied**" in headline and f"({iv.pct_level(sq.Looks(3, 5).level(3))} interval" in headline
     assert "**tied**" not in fixed.split("## Best variant per objective")[1].split("\n\n")[1]

@@ -422,6 +422,11 @@ def combine(words: Sequence[str]) -> str:
     return HELD if all(w == HELD for w in words) else INCONCLUSIVE
 
 
+def pct_level(level: float) -> str:
+    """A confidence level as the report prints it: ``95 %``, ``99.2 %``, ``99.97 %``."""
+    return f"{level * 100:.3g} %" if level < 0.9995 else f"{level * 100:.2f} %"
+
+
 def pct(x: float) -> str:
     return f"{x * 100:+.0f} %"
 
@@ -439,7 +444,8 @@ def effect_text(e: Effect) -> str:
         why = "no interval" if e.reason == ONE_REPETITION else f"no interval: {e.reason}"
         return f"{pct(e.change)}, {sides(e)}, {why}"
     assert e.low is not None and e.high is not None
-    level = "" if e.quantile == TWO_SIDED else f" ({e.level * 100:.3g} % interval: a sequential look)"
+    # an adjusted level (a sequential look, a search's drop rule) is said with the interval
+    level = "" if e.quantile == TWO_SIDED else f" ({pct_level(e.level)} interval)"
     return f"{pct(e.change)} [{pct(e.low)}, {pct(e.high)}]{level}, {sides(e)}"
 
 

@@ -42,6 +42,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
+from .intervals import pct_level
+
 #: the error budget per claim: the chance that a claim's repeated intervals miss its true effect
 ALPHA = 0.05
 OBRIEN_FLEMING, POCOCK, NONE = "obrien-fleming", "pocock", "none"
@@ -188,11 +190,6 @@ class Looks:
                 f"{self.alpha * 100:g} % over these looks, its intervals are repeated confidence intervals "
                 f"with {NAMES[self.method]}: the level at each look (repetitions per side: level) is "
                 f"{levels}. A comparison is judged at the look of the fewer repetitions of its two sides.")
-
-
-def pct_level(level: float) -> str:
-    """A confidence level as the report prints it: ``95 %``, ``99.4 %``."""
-    return f"{level * 100:.3g} %" if level < 0.9995 else f"{level * 100:.2f} %"
 
 
 def rung_level(rungs: int, alpha: float = ALPHA) -> float:

@@ -182,6 +182,10 @@ def test_contention_threshold() -> None:
     assert records.contention_cause(c) is None  # pressure alone is no cause: Triton's own threads wait
     c.others = 0.25
     assert (records.contention_cause(c) or "").startswith("other processes took 25 %")
+    # a process names itself: its name reaches the report as plain words only
+    c.top = ["x\n# owned | `rm` <b> (66) 9.0 CPU-s"]
+    assert (records.contention_cause(c) or "").endswith(": x?? owned ? ?rm? ?b? (66) 9.0 CPU-s; some task "
+                                                         "waited for a CPU 90 % of the time")
 
 
 def test_the_report_of_an_auto_run_judges_at_its_look(tmp_path: Path) -> None:

@@ -178,11 +178,19 @@ class Contention:
         return self.cause is not None
 
 
+def _plain(text: str) -> str:
+    """A process's words as a report may print them: letters, digits and ``._-:()/@+=`` and spaces
+    kept, anything else (markup, control characters) as ``?``, at most 60 characters (a process
+    names itself: the node's words are not trusted)."""
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch in " ._-:()/@+=") else "?"
+                   for ch in str(text)[:60])
+
+
 def contention_cause(c: Contention) -> str | None:
     """Why a level's readings count as contention (the thresholds above), or None."""
     why = []
     if c.others is not None and c.others >= CONTENDED_OTHERS:
-        who = f": {', '.join(c.top[:3])}" if c.top else ""
+        who = f": {', '.join(_plain(t) for t in c.top[:3])}" if c.top else ""
         why.append(f"other processes took {c.others * 100:.0f} % of the node's CPU{who}")
     if c.steal is not None and c.steal >= CONTENDED_STEAL:
         why.append(f"the hypervisor stole {c.steal * 100:.0f} % of the CPU time")

@@ -140,6 +140,7 @@ def test_the_runner_reads_what_else_used_the_cpu(tmp_path: Path) -> None:
     assert c.steal == pytest.approx(100 / 800) and c.busy == pytest.approx(1 - (100 + 100) / 800)
     assert c.pressure == pytest.approx(0.5)
     assert c.others == pytest.approx((10 + 0.05) / 20, abs=1e-3)  # the hog's 10 CPU-s and sshd's
+    assert c.measuring == pytest.approx((2 + 0.5) / 20)  # Triton's 2 CPU-s, perf_analyzer's 0.5
     assert c.top[0] == "stress-ng (12) 10.0 CPU-s" and not any("triton" in t or "perf" in t for t in c.top)
     assert c.cause is not None and "stress-ng (12)" in c.cause and "stole 12 %" in c.cause
     # only the container's processes visible (no Triton among them): no share of others is claimed
@@ -152,7 +153,7 @@ def _contend(run: Path, variant: str, level: str, others: float) -> None:
     path = run / "node-1" / variant / level / "level.json"
     data = json.loads(path.read_text())
     data["contention"] = {"seconds": 9.0, "cpus": 2, "busy": 0.99, "steal": 0.0, "pressure": 0.8,
-                          "others": others, "top": ["stress-ng (4242) 9.0 CPU-s"]}
+                          "others": others, "measuring": 0.5, "top": ["stress-ng (4242) 9.0 CPU-s"]}
     path.write_text(json.dumps(data))
 
 
@@ -178,8 +179,13 @@ def test_a_contended_level_is_flagged_and_measured_again_by_auto(tmp_path: Path)
 
 
 def test_contention_threshold() -> None:
-    c = records.Contention(seconds=5, cpus=2, others=0.24, steal=0.09, pressure=0.9)
+    c = records.Contention(seconds=5, cpus=2, others=0.24, steal=0.09, pressure=0.9, busy=0.5, measuring=0.2)
     assert records.contention_cause(c) is None  # pressure alone is no cause: Triton's own threads wait
+    c.busy = 0.95  # a saturated CPU (a machine shared beyond the node): the share of what the node got
+    assert (records.contention_cause(c) or "").startswith("the CPU was saturated (busy 95 %) and other "
+                                                          "processes took 55 % of the CPU time")
+    c.others, c.measuring = 0.05, 0.5
+    assert records.contention_cause(c) is None
     c.others = 0.25
     assert (records.contention_cause(c) or "").startswith("other processes took 25 %")
     # a process names itself: its name reaches the report as plain words only

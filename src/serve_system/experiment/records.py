@@ -143,11 +143,14 @@ class Attempt:
 
 
 #: a level counts as measured under contention when, over its span, processes other than Triton and
-#: the measuring client took at least this share of the node's CPU time, or the hypervisor stole at
-#: least this share. CPU pressure (/proc/pressure/cpu) is recorded and said with the cause, but is no
-#: cause alone: Triton's and perf_analyzer's own threads wait for CPUs on a small node too.
+#: the measuring client took at least this share of the node's CPU time, or (the CPU saturated: busy
+#: at least :data:`SATURATED_BUSY`) at least this share of the CPU time the node's processes got; or
+#: when the hypervisor stole at least :data:`CONTENDED_STEAL`. CPU pressure (/proc/pressure/cpu) is
+#: recorded and said with the cause, but is no cause alone: Triton's and perf_analyzer's own threads
+#: wait for CPUs on a small node too.
 CONTENDED_OTHERS = 0.25
 CONTENDED_STEAL = 0.10
+SATURATED_BUSY = 0.90
 #: processes that are the measurement itself (their ``comm``, truncated by the kernel to 15 bytes)
 MEASURING = ("tritonserver", "triton_python_b", "perf_analyzer", "fastapi_bench")
 
@@ -166,8 +169,9 @@ class Contention:
     #: the share of the span some task waited for a CPU (/proc/pressure/cpu ``some``; None: no PSI)
     pressure: float | None = None
     #: the share taken by processes other than Triton and the measuring client (None: the node's
-    #: processes are not visible from the client container)
+    #: processes are not visible from the client container), and by Triton and the client
     others: float | None = None
+    measuring: float | None = None
     #: the other processes that took the most CPU, ``"comm (pid) 12.3 CPU-s"``, most first
     top: list[str] = field(default_factory=list)
     #: why the level counts as contended (None: it does not)
@@ -189,9 +193,14 @@ def _plain(text: str) -> str:
 def contention_cause(c: Contention) -> str | None:
     """Why a level's readings count as contention (the thresholds above), or None."""
     why = []
+    who = f": {', '.join(_plain(t) for t in c.top[:3])}" if c.top else ""
+    used = (c.others or 0.0) + (c.measuring or 0.0)
     if c.others is not None and c.others >= CONTENDED_OTHERS:
-        who = f": {', '.join(_plain(t) for t in c.top[:3])}" if c.top else ""
         why.append(f"other processes took {c.others * 100:.0f} % of the node's CPU{who}")
+    elif c.others is not None and c.measuring is not None and c.busy is not None \
+            and c.busy >= SATURATED_BUSY and used > 0 and c.others / used >= CONTENDED_OTHERS:
+        why.append(f"the CPU was saturated (busy {c.busy * 100:.0f} %) and other processes took "
+                   f"{c.others / used * 100:.0f} % of the CPU time the node's processes got{who}")
     if c.steal is not None and c.steal >= CONTENDED_STEAL:
         why.append(f"the hypervisor stole {c.steal * 100:.0f} % of the CPU time")
     if why and c.pressure is not None:

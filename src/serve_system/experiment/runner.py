@@ -188,7 +188,10 @@ def cpu_snapshot(root: Path) -> dict[str, Any]:
             total = [f.split("=", 1)[1] for f in line.split() if f.startswith("total=")]
             if total and total[0].isdigit():
                 out["pressure_us"] = int(total[0])
-    me = os.getpid()
+    try:  # the runner itself, as the node numbers it (``self`` resolves in the procfs' own namespace)
+        me = int(os.readlink(root / "self"))
+    except (OSError, ValueError):
+        me = os.getpid()
     try:
         pids = [p for p in os.listdir(root) if p.isdigit() and int(p) != me]
     except OSError:
@@ -219,12 +222,16 @@ def contention(before: dict[str, Any], after: dict[str, Any]) -> rec.Contention:
     procs = after["procs"]
     if any(comm in rec.MEASURING[:2] for comm, _ in procs.values()):  # the node's processes are visible
         used: dict[int, tuple[str, float]] = {}
+        measuring = 0.0
         for pid, (comm, ticks) in procs.items():
             was = before["procs"].get(pid)
             delta = ticks - (was[1] if was and was[0] == comm else 0)
-            if comm not in rec.MEASURING and delta > 0:
+            if comm in rec.MEASURING:
+                measuring += max(0, delta) / tick
+            elif delta > 0:
                 used[pid] = (comm, delta / tick)
         c.others = round(sum(s for _, s in used.values()) / (cpus * seconds), 4)
+        c.measuring = round(measuring / (cpus * seconds), 4)
         c.top = [f"{comm} ({pid}) {sec:.1f} CPU-s" for pid, (comm, sec) in
                  sorted(used.items(), key=lambda kv: -kv[1][1])[:5]]
     c.cause = rec.contention_cause(c)

@@ -90,7 +90,9 @@ def test_a_small_noisy_effect_is_inconclusive_with_how_many_more_repetitions() -
     e = iv.effect(_samples(rng, 100, 0.06, 3), _samples(rng, 112, 0.06, 3))
     v = iv.decide(e, "up", SMALLEST)
     assert v.word == iv.INCONCLUSIVE and v.more is not None and v.more > 0 and v.reason is None
-    assert iv.explain(v) == f"inconclusive: about {v.more} more repetitions per side would likely decide it"
+    assert iv.explain(v).startswith(
+        f"inconclusive: about {v.more} more repetitions per side would likely decide it; with this noise "
+        f"and n it could have detected a change of {v.mde * 100:.0f} % or more (80 % power)")
     # measuring that many more with the same spread would likely leave the threshold outside the interval
     e2 = iv.effect(_samples(rng, 100, 0.06, 3 + v.more), _samples(rng, 112, 0.06, 3 + v.more))
     assert e2.high is not None and e2.low is not None

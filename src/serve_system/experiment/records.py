@@ -144,6 +144,72 @@ class Attempt:
     peak_rss_bytes: int | None = None
 
 
+#: a level counts as measured under contention when, over its span, processes other than Triton and
+#: the measuring client took at least this share of the node's CPU time, or (the CPU saturated: busy
+#: at least :data:`SATURATED_BUSY`) at least this share of the CPU time the node's processes got; or
+#: when the hypervisor stole at least :data:`CONTENDED_STEAL`. CPU pressure (/proc/pressure/cpu) is
+#: recorded and said with the cause, but is no cause alone: Triton's and perf_analyzer's own threads
+#: wait for CPUs on a small node too.
+CONTENDED_OTHERS = 0.25
+CONTENDED_STEAL = 0.10
+SATURATED_BUSY = 0.90
+#: processes that are the measurement itself (their ``comm``, truncated by the kernel to 15 bytes)
+MEASURING = ("tritonserver", "triton_python_b", "perf_analyzer", "fastapi_bench")
+
+
+@dataclass
+class Contention:
+    """What else used the node's CPU while a level ran: the runner's two readings of /proc (the
+    node's own /proc where the client container sees it at ``/host/proc``), at the level's start and
+    end. Shares are of the node's CPU time over the span (``cpus`` x ``seconds``)."""
+
+    seconds: float
+    cpus: int
+    #: the share of the node's CPU time spent busy (every process), and stolen by the hypervisor
+    busy: float | None = None
+    steal: float | None = None
+    #: the share of the span some task waited for a CPU (/proc/pressure/cpu ``some``; None: no PSI)
+    pressure: float | None = None
+    #: the share taken by processes other than Triton and the measuring client (None: the node's
+    #: processes are not visible from the client container), and by Triton and the client
+    others: float | None = None
+    measuring: float | None = None
+    #: the other processes that took the most CPU, ``"comm (pid) 12.3 CPU-s"``, most first
+    top: list[str] = field(default_factory=list)
+    #: why the level counts as contended (None: it does not)
+    cause: str | None = None
+
+    @property
+    def contended(self) -> bool:
+        return self.cause is not None
+
+
+def _plain(text: str) -> str:
+    """A process's words as a report may print them: letters, digits and ``._-:()/@+=`` and spaces
+    kept, anything else (markup, control characters) as ``?``, at most 60 characters (a process
+    names itself: the node's words are not trusted)."""
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch in " ._-:()/@+=") else "?"
+                   for ch in str(text)[:60])
+
+
+def contention_cause(c: Contention) -> str | None:
+    """Why a level's readings count as contention (the thresholds above), or None."""
+    why = []
+    who = f": {', '.join(_plain(t) for t in c.top[:3])}" if c.top else ""
+    used = (c.others or 0.0) + (c.measuring or 0.0)
+    if c.others is not None and c.others >= CONTENDED_OTHERS:
+        why.append(f"other processes took {c.others * 100:.0f} % of the node's CPU{who}")
+    elif c.others is not None and c.measuring is not None and c.busy is not None \
+            and c.busy >= SATURATED_BUSY and used > 0 and c.others / used >= CONTENDED_OTHERS:
+        why.append(f"the CPU was saturated (busy {c.busy * 100:.0f} %) and other processes took "
+                   f"{c.others / used * 100:.0f} % of the CPU time the node's processes got{who}")
+    if c.steal is not None and c.steal >= CONTENDED_STEAL:
+        why.append(f"the hypervisor stole {c.steal * 100:.0f} % of the CPU time")
+    if why and c.pressure is not None:
+        why.append(f"some task waited for a CPU {c.pressure * 100:.0f} % of the time")
+    return "; ".join(why) or None
+
+
 @dataclass
 class LevelRecord:
     variant: str
@@ -163,6 +229,8 @@ class LevelRecord:
     #: the measuring client's (perf_analyzer's or the FastAPI client's) peak resident memory over the
     #: level's attempts, bytes (:func:`client_peak_rss`); None when no attempt ran
     client_peak_rss_bytes: int | None = None
+    #: what else used the node's CPU during the level (None: not sampled, e.g. an older runner)
+    contention: Contention | None = None
 
 
 def client_peak_rss(attempts: list[Attempt]) -> int | None:

@@ -155,6 +155,89 @@ class Sampler(threading.Thread):
                 self.stop.wait(max(0.0, self.interval - (time.time() - t)))
 
 
+#: the node's own /proc as the client container sees it (the serve_stack role mounts it there), else
+#: the container's: /proc/stat and /proc/pressure are the node's either way, the processes are not
+HOST_PROC = Path("/host/proc")
+
+
+def proc_root() -> Path:
+    return HOST_PROC if (HOST_PROC / "stat").is_file() else Path("/proc")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+
+
+def cpu_snapshot(root: Path) -> dict[str, Any]:
+    """One reading of the node's CPU counters: /proc/stat's busy, steal and total ticks and its CPU
+    count, /proc/pressure/cpu's ``some`` total (microseconds), each process's CPU ticks and name."""
+    out: dict[str, Any] = {"t": time.monotonic(), "cpus": 0, "procs": {}}
+    for line in (_read(root / "stat") or "").splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            nums = [int(x) for x in parts[1:9] if x.isdigit()] + [0] * 8
+            idle, steal = nums[3] + nums[4], nums[7]
+            out.update(total=sum(nums[:8]), idle=idle, steal=steal)
+        elif parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
+            out["cpus"] += 1
+    for line in (_read(root / "pressure" / "cpu") or "").splitlines():
+        if line.startswith("some"):
+            total = [f.split("=", 1)[1] for f in line.split() if f.startswith("total=")]
+            if total and total[0].isdigit():
+                out["pressure_us"] = int(total[0])
+    try:  # the runner itself, as the node numbers it (``self`` resolves in the procfs' own namespace)
+        me = int(os.readlink(root / "self"))
+    except (OSError, ValueError):
+        me = os.getpid()
+    try:
+        pids = [p for p in os.listdir(root) if p.isdigit() and int(p) != me]
+    except OSError:
+        pids = []
+    for pid in pids:
+        text = _read(root / pid / "stat")
+        if not text or ")" not in text:
+            continue
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        rest = text[text.rindex(")") + 2:].split()
+        if len(rest) > 12 and rest[11].isdigit() and rest[12].isdigit():
+            out["procs"][int(pid)] = (comm, int(rest[11]) + int(rest[12]))
+    return out
+
+
+def contention(before: dict[str, Any], after: dict[str, Any]) -> rec.Contention:
+    """What else used the node's CPU between two :func:`cpu_snapshot` readings (a level's span)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    seconds = max(1e-6, after["t"] - before["t"])
+    cpus = max(1, int(after.get("cpus") or 1))
+    c = rec.Contention(seconds=round(seconds, 3), cpus=cpus)
+    if "total" in before and "total" in after and after["total"] > before["total"]:
+        span = after["total"] - before["total"]
+        c.busy = round(1 - (after["idle"] - before["idle"] + after["steal"] - before["steal"]) / span, 4)
+        c.steal = round((after["steal"] - before["steal"]) / span, 4)
+    if "pressure_us" in before and "pressure_us" in after:
+        c.pressure = round(min(1.0, (after["pressure_us"] - before["pressure_us"]) / 1e6 / seconds), 4)
+    procs = after["procs"]
+    if any(comm in rec.MEASURING[:2] for comm, _ in procs.values()):  # the node's processes are visible
+        used: dict[int, tuple[str, float]] = {}
+        measuring = 0.0
+        for pid, (comm, ticks) in procs.items():
+            was = before["procs"].get(pid)
+            delta = ticks - (was[1] if was and was[0] == comm else 0)
+            if comm in rec.MEASURING:
+                measuring += max(0, delta) / tick
+            elif delta > 0:
+                used[pid] = (comm, delta / tick)
+        c.others = round(sum(s for _, s in used.values()) / (cpus * seconds), 4)
+        c.measuring = round(measuring / (cpus * seconds), 4)
+        c.top = [f"{comm} ({pid}) {sec:.1f} CPU-s" for pid, (comm, sec) in
+                 sorted(used.items(), key=lambda kv: -kv[1][1])[:5]]
+    c.cause = rec.contention_cause(c)
+    return c
+
+
 def _rss_mb(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
@@ -537,6 +620,8 @@ class Runner:
             (ldir / "stats_before.json").write_text(json.dumps(before, indent=1) + "\n")
             sampler = Sampler(self.metrics_url, ldir / "metrics.jsonl", self.args.metrics_interval)
             sampler.start()
+        root = proc_root()
+        node_before = cpu_snapshot(root)
         attempts: list[rec.Attempt] = []
         commands = [lv.argv, *lv.retry_argv] if triton else [lv.argv]
         text = ""
@@ -553,6 +638,7 @@ class Runner:
                 break
             if not (triton and UNSTABLE.search(text)):
                 break
+        used = contention(node_before, cpu_snapshot(root))
         if sampler is not None:
             sampler.stop.set()
             sampler.join(timeout=10)
@@ -587,7 +673,7 @@ class Runner:
             start=attempts[0].start, end=last.end, attempts=attempts,
             batch_size=int(v.perf.get("batch_size", 1)), tool="perf_analyzer" if triton else "fastapi_bench",
             requests=lv.requests, provenance=self.provenance(v),
-            client_peak_rss_bytes=rec.client_peak_rss(attempts))
+            client_peak_rss_bytes=rec.client_peak_rss(attempts), contention=used)
         rec.write(ldir / "level.json", lrec)  # last: the level is complete
         return lrec
 

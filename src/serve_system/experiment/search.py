@@ -34,13 +34,16 @@ window spreads less), which also errs on the wide side in the later rungs.
 
 **The drop rule** (halving): a candidate of the worse half is dropped when its effect against the rung's
 leader is decidedly worse: the one-sided bound of that effect (goal ``max``: its upper bound, ``min``:
-its lower bound) at the level ``1 - 0.05 / (k - 1)``, k the candidates the rung ranked
-(:func:`drop_quantile`), lies on the worse side of zero. Why adjusted: the leader is the sample best of
-k, and the rung makes k - 1 comparisons against it (multiple comparisons with the best, Hsu's MCB). A
-candidate truly tied for the best is dropped only if some other candidate's sample mean beats it by the
-critical value, and by the union (Bonferroni) bound over the k - 1 others that happens with a chance of
-at most 5 %, whichever candidate leads. Bonferroni is conservative (the comparisons share the leader and
-the pool, so they are correlated) but simple and valid whatever that correlation. Where the interval
+its lower bound) at the level ``1 - 0.05 / (R (k - 1))``, k the candidates the rung ranked and R the
+search's planned rungs (:func:`drop_quantile`), lies on the worse side of zero. Why adjusted: the leader
+is the sample best of k, and the rung makes k - 1 comparisons against it (multiple comparisons with the
+best, Hsu's MCB); and the search drops in up to R rungs, each another chance to drop a candidate tied
+for the best. A candidate truly tied for the best is dropped in a rung only if some other candidate's
+sample mean beats it by the critical value; by the union (Bonferroni) bound over the k - 1 others and
+the R rungs (each rung spends 0.05 / R: :func:`serve_system.results.sequential.rung_level`) that
+happens with a chance of at most 5 % over the whole search, whichever candidate leads. Bonferroni is
+conservative (the comparisons share the leader and the pool, so they are correlated) but simple and
+valid whatever that correlation. Where the interval
 reaches zero the candidate survives (a tie). A candidate whose constraint is decidedly violated (the
 95 % interval of the constrained metric lies wholly beyond its bound) is dropped at any rank; Triton
 refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
@@ -427,14 +430,28 @@ def _ranked(view: _View, names: list[str], reps: set[int] | None) -> list[str]:
     return sorted(means, key=lambda n: (sign * means[n], view.names.index(n)))
 
 
-#: the drop rule's familywise level: the chance of dropping a candidate tied for the best, at most
+#: the drop rule's familywise level over the whole search: the chance of dropping a candidate tied
+#: for the best, at most
 FAMILY_LEVEL = 0.05
+#: a search record's key that, set false, spends :data:`FAMILY_LEVEL` in every rung (the rule before
+#: the level was split over the rungs: at most 5 % a rung, not over the search; bench/sequential.py)
+SPLIT_KEY = "split_over_rungs"
 
 
-def drop_quantile(k: int) -> float:
+def rung_family_level(rec: dict[str, Any]) -> float:
+    """The familywise level one rung of ``rec``'s search may spend: 0.05 split over its planned rungs
+    (:func:`serve_system.results.sequential.rung_level`), or 0.05 where ``rec[SPLIT_KEY]`` is false."""
+    if rec.get(SPLIT_KEY, True) is False:
+        return FAMILY_LEVEL
+    from ..results.sequential import rung_level
+    return rung_level(len(rec.get("rungs") or [None]), FAMILY_LEVEL)
+
+
+def drop_quantile(k: int, level: float = FAMILY_LEVEL) -> float:
     """The t quantile of the drop rule among ``k`` ranked candidates: one-sided, Bonferroni-adjusted
-    over the k - 1 comparisons with the leader (``1 - 0.05 / (k - 1)``)."""
-    return 1 - FAMILY_LEVEL / max(1, k - 1)
+    over the k - 1 comparisons with the leader (``1 - level / (k - 1)``; ``level``: the rung's share,
+    :func:`rung_family_level`)."""
+    return 1 - level / max(1, k - 1)
 
 
 class _Judge:
@@ -446,6 +463,8 @@ class _Judge:
     def __init__(self, view: _View, reps: set[int] | None, pooled: bool) -> None:
         from ..results import intervals as iv
         self.view, self.reps = view, reps
+        #: the familywise level of one rung's drops (:func:`rung_family_level`)
+        self.level = rung_family_level(view.rec)
         self.pool: Pool | None = None
         #: candidates whose own spread is far larger than the pool's: why (the F test)
         self.wide: dict[str, str] = {}
@@ -478,7 +497,7 @@ class _Judge:
         rule; its quantile raised to ``at_least``), and the effect's text (with why Welch's t judged it,
         if it did)."""
         from ..results import intervals as iv
-        e, why = self.effect(leader, name, max(drop_quantile(k), at_least))
+        e, why = self.effect(leader, name, max(drop_quantile(k, self.level), at_least))
         text = iv.effect_text(e) + (f" ({why})" if why else "")
         if not e.has_interval:
             return False, text
@@ -490,7 +509,17 @@ class _Judge:
         from ..results import intervals as iv
         if self.pool is None or self.pool.df < 1 or k < 2:
             return f"k = {k}"
-        return f"k = {k}, t = {iv.t_quantile(self.pool.df, drop_quantile(k)):.2f} with df = {self.pool.df}"
+        return (f"k = {k}, t = {iv.t_quantile(self.pool.df, drop_quantile(k, self.level)):.2f} with df = "
+                f"{self.pool.df}")
+
+    def _split(self) -> str:
+        """How the search's 5 % is split over its rungs, in words ('' when it is not)."""
+        n = len(self.view.rec.get("rungs") or [])
+        if self.level >= FAMILY_LEVEL or n < 2:
+            return ""
+        return (f" (the search's {FAMILY_LEVEL * 100:g} % split over its {n} rungs, so that a candidate "
+                f"tied for the best is dropped at most {FAMILY_LEVEL * 100:g} % of the time over the whole "
+                "search)")
 
     def rule(self, rungs: list[str]) -> str:
         """The report's line on how halving decided (``rungs``: each ranked rung's critical value)."""
@@ -502,8 +531,9 @@ class _Judge:
         wide = (f"; far wider than the pool at the end (an F test at 99 %), so judged by Welch's t on "
                 f"their own spread: {', '.join(f'`{n}`' for n in self.wide)}" if self.wide else "")
         return (f"Decided by a pooled run-to-run spread: s = {self.pool.sd * 100:.1f} % on the log scale, "
-                f"df = {self.pool.df}; drops at a Bonferroni-adjusted {(1 - FAMILY_LEVEL) * 100:.0f} % over "
-                f"the rung's k - 1 comparisons with its leader ({'; '.join(rungs) or 'no rung ranked'}); "
+                f"df = {self.pool.df}; drops at a Bonferroni-adjusted {(1 - self.level) * 100:.3g} % over "
+                f"the rung's k - 1 comparisons with its leader{self._split()} "
+                f"({'; '.join(rungs) or 'no rung ranked'}); "
                 f"the lead's interval two-sided {iv.LEVEL * 100:.0f} %{wide}.")
 
 

@@ -43,6 +43,7 @@ from ..experiment import tritonconfig as tc
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from . import intervals as iv
 from . import reasons as why_
+from . import sequential as sq
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
 VERDICTS = iv.VERDICTS
@@ -158,8 +159,17 @@ def levels(rows: list[dict[str, Any]]) -> Levels:
     return out
 
 
-def _effect(a: Level, b: Level, metric: str) -> iv.Effect:
-    return iv.effect(a["samples"][metric], b["samples"][metric])
+def _effect(a: Level, b: Level, metric: str, looks: sq.Looks | None = None) -> iv.Effect:
+    """B against A on a metric's samples: the 95 % interval, or at a sequential look (``looks``: a
+    ``repetitions: auto`` plan) the repeated interval of the look at the fewer repetitions of the two."""
+    return compare(a["samples"][metric], b["samples"][metric], looks)
+
+
+def compare(a: list[float], b: list[float], looks: sq.Looks | None = None) -> iv.Effect:
+    """:func:`iv.effect` at the look's level (:mod:`.sequential`; 95 % without ``looks``)."""
+    if looks is None or not looks.sequential:
+        return iv.effect(a, b)
+    return iv.effect(a, b, looks.quantile(min(len(a), len(b))))
 
 
 def _ms(us: float | None) -> str:
@@ -180,7 +190,8 @@ def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Any) -> 
 
 def _ev(e: iv.Effect) -> dict[str, Any]:
     """An effect as a finding's evidence keeps it."""
-    return {"change": e.change, "ci_low": e.low, "ci_high": e.high, "n": [e.n_a, e.n_b]}
+    return {"change": e.change, "ci_low": e.low, "ci_high": e.high, "n": [e.n_a, e.n_b],
+            "level": e.level, "detectable": iv.detectable(e)}
 
 
 def _suffix(v: iv.Verdict, failed: str) -> str:
@@ -334,7 +345,8 @@ def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -
 
 
 def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
-                smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
+                smallest: float = DEFAULT_SMALLEST_EFFECT,
+                looks: sq.Looks | None = None) -> Finding:
     claim = "Queue delay grows with concurrency on one instance"
     parts, verdicts, evidence = [], [], []
     for (host, variant), s in sorted(setups.items()):
@@ -344,11 +356,11 @@ def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      if (h, v, mode) == (host, variant, "concurrency") and m.get("queue_us") is not None)
         if len(pts) < 2:
             continue
-        grows = _effect(pts[0][1], pts[-1][1], "queue_us")
+        grows = _effect(pts[0][1], pts[-1][1], "queue_us", looks)
         v = iv.decide(grows, "up", smallest)
         # a step whose queue falls by the smallest effect or more (decided) contradicts the claim
         falls = [(a, b) for (a, ma), (b, mb) in pairwise(pts)
-                 if iv.decide(_effect(ma, mb, "queue_us"), "down", smallest).word == HELD]
+                 if iv.decide(_effect(ma, mb, "queue_us", looks), "down", smallest).word == HELD]
         if falls:
             v = iv.Verdict(NOT_HELD)
         verdicts.append(v)
@@ -383,7 +395,8 @@ def _twins(setups: dict[tuple[str, str], Setup]) -> list[tuple[str, str, str]]:
 
 def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      batches: dict[tuple[str, str, str, float], float] | None = None,
-                     smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
+                     smallest: float = DEFAULT_SMALLEST_EFFECT,
+                     looks: sq.Looks | None = None) -> Finding:
     claim = "Dynamic batching raises the average batch and throughput at the same load"
     parts, verdicts, evidence = [], [], []
     for host, base_v, dyn_v in _twins(setups):
@@ -396,7 +409,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                 continue  # one request at a time: nothing to batch
             if bm.get("avg_batch_size") is None or dm.get("avg_batch_size") is None:
                 continue
-            batch = _effect(bm, dm, "avg_batch_size")
+            batch = _effect(bm, dm, "avg_batch_size", looks)
             vb = iv.decide(batch, "up", smallest)
             text = (f"{_load(mode, load)} on {host}: average batch {bm['avg_batch_size']:.2f} "
                     f"(`{base_v}`) -> "
@@ -406,7 +419,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                                   "avg_batch_with": dm["avg_batch_size"],
                                   "batch_effect": _ev(batch)}
             if mode == "concurrency" and bm.get("throughput") and dm.get("throughput") is not None:
-                thr = _effect(bm, dm, "throughput")
+                thr = _effect(bm, dm, "throughput", looks)
                 vt = iv.decide(thr, "up", smallest)
                 text += (f"; throughput {bm['throughput']:.1f} -> {dm['throughput']:.1f}/s, "
                          f"{iv.effect_text(thr)}")
@@ -451,7 +464,8 @@ def _busy(m: Level, s: Setup) -> tuple[bool, str]:
 
 
 def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
-              smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
+              smallest: float = DEFAULT_SMALLEST_EFFECT,
+              looks: sq.Looks | None = None) -> Finding:
     claim = "More instances raise throughput until the CPU or GPU saturates"
     groups: dict[tuple[str, str, str, int], list[Setup]] = {}
     for s in setups.values():
@@ -473,7 +487,7 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
             for (sa, ma), (sb, mb) in pairwise(pts):
                 if sb.instances == sa.instances:
                     continue
-                rise = _effect(ma, mb, "throughput")
+                rise = _effect(ma, mb, "throughput", looks)
                 v = iv.decide(rise, "up", smallest)
                 busy, util = _busy(ma, sa)
                 if v.word == NOT_HELD and busy:
@@ -505,7 +519,8 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
 
 
 def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
-            smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
+            smallest: float = DEFAULT_SMALLEST_EFFECT,
+            looks: sq.Looks | None = None) -> Finding:
     claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
     parts, verdicts, evidence = [], [], []
     for (host, cv), c in sorted(setups.items()):
@@ -522,7 +537,7 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 tail = "p99_us" if cm.get("p99_us") is not None and pm.get("p99_us") is not None else "p95_us"
                 if cm.get(tail) is None or pm.get(tail) is None:
                     continue
-                e = _effect(cm, pm, tail)
+                e = _effect(cm, pm, tail, looks)
                 verdict = iv.decide(e, "up", smallest)
                 verdicts.append(verdict)
                 parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {_ms(cm[tail])} constant "
@@ -538,7 +553,8 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
 
 
 def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
-                 smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
+                 smallest: float = DEFAULT_SMALLEST_EFFECT,
+                 looks: sq.Looks | None = None) -> Finding:
     claim = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
     parts, verdicts, evidence = [], [], []
     for (host, pyv), py in sorted(setups.items()):
@@ -558,7 +574,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                 lat = "latency_avg_us" if pm.get("latency_avg_us") and om.get("latency_avg_us") else "p50_us"
                 if not pm.get(lat) or om.get(lat) is None:
                     continue
-                thr, lt = _effect(pm, om, "throughput"), _effect(pm, om, lat)
+                thr, lt = _effect(pm, om, "throughput", looks), _effect(pm, om, lat, looks)
                 vt, vl = iv.decide(thr, "up", smallest), iv.decide(lt, "down", smallest)
                 verdict = _both(vt, vl)
                 verdicts.append(verdict)
@@ -616,7 +632,8 @@ def _fmt_metric(metric: str, v: float) -> str:
     return _ms(v) if metric.endswith("_us") else f"{v:,.2f}"
 
 
-def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT
+def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
+             looks: sq.Looks | None = None
              ) -> tuple[dict[str, Any], dict[str, Any], iv.Effect, iv.Verdict] | None:
     """(best, next variant, the best's lead over it, the lead's verdict: held = a winner), or None
     when fewer than two variants qualify."""
@@ -624,18 +641,18 @@ def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EF
     second = next((c for c in ranked if top and c["variant"] != top["variant"]), None)
     if top is None or second is None:
         return None
-    e = iv.effect(second["samples"], top["samples"])
+    e = compare(second["samples"], top["samples"], looks)
     return top, second, e, iv.lead(e, top["goal"], smallest)
 
 
 def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
-                 smallest: float = DEFAULT_SMALLEST_EFFECT) -> Finding:
+                 smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None) -> Finding:
     claim = "The sweep's objective picks one best variant"
     parts, verdicts, evidence = [], [], []
     for o in objectives:
         ranked = rank(rows, o)
         name = o.get("name") or f"{o.get('goal', 'max')}_{o.get('metric', 'throughput')}"
-        found = standing(ranked, smallest)
+        found = standing(ranked, smallest, looks)
         if found is None:
             parts.append(f"**{name}**: " + ("no measured level qualifies" if not ranked else
                                               f"only `{ranked[0]['variant']}` qualifies, nothing to compare")
@@ -668,8 +685,16 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
     return f
 
 
+def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a ``repetitions: auto`` run judges: those of levels not measured under contention
+    (the runner's ``contention``: :func:`serve_system.experiment.records.contention_cause`); auto
+    measures such a level again instead (:mod:`.adaptive`)."""
+    return [r for r in rows if not r.get("contention")]
+
+
 def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
-             objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT) -> list[Finding]:
+             objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
+             looks: sq.Looks | None = None) -> list[Finding]:
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's
     smallest effect of interest).
 
@@ -681,14 +706,15 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
     batches = {(r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"])):
                float(r["avg_batch_size"])
                for r in rows if r.get("load") is not None and r.get("avg_batch_size") is not None}
-    return [queue_delay(means, setups, rows, smallest),
-            dynamic_batching(means, setups, rows, batches, smallest),
-            instances(means, setups, rows, smallest), poisson(means, setups, rows, smallest),
-            onnx_backend(means, setups, rows, smallest), best_variant(rows, objectives, smallest)]
+    return [queue_delay(means, setups, rows, smallest, looks),
+            dynamic_batching(means, setups, rows, batches, smallest, looks),
+            instances(means, setups, rows, smallest, looks), poisson(means, setups, rows, smallest, looks),
+            onnx_backend(means, setups, rows, smallest, looks),
+            best_variant(rows, objectives, smallest, looks)]
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None,
-             smallest: float = DEFAULT_SMALLEST_EFFECT) -> list[str]:
+             smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None) -> list[str]:
     """The report's ``## Findings`` section, as lines: what the verdict words mean, then each claim
     (saying so when a stand-in model was measured)."""
     lines = ["## Findings", "",
@@ -698,6 +724,8 @@ def markdown(findings: list[Finding], stand_in: str | None = None,
              "(`smallest_effect` in the spec)"
              + (", measured on a stand-in model: the numbers are real for this model, not the lab's."
                 if stand_in else "."), ""]
+    if looks is not None and looks.sequential:
+        lines += [looks.text() + " The verdicts below read \"95 % interval\" as this repeated interval.", ""]
     lines += [f"- *{w}*: {iv.MEANINGS[w]}." for w in VERDICTS] + [""]
     for f in findings:
         lines.append(f"- **{f.claim}**: **{f.verdict}**. {f.detail}")

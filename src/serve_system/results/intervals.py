@@ -149,6 +149,13 @@ class Effect:
     var_a: float = 0.0
     var_b: float = 0.0
     df: int | None = None
+    #: the t quantile of the interval (0.975: two-sided 95 %; higher at a sequential look)
+    quantile: float = TWO_SIDED
+
+    @property
+    def level(self) -> float:
+        """The interval's confidence (0.95 unless a sequential look widened it)."""
+        return 2 * self.quantile - 1
 
     @property
     def has_interval(self) -> bool:
@@ -199,7 +206,8 @@ def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) 
     va, vb = _var(la), _var(lb)
     se, df = _welch(va, na, vb, nb)
     half = _t(df, quantile) * se
-    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, va, vb)
+    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, va, vb,
+                  quantile=quantile)
 
 
 @dataclass(frozen=True)
@@ -286,7 +294,7 @@ def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: 
         return Effect(na, nb, change, None, None, NO_POOL, d)
     half = _t(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb + extra)
     return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, pool.var, pool.var,
-                  pool.df)
+                  pool.df, quantile)
 
 
 def more_repetitions(e: Effect, target: float) -> int | None:
@@ -304,8 +312,46 @@ def more_repetitions(e: Effect, target: float) -> int | None:
             se, df = _welch(e.var_a, m, e.var_b, m)
         else:  # pooled: the pool gains at least the two sides' new repetitions
             se, df = math.sqrt(e.var_a / m + e.var_b / m), e.df + 2 * (m - have)
-        if _t(df) * se < dist:
+        if _t(df, e.quantile) * se < dist:
             return m - have
+    return None
+
+
+#: the power at which :func:`detectable` states what a comparison could have seen
+POWER = 0.80
+
+
+def _se_df(e: Effect, m_a: int, m_b: int) -> tuple[float, float]:
+    """The standard error and df of the log difference with ``m_a`` and ``m_b`` repetitions a side
+    (pooled: the pool's df grown by the new repetitions)."""
+    if e.df is None:
+        return _welch(e.var_a, m_a, e.var_b, m_b)
+    return math.sqrt(e.var_a / m_a + e.var_b / m_b), e.df + (m_a - e.n_a) + (m_b - e.n_b)
+
+
+def detectable(e: Effect, power: float = POWER) -> float | None:
+    """The minimal detectable effect: the smallest true change (either way, as a share: 0.12 is 12 %)
+    that this noise and these repetitions would have told from no change with ``power``, the interval
+    at its own level: ``exp((t(q, df) + t(power, df)) * se) - 1``. None without an interval."""
+    if not e.has_interval:
+        return None
+    se, df = _se_df(e, e.n_a, e.n_b)
+    if se == 0:
+        return 0.0
+    return math.expm1((_t(df, e.quantile) + _t(df, power)) * se)
+
+
+def needed(e: Effect, smallest: float, power: float = POWER) -> int | None:
+    """The repetitions per side at which the minimal detectable effect (:func:`detectable`) reaches
+    the smallest effect of interest, the spread staying as measured; None past
+    :data:`MAX_REPETITIONS` or without an interval."""
+    if not e.has_interval or smallest <= 0:
+        return None
+    target = math.log1p(smallest)
+    for m in range(max(2, min(e.n_a, e.n_b)), MAX_REPETITIONS + 1):
+        se, df = _se_df(e, max(m, e.n_a), max(m, e.n_b))
+        if df >= 1 and (_t(df, e.quantile) + _t(df, power)) * se <= target:
+            return m
     return None
 
 
@@ -316,16 +362,23 @@ class Verdict:
     more: int | None = None
     #: why it is inconclusive (e.g. one repetition)
     reason: str | None = None
+    #: inconclusive: the minimal detectable effect at :data:`POWER` (:func:`detectable`)
+    mde: float | None = None
+    #: inconclusive: the repetitions per side a decision at the smallest effect of interest needs
+    need: int | None = None
+    smallest: float | None = None
 
 
-def _inconclusive(e: Effect, targets: Sequence[float]) -> Verdict:
+def _inconclusive(e: Effect, targets: Sequence[float], smallest: float) -> Verdict:
     if not e.has_interval:
         return Verdict(INCONCLUSIVE, None, e.reason)
+    mde, need = detectable(e), needed(e, smallest)
     guesses = [m for t in targets if (m := more_repetitions(e, t)) is not None]
     if not guesses:
         return Verdict(INCONCLUSIVE, None, f"the effect lies so close to the threshold that deciding would "
-                                           f"take more than {MAX_REPETITIONS} repetitions per side")
-    return Verdict(INCONCLUSIVE, min(guesses), None)
+                                           f"take more than {MAX_REPETITIONS} repetitions per side",
+                       mde, need, smallest)
+    return Verdict(INCONCLUSIVE, min(guesses), None, mde, need, smallest)
 
 
 def decide(e: Effect, direction: Direction, smallest: float) -> Verdict:
@@ -340,7 +393,7 @@ def decide(e: Effect, direction: Direction, smallest: float) -> Verdict:
             return Verdict(HELD)
         if short:
             return Verdict(NOT_HELD)
-    return _inconclusive(e, [s])
+    return _inconclusive(e, [s], smallest)
 
 
 def lead(e: Effect, goal: Literal["max", "min"], smallest: float) -> Verdict:
@@ -356,7 +409,7 @@ def lead(e: Effect, goal: Literal["max", "min"], smallest: float) -> Verdict:
             return Verdict(NOT_HELD)
         if (e.low > 0) if goal == "max" else (e.high < 0):
             return Verdict(HELD)
-    return _inconclusive(e, [0.0, smallest if e.d >= 0 else -smallest])
+    return _inconclusive(e, [0.0, smallest if e.d >= 0 else -smallest], smallest)
 
 
 def combine(words: Sequence[str]) -> str:
@@ -367,6 +420,11 @@ def combine(words: Sequence[str]) -> str:
     if NOT_HELD in words:
         return NOT_HELD
     return HELD if all(w == HELD for w in words) else INCONCLUSIVE
+
+
+def pct_level(level: float) -> str:
+    """A confidence level as the report prints it: ``95 %``, ``99.2 %``, ``99.97 %``."""
+    return f"{level * 100:.3g} %" if level < 0.9995 else f"{level * 100:.2f} %"
 
 
 def pct(x: float) -> str:
@@ -386,7 +444,9 @@ def effect_text(e: Effect) -> str:
         why = "no interval" if e.reason == ONE_REPETITION else f"no interval: {e.reason}"
         return f"{pct(e.change)}, {sides(e)}, {why}"
     assert e.low is not None and e.high is not None
-    return f"{pct(e.change)} [{pct(e.low)}, {pct(e.high)}], {sides(e)}"
+    # an adjusted level (a sequential look, a search's drop rule) is said with the interval
+    level = "" if e.quantile == TWO_SIDED else f" ({pct_level(e.level)} interval)"
+    return f"{pct(e.change)} [{pct(e.low)}, {pct(e.high)}]{level}, {sides(e)}"
 
 
 def describe(what: str, e: Effect) -> str:
@@ -399,6 +459,21 @@ def explain(v: Verdict) -> str:
     if v.word != INCONCLUSIVE:
         return ""
     if v.reason:
-        return f"inconclusive: {v.reason}"
+        return f"inconclusive: {v.reason}" + could_see(v)
     more = f"about {v.more} more repetition{'s' if v.more != 1 else ''}"
-    return f"inconclusive: {more} per side would likely decide it"
+    return f"inconclusive: {more} per side would likely decide it" + could_see(v)
+
+
+def could_see(v: Verdict) -> str:
+    """What an inconclusive comparison could have seen: '; it could have detected a change of 12 % or
+    more (80 % power); a decision at the smallest effect of interest (5 %) needs about 9 repetitions
+    per side' ('' without an interval)."""
+    if v.mde is None:
+        return ""
+    out = (f"; with this noise and n it could have detected a change of {v.mde * 100:.0f} % or more "
+           f"({POWER * 100:.0f} % power)")
+    if v.smallest is not None:
+        at = f"the smallest effect of interest ({v.smallest * 100:g} %)"
+        out += (f"; telling {at} from none needs about {v.need} repetitions per side" if v.need is not None
+                else f"; telling {at} from none would need more than {MAX_REPETITIONS} repetitions per side")
+    return out

@@ -34,6 +34,7 @@ from . import fastapi_tree as fastapi_results
 from . import findings as fnd
 from . import intervals as iv
 from . import reasons as why_
+from . import sequential
 from . import shard as shardres
 from . import tree as res
 from .cells import cell, ms_cells
@@ -124,6 +125,30 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                     and any(ldir.iterdir()) and f"{name}/{ldir.parent.name}/{ldir.name}" not in out:
                 out.append(f"{name}/{ldir.parent.name}/{ldir.name} (started, no level.json)")
     return out
+
+
+def contention_note(rows: list[dict[str, Any]], auto: bool) -> list[str]:
+    """The report's warning on levels measured under contention (other processes on the node's CPU,
+    steal): each with its cause and the processes that took the CPU."""
+    hit = [r for r in rows if r.get("contention")]
+    if not hit:
+        return []
+    what = "; ".join(f"{r['host']}/{r['variant']} {r.get('mode')} {r.get('load')} repetition "
+                     f"{r.get('repetition')}: {r['contention']}" for r in hit)
+    then = ("`repetitions: auto` did not count them and measured those variants again within its budget."
+            if auto else "They are counted here: measure again on a quiet node (a new run id), or use "
+                         "`repetitions: auto`, which measures such levels again.")
+    return [f"> **Measured under contention** ({len(hit)} level(s)): {what}. {then}", ""]
+
+
+def plan_looks(run: Path) -> sequential.Looks | None:
+    """The sequential looks of a ``repetitions: auto`` run (every host plans the same), else None."""
+    for hdir in _host_dirs(run):
+        plan = res.read_json(hdir / "plan.json")
+        looks = sequential.looks_of(plan.get("adaptive")) if isinstance(plan, dict) else None
+        if looks is not None:
+            return looks
+    return None
 
 
 def check_run(run_dir: str | Path, partial: bool = False
@@ -519,9 +544,10 @@ def _rule(o: dict[str, Any]) -> str:
     return rule
 
 
-def _standing(ranked: list[dict[str, Any]], smallest: float) -> str:
-    """After the best variant: whether its lead over the next variant is decided, or a tie."""
-    found = fnd.standing(ranked, smallest)
+def _standing(ranked: list[dict[str, Any]], smallest: float, looks: sequential.Looks | None = None) -> str:
+    """After the best variant: whether its lead over the next variant is decided, or a tie (at a
+    sequential look: its repeated interval, as the findings judge it)."""
+    found = fnd.standing(ranked, smallest, looks)
     if found is None:
         return ""
     _, second, e, v = found
@@ -612,8 +638,9 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     if not lines:
         return []
     intro = ("Each candidate's path: measured at the search objective's load level, dropped only when "
-             "the 95 % interval of its difference from the leader lies wholly on the worse side of zero "
-             "(ties survive); the winner is named when its lead over the runner-up excludes zero.")
+             "the interval of its difference from the leader (its level adjusted over the rung's "
+             "comparisons and the search's rungs) lies wholly on the worse side of zero (ties survive); "
+             "the winner is named when its lead over the runner-up excludes zero.")
     return ["", "## Search", "", intro, "", *lines]
 
 
@@ -623,7 +650,9 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     objectives = manifest["objectives"]  # checked and completed by check_run
     smallest = manifest["smallest_effect"]
     winners = [best(rows, o) for o in objectives]
-    found = fnd.evaluate(rows, res.variant_setups(run), objectives, smallest)
+    looks = plan_looks(run)
+    judged = fnd.counted(rows) if looks is not None else rows  # auto measured contended levels again
+    found = fnd.evaluate(judged, res.variant_setups(run), objectives, smallest, looks)
     plots, skipped = make_plots(run, rows)
     shard = shardres.read(run, manifest)
     metrics = list(dict.fromkeys(str(o.get("metric", "throughput")) for o in objectives))
@@ -652,6 +681,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += [f"Started {manifest['start']}, ended {ended}; hosts: {', '.join(hosts)}.", ""]
     if gaps:
         lines += [f"> **Interrupted run, reported with --partial.** Missing: {', '.join(gaps)}.", ""]
+    lines += contention_note(rows, looks is not None)
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:
@@ -661,12 +691,12 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
                          f"(mean of {w['repetitions']})"
-                         + _standing(fnd.rank(rows, o), smallest))
+                         + _standing(fnd.rank(judged, o), smallest, looks))
     if shard and sharded:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
                       "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]
     lines += search_section(run, rows)
-    lines += ["", *fnd.markdown(found, stand_in, smallest)]
+    lines += ["", *fnd.markdown(found, stand_in, smallest, looks)]
     lines += _per_level(rows)
     lines += ["## Measurements", "",
               ("| host | variant | load | rep | status | throughput/s | avg ms | p95 ms | p99 ms | "

@@ -39,6 +39,7 @@ COLUMNS: tuple[str, ...] = (
     "windows", "window_cv",
     "client_peak_rss_bytes", "stand_in",
     "errors",
+    "contention", "other_cpu",
 )
 
 #: the metrics summarised per level over its repetitions (summary_stats.csv, error bars, noise)
@@ -124,6 +125,9 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["retried"] = len(lrec.attempts) > 1
     row["duration_s"] = round(lrec.end - lrec.start, 3)
     row["client_peak_rss_bytes"] = lrec.client_peak_rss_bytes  # perf_analyzer's, failed levels too
+    if lrec.contention is not None:  # what else used the node's CPU (the runner's /proc readings)
+        row["contention"] = records.contention_cause(lrec.contention)
+        row["other_cpu"] = lrec.contention.others
     if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
         row.update(status="failed", error=lrec.error or "the level failed",
                    peak_rss_mb=peak_rss_mb(meta, lrec))

@@ -1,0 +1,212 @@
+"""Error control when a run looks at its data more than once: ``repetitions: auto`` and halving.
+
+``repetitions: auto`` judges every claim after 3 repetitions, then after each further one up to its
+budget's most (``budget.repetitions``), and stops as soon as everything is decided. Judging each look
+with a fixed 95 % interval errs more often than 5 %: each look is another chance for noise to cross a
+boundary (optional stopping). Here the error budget (:data:`ALPHA`, 5 % per claim) is *spent* over
+the planned looks instead (Lan & DeMets 1983, "Discrete sequential boundaries for clinical trials"):
+
+- the plan fixes the looks: at n = ``first``, ``first + 1``, ..., ``last`` repetitions per side, so
+  the information fraction of the look at n is ``t = n / last``;
+- a spending function ``f(t; a)`` says how much of each side's error ``a = alpha / 2`` may be spent
+  by then (symmetric two-sided boundaries, as gsDesign's ``sfLDOF`` and ``sfLDPocock`` with
+  ``test.type = 2``): O'Brien-Fleming type (the default) ``2 - 2 Phi(z(1 - a/2) / sqrt(t))`` spends
+  almost nothing early and keeps the last look close to a plain 95 %; Pocock type
+  ``a ln(1 + (e - 1) t)`` spends evenly;
+- the boundary ``c_k`` of each look on the z scale follows from the spending (the chance that a
+  standardised Brownian motion observed at ``t_1..t_k`` first leaves ``[-c, c]`` at look k is what
+  ``alpha(t_k) - alpha(t_{k-1})`` allows), by the recursive numerical integration of Armitage,
+  McPherson & Rowe (1969) on a grid;
+- the interval of a comparison judged at look k is a *repeated confidence interval* (Jennison &
+  Turnbull, "Group Sequential Methods", ch. 9): the t interval at the nominal level ``1 - 2(1 - Phi(c_k))``
+  (t with the comparison's own degrees of freedom at that level: the usual small-sample reading of a
+  z boundary). These intervals cover the true effect at every look at once with 95 %, so a verdict
+  read at whatever look the run stopped errs at most as often as one fixed 95 % interval does.
+
+Halving makes up to ``rungs`` rounds of drops; its "a candidate tied for the best is dropped at
+most 5 % of the time" holds over the whole search when each rung may spend ``ALPHA / rungs``
+(Bonferroni over the rungs, on top of Bonferroni over a rung's comparisons:
+:func:`rung_level`).
+
+Pure functions; numpy and scipy.special only (scipy.stats takes half a second to import).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import pairwise
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import ndtr, ndtri
+
+from .intervals import pct_level
+
+#: the error budget per claim: the chance that a claim's repeated intervals miss its true effect
+ALPHA = 0.05
+OBRIEN_FLEMING, POCOCK, NONE = "obrien-fleming", "pocock", "none"
+#: the methods of :class:`Looks` (``none``: a fixed 95 % interval at every look, as before)
+METHODS = (OBRIEN_FLEMING, POCOCK, NONE)
+#: the default method of ``repetitions: auto``
+DEFAULT_METHOD = OBRIEN_FLEMING
+NAMES = {OBRIEN_FLEMING: "O'Brien-Fleming-type alpha spending (Lan-DeMets)",
+         POCOCK: "Pocock-type alpha spending (Lan-DeMets)",
+         NONE: "none (a fixed 95 % interval at every look)"}
+#: grid points per unit of standard deviation in the recursive integration
+_GRID = 32
+
+
+def spent(t: float, method: str = DEFAULT_METHOD, alpha: float = ALPHA) -> float:
+    """The two-sided error a spending function allows by information fraction ``t`` (0 < t <= 1):
+    twice what one side's ``f(t; alpha / 2)`` allows (the module's text)."""
+    t = min(max(t, 0.0), 1.0)
+    side = alpha / 2
+    if t <= 0:
+        return 0.0
+    if method == OBRIEN_FLEMING:
+        return float(2 * (2 - 2 * ndtr(ndtri(1 - side / 2) / math.sqrt(t))))
+    if method == POCOCK:
+        return float(2 * side * math.log1p((math.e - 1) * t))
+    raise ValueError(f"spending method {method!r}: use one of {', '.join(METHODS[:2])}")
+
+
+def _normal_pdf(x: np.ndarray, var: float) -> np.ndarray:
+    return np.asarray(np.exp(-x * x / (2 * var)) / math.sqrt(2 * math.pi * var))
+
+
+def _crossing(grid: np.ndarray, mass: np.ndarray, sd: float, bound: float) -> float:
+    """The chance of leaving [-bound, bound] at the next look: the mass at ``grid`` moved by N(0, sd**2)."""
+    return float(np.sum(mass * ((1 - ndtr((bound - grid) / sd)) + ndtr((-bound - grid) / sd))))
+
+
+@lru_cache(maxsize=256)
+def boundaries(fractions: tuple[float, ...], method: str = DEFAULT_METHOD,
+               alpha: float = ALPHA) -> tuple[float, ...]:
+    """The two-sided z boundaries ``c_1..c_K`` of looks at the information ``fractions`` (increasing,
+    the last at most 1) that spend ``alpha`` by ``method`` (the module's text)."""
+    if not fractions or any(b <= a for a, b in pairwise(fractions)) \
+            or fractions[0] <= 0 or fractions[-1] > 1 + 1e-12:
+        raise ValueError(f"information fractions {fractions!r}: use increasing values in (0, 1]")
+    out: list[float] = []
+    # the sub-density of S(t) (a standard Brownian motion, Z = S / sqrt(t)) on the continuation region
+    grid = np.zeros(0)
+    dens = np.zeros(0)
+    prev_t, prev_spent = 0.0, 0.0
+    for t in fractions:
+        target = spent(t, method, alpha) - prev_spent
+        if not out:
+            c = float(ndtri(1 - target / 2)) if target > 0 else math.inf
+            b = c * math.sqrt(t)
+            n = max(101, int(2 * min(b, 12 * math.sqrt(t)) / math.sqrt(t) * _GRID) | 1)
+            grid = np.linspace(-min(b, 12 * math.sqrt(t)), min(b, 12 * math.sqrt(t)), n)
+            dens = _normal_pdf(grid, t)
+        else:
+            step = t - prev_t
+            sd = math.sqrt(step)
+            w = np.full(grid.size, grid[1] - grid[0])
+            w[0] = w[-1] = w[0] / 2  # trapezoid weights
+            mass = dens * w
+
+            if target <= 0:
+                b = math.inf
+            elif _crossing(grid, mass, sd, 1e-9) <= target:
+                b = 1e-9
+            else:
+                b = brentq(lambda x, g=grid, m=mass, sd=sd, a=target: _crossing(g, m, sd, x) - a,
+                           1e-9, 40.0 * math.sqrt(t), xtol=1e-10)
+            c = b / math.sqrt(t)
+            lim = min(b, 12 * math.sqrt(t))
+            n = max(101, int(2 * lim / sd * _GRID) | 1)
+            n = min(n, 1601)
+            new = np.linspace(-lim, lim, n)
+            # density on the new grid: the old mass moved by N(0, step), kept inside the boundary
+            dens = (_normal_pdf(new[:, None] - grid[None, :], step) @ mass)
+            grid = new
+        out.append(c)
+        prev_t, prev_spent = t, prev_spent + target
+    return tuple(out)
+
+
+def nominal(c: float) -> float:
+    """The two-sided nominal error of a z boundary: ``2 (1 - Phi(c))``."""
+    return 0.0 if math.isinf(c) else float(2 * (1 - ndtr(c)))
+
+
+@dataclass(frozen=True)
+class Looks:
+    """A sequential plan: looks after ``first``, ``first + 1``, ..., ``last`` repetitions per side,
+    the error ``alpha`` spent by ``method`` (:data:`METHODS`)."""
+
+    first: int
+    last: int
+    method: str = DEFAULT_METHOD
+    alpha: float = ALPHA
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"sequential method {self.method!r}: use one of {', '.join(METHODS)}")
+        if not 1 <= self.first <= self.last:
+            raise ValueError(f"looks from {self.first} to {self.last}: use 1 <= first <= last")
+
+    @property
+    def sequential(self) -> bool:
+        """Whether more than one look is planned and the error is spent over them."""
+        return self.method != NONE and self.last > self.first
+
+    def schedule(self, n: int) -> tuple[int, ...]:
+        """The repetitions per side of the looks up to the one at ``n`` (a look before the plan's
+        first, e.g. after failed levels, is a look of its own)."""
+        n = max(1, min(n, self.last))
+        return tuple(range(min(self.first, n), n + 1))
+
+    def error(self, n: int) -> float:
+        """The two-sided nominal error of the interval at the look with ``n`` per side."""
+        if not self.sequential:
+            return self.alpha
+        looks = self.schedule(n)
+        if looks[0] == self.first:  # the plan's looks: a prefix of its boundaries (Lan-DeMets)
+            full = boundaries(tuple(k / self.last for k in range(self.first, self.last + 1)), self.method,
+                              self.alpha)
+            return nominal(full[len(looks) - 1])
+        return nominal(boundaries((n / self.last,), self.method, self.alpha)[0])
+
+    def quantile(self, n: int) -> float:
+        """The two-sided interval's quantile at the look with ``n`` per side (0.975 without spending)."""
+        return 1 - self.error(n) / 2
+
+    def level(self, n: int) -> float:
+        """The interval's confidence at the look with ``n`` per side (0.95 without spending)."""
+        return 1 - self.error(n)
+
+    def text(self) -> str:
+        """The report's sentence: the method, the looks and each look's level."""
+        if not self.sequential:
+            return ""
+        levels = ", ".join(f"{n}: {pct_level(self.level(n))}" for n in range(self.first, self.last + 1))
+        return (f"`repetitions: auto` looks at the data after {self.first} to {self.last} repetitions per "
+                f"side and stops when every claim is decided; to keep each claim's error at "
+                f"{self.alpha * 100:g} % over these looks, its intervals are repeated confidence intervals "
+                f"with {NAMES[self.method]}: the level at each look (repetitions per side: level) is "
+                f"{levels}. A comparison is judged at the look of the fewer repetitions of its two sides.")
+
+
+def rung_level(rungs: int, alpha: float = ALPHA) -> float:
+    """Halving's familywise error per rung: ``alpha / rungs``, so that a candidate tied for the best is
+    dropped at most ``alpha`` of the time over all the rungs (Bonferroni over the rungs)."""
+    return alpha / max(1, rungs)
+
+
+def looks_of(adaptive: object, method: str | None = None) -> Looks | None:
+    """The looks of a host plan's ``adaptive`` record (``{"start", "max", "method"?}``: ``repetitions:
+    auto``), or None for a plan without it or one that cannot be read; ``method`` overrides the
+    record's (the default: :data:`DEFAULT_METHOD`)."""
+    if not isinstance(adaptive, dict):
+        return None
+    try:
+        first, last = int(adaptive["start"]), int(adaptive["max"])
+        how = method or str(adaptive.get("method") or DEFAULT_METHOD)
+        return Looks(min(first, last), last, how)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -30,8 +30,9 @@ from typing import Any
 from ..experiment import plan as exp
 from ..experiment import search
 from ..experiment.spec.messages import SpecError
-from ..experiment.spec.models import AnySpec, SearchBudget, TritonSpec, check_name
-from ..experiment.spec.reader import load_spec
+from ..experiment.spec.models import JINJA_RE, AnySpec, SearchBudget, TritonSpec, check_name
+from ..experiment.spec.reader import load_spec, repo_root
+from ..secretfiles import secret_reason
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -108,6 +109,24 @@ def _hosts(values: list[str]) -> list[tuple[str, int]]:
     return out
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """The options whose text lands in the plan (endpoints, folders, names) hold no Jinja; the image
+    sent to the node is no key, credential or inventory (:func:`secret_reason`)."""
+    for opt in ("url", "grpc_url", "fastapi_url", "node_work_dir", "node_work_root", "lease_end", "run_id",
+                "shard_hosts", "only", "base_dir", "host"):
+        values = getattr(args, opt)
+        for value in values if isinstance(values, list) else [values]:
+            if JINJA_RE.search(str(value)):
+                raise SpecError([(f"--{opt.replace('_', '-')} {str(value)!r}: holds a Jinja expression "
+                                  "({{, {% or {#) Ansible would evaluate: remove it")])
+    if args.fastapi_image is not None:
+        image = Path(args.fastapi_image)
+        reason = secret_reason(image, repo_root(image.resolve().parent))
+        if reason is not None:
+            raise SpecError([(f"--fastapi-image {str(image)!r}: may not be sent to a node: {reason}: "
+                              "give an image file")])
+
+
 def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     names = {h for h, _ in hosts}
@@ -135,6 +154,7 @@ def _run(args: argparse.Namespace) -> int:
                    else args.results_dir.resolve() / spec.name / args.run_id)
         work = (f"{args.node_work_root.rstrip('/')}/{spec.name}/{run_dir.name}" if args.node_work_root
                 else args.node_work_dir)
+        _check_options(args)
         targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
                               node_work_dir=work, fastapi_image=args.fastapi_image)
         hosts = _hosts(args.host) or [("localhost", 0)]

@@ -193,7 +193,13 @@ def _connect(args: argparse.Namespace) -> str:
     env = dict(os.environ)
     if args.openrc:
         env.update(parse_openrc(args.openrc, os.environ))
-    return Site.connect(resolve_credentials(env), args.site).name
+    try:
+        creds = resolve_credentials(env)
+    except ServeSystemError as exc:
+        if args.openrc:  # the file was read: say which, since what it lacks is the problem
+            raise ServeSystemError(f"--openrc {args.openrc} (with the environment): {exc}") from None
+        raise
+    return Site.connect(creds, args.site).name
 
 
 def _provider(args: argparse.Namespace) -> Provider:
@@ -474,6 +480,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.watch is None and args.times is not None:
         raise ServeSystemError("--times N counts the refreshes of --watch: give --watch too")
     console = _console()
+    if Path(args.inventory).is_file():
+        read_inventory(Path(args.inventory))  # a broken inventory is said before credentials are read
     provider = _provider(args)
     if args.watch is None:
         return _status_once(args, provider, console)

@@ -420,7 +420,7 @@ def _custom_backend_note(backend: str, given: bool) -> str:
         return f"{head}: {backend!r} is a platform name; if you meant it, set {fix}"
     close = difflib.get_close_matches(backend, sorted(KNOWN_BACKENDS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    odd = "" if _BACKEND_NAME.match(backend) else " (its name has characters backend names rarely have)"
+    odd = "" if _BACKEND_NAME.fullmatch(backend) else " (its name has characters backend names rarely have)"
     return (f"{head}{hint}{odd}: a custom backend, which Triton loads only where the server has it: "
             f"libtriton_{backend}.so in the model's folder, its version folder or <backend "
             f"directory>/{backend}/, or a Python-based backend's <backend directory>/{backend}/model.py "

@@ -112,7 +112,7 @@ def check_name(value: str, what: str = "name") -> str:
     if JINJA_RE.search(value):
         raise ValueError(f"{value!r} is a Jinja expression, not a {what} (Ansible would evaluate it): "
                          "use letters, digits, _ . -")
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise ValueError(f"{value!r} is not a plain {what}: use letters, digits, _ . - (starting with a "
                          "letter or digit, at most 64 characters)")
     return value

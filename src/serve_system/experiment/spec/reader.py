@@ -128,7 +128,7 @@ class _Loader(yaml.SafeLoader):
         except yaml.YAMLError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
-            shown = repr(node.value)[:40] if isinstance(node, yaml.ScalarNode) else f"this {node.id}"
+            shown = repr(node.value)[:40] if isinstance(node, yaml.ScalarNode) else "this value"
             tag = node.tag.removeprefix("tag:yaml.org,2002:")
             reason = str(exc).split(";")[0].replace("\n", " ")[:120]
             raise yaml.constructor.ConstructorError(

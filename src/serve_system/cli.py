@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from . import __version__
 from .errors import ServeSystemError
+from .textsafe import echo
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
@@ -66,10 +67,10 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
     try:
         return int(func(args) or 0)
     except ServeSystemError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        echo(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        echo(f"{prog}: interrupted", file=sys.stderr)
         return 130
 
 

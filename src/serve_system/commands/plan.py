@@ -20,7 +20,6 @@ name (its folder is ``RUN_DIR/<host>``, the only thing ``--fresh`` removes), ``-
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import JINJA_RE, AnySpec, SearchBudget, TritonSpec, check_name
 from ..experiment.spec.reader import load_spec, repo_root
 from ..secretfiles import secret_reason
+from ..textsafe import dumps, echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -174,14 +174,14 @@ def _run(args: argparse.Namespace) -> int:
             plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
     except SpecError as exc:
         for line in exc.lines:
-            print(line, file=sys.stderr)
+            echo(line, file=sys.stderr)
         return 1
     if args.role:
         try:  # the variants picked are checked before anything is written
             exp.role_view(spec, run, {}, args.only, args.perf_timeout, args.ready_timeout)
         except SpecError as exc:
             for line in exc.lines:
-                print(line, file=sys.stderr)
+                echo(line, file=sys.stderr)
             return 1
     if args.lease_end and not args.ignore_lease_end:
         estimate = max(exp.estimate_seconds(p) for p in plans.values())
@@ -197,14 +197,14 @@ def _run(args: argparse.Namespace) -> int:
             if args.fit_lease:
                 problem = _fit(args, spec, found, now)
         if problem:
-            print(f"{args.spec}: lease: {problem}", file=sys.stderr)
+            echo(f"{args.spec}: lease: {problem}", file=sys.stderr)
             return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only))
     if args.role:
-        print(json.dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
+        print(dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
     elif not args.quiet:
-        print(json.dumps(out))
+        print(dumps(out))
     return 0
 
 
@@ -228,6 +228,6 @@ def _fit(args: argparse.Namespace, spec: AnySpec, found: dict[str, Any], now: fl
                 f"search's first batch needs {need}: extend the lease or search fewer candidates")
     old = spec.search.budget or SearchBudget()
     spec.search.budget = SearchBudget(runs=min(runs, old.runs or runs), minutes=old.minutes)
-    print(f"{args.spec}: lease: the search's budget is cut to {spec.search.budget.runs} perf_analyzer runs "
-          f"to end before the lease ends at {args.lease_end} (-e fit_lease=true)", file=sys.stderr)
+    echo(f"{args.spec}: lease: the search's budget is cut to {spec.search.budget.runs} perf_analyzer runs "
+         f"to end before the lease ends at {args.lease_end} (-e fit_lease=true)", file=sys.stderr)
     return None

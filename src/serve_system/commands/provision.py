@@ -116,6 +116,7 @@ class RichProgress:
                                   TimeElapsedColumn(), console=Console(stderr=True, highlight=False),
                                   transient=True)
             self._bars.start()
+        description = markup(description)  # a server's name or status is data, not markup
         if task not in self._tasks:
             self._tasks[task] = self._bars.add_task(description, total=total)
         self._bars.update(self._tasks[task], description=description, completed=completed, total=total)

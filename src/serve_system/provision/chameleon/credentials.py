@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ServeSystemError, UsageError
+from ...textsafe import clean
 
 #: the Chameleon bare-metal sites with GPU nodes the lab runs on
 SITES = ("CHI@TACC", "CHI@UC")
@@ -56,9 +57,6 @@ def parse_openrc(path: Path, env: Mapping[str, str] | None = None) -> dict[str, 
         if any("\udc80" <= c <= "\udcff" for c in raw):
             raise UsageError(f"--openrc {path}: line {number} ({name}): its value is not UTF-8 text (another "
                              "editor's encoding), and a credential is never guessed: save the file as UTF-8")
-        if any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in raw):
-            raise UsageError(f"--openrc {path}: line {number} ({name}): a control character in the value: "
-                             "write the value as plain text")
         try:
             parts = shlex.split(raw, comments=True)
         except ValueError as exc:
@@ -78,6 +76,9 @@ def parse_openrc(path: Path, env: Mapping[str, str] | None = None) -> dict[str, 
             value = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", sub, value)
         if unresolved or not value:
             continue
+        if clean(value) != value:  # the value itself, or what a $reference brought into it
+            raise UsageError(f"--openrc {path}: line {number} ({name}): a control character in the value: "
+                             "write the value as plain text")
         known[name] = value
         out[name] = value
     return out

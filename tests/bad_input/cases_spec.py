@@ -366,6 +366,10 @@ CASES += [
     _validate("config-date", GOOD.replace("max_queue_delay_microseconds: 100",
                                           "max_queue_delay_microseconds: 2024-01-01"),
               "max_queue_delay_microseconds: a YAML date value ('2024-01-01')", "quote it"),
+    _validate("key-line-break", GOOD.replace("config: {dynamic", 'config: {"a\\r\\nb": .nan, dynamic'),
+              "variants[1].config.a\\r\\nb: nan is not a finite number"),
+    _validate("duplicate-key-escape", GOOD + '"\\e[2Jname": 1\n"\\e[2Jname": 2\n',
+              "\\x1b[2Jname: key given twice: keep one"),
     _validate("key-not-text", GOOD.replace("config: {dynamic", "config: {1: 2, dynamic"),
               "variants[1].config.1: key '1' is not text: quote it"),
     # a spec may not name a key, credentials or the inventory as a file it reads or ships

@@ -31,6 +31,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from ...textsafe import clean
+
 #: the largest spec file read, in bytes
 MAX_BYTES = 1 << 20
 #: the most YAML nodes a spec may expand to (aliases counted as often as they are used)
@@ -50,9 +52,10 @@ MAX_INT = 2**64 - 1
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
+    """A field's path as the messages show it (a key's control characters escaped: one line)."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + clean(part)
     return out or "(spec)"
 
 

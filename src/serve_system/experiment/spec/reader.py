@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from ...secretfiles import secret_reason
+from ...textsafe import clean
 from ..perf import CONCURRENCY, REQUEST_RATE
 from .messages import SpecError, format_errors
 from .models import (
@@ -175,7 +176,7 @@ def _check_nodes(root: yaml.Node, where: str) -> None:
                 for k, _v in node.value:
                     if isinstance(k, yaml.ScalarNode) and k.value != "<<":
                         if k.value in seen:
-                            raise SpecError([f"{at(k)}: {k.value}: key given twice: keep one"])
+                            raise SpecError([f"{at(k)}: {clean(k.value)}: key given twice: keep one"])
                         seen.add(k.value)
                 children = [c for pair in node.value for c in pair]
             else:

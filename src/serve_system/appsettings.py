@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from .errors import ServeSystemError, UsageError
-from .textsafe import echo
 
 T = TypeVar("T")
 
@@ -67,7 +66,7 @@ def launch(package: str, argv: Sequence[str] | None, *, description: str | None,
     try:
         check()  # refuse bad settings before uvicorn starts
     except ServeSystemError as exc:
-        echo(f"{package}: error: {exc}", file=sys.stderr)
+        print(f"{package}: error: {exc}", file=sys.stderr)
         return 2
     import uvicorn
 

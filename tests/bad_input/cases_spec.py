@@ -370,6 +370,10 @@ CASES += [
               "variants[1].config.a\\r\\nb: nan is not a finite number"),
     _validate("duplicate-key-escape", GOOD + '"\\e[2Jname": 1\n"\\e[2Jname": 2\n',
               "\\x1b[2Jname: key given twice: keep one"),
+    _validate("name-trailing-newline", GOOD.replace("name: t\n", 'name: "t\\n"\n', 1),
+              "name: 't\\n' is not a plain name"),
+    _plan("host-trailing-newline", ("--run-dir", "{tmp}/results/t/r1", "--host", "n\n=0"),
+          "--host 'n\\n=0': 'n\\n' is not a plain host name"),
     _validate("key-not-text", GOOD.replace("config: {dynamic", "config: {1: 2, dynamic"),
               "variants[1].config.1: key '1' is not text: quote it"),
     # a spec may not name a key, credentials or the inventory as a file it reads or ships

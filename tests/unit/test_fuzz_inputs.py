@@ -19,8 +19,6 @@ from __future__ import annotations
 import base64
 import codecs
 import math
-import os
-import random
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fuzzseed import EXAMPLES, SEED
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
@@ -42,9 +41,6 @@ from serve_system.provision.chameleon.credentials import parse_openrc
 from serve_system.provision.roster import read_roster
 from serve_system.textsafe import clean
 
-SEED = int(os.environ.get("SERVE_SYSTEM_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
-EXAMPLES = int(os.environ.get("SERVE_SYSTEM_FUZZ_EXAMPLES") or 60)
-print(f"fuzz seed {SEED} (replay: SERVE_SYSTEM_FUZZ_SEED={SEED}), {EXAMPLES} examples per reader")
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 #: how each reader ended, per outcome (printed once the module's tests ran, with -s)

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from . import __version__, interrupt
 from .errors import ServeSystemError
+from .textsafe import echo
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
@@ -106,11 +107,11 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
         with interrupt.on_sigint(), library_output(verbose=bool(getattr(args, "verbose", False))):
             return int(func(args) or 0)
     except ServeSystemError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        echo(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         interrupt.abort()
-        print(f"{prog}: interrupted", file=sys.stderr)
+        echo(f"{prog}: interrupted", file=sys.stderr)
         return 130
 
 

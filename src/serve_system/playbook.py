@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from .errors import ServeSystemError
+from .textsafe import clean, markup
 
 _RESULT_EVENTS = {
     "runner_on_ok": "ok",
@@ -28,9 +29,9 @@ def _progress_handler(console: Console, seen_task: list[bool]) -> Any:
             seen_task[0] = True
         data = event.get("event_data") or {}
         if kind == "playbook_on_play_start":
-            console.print(f"[bold]PLAY[/] {data.get('play', '')}")
+            console.print(f"[bold]PLAY[/] {markup(data.get('play', ''))}")
         elif kind == "playbook_on_task_start":
-            console.print(f"  TASK {data.get('task', '')}")
+            console.print(clean(f"  TASK {data.get('task', '')}"), markup=False)
         elif kind in _RESULT_EVENTS:
             res = data.get("res") or {}
             word = _RESULT_EVENTS[kind]
@@ -43,7 +44,7 @@ def _progress_handler(console: Console, seen_task: list[bool]) -> Any:
                 msg = " ".join(str(res.get("msg") or res.get("stderr") or "").split())
                 if msg:
                     line += f" - {msg[:300]}"
-            console.print(line)
+            console.print(clean(line), markup=False)
         elif kind == "playbook_on_stats":
             console.print("  recap: " + ", ".join(
                 f"{k}={sum((data.get(k) or {}).values())}"
@@ -105,8 +106,8 @@ def run_playbook(
             # ansible failed before any task (syntax error, bad inventory): show its own words
             tail = [ln for ln in result.stdout.read().splitlines() if ln.strip()][-5:]
             for line in tail:
-                console.print(f"  {line}", markup=False)
-        console.print(f"{playbook.name}: {result.status} (rc={rc})")
+                console.print(f"  {clean(line)}", markup=False)
+        console.print(clean(f"{playbook.name}: {result.status} (rc={rc})"), markup=False)
         return rc
     finally:
         shutil.rmtree(private, ignore_errors=True)

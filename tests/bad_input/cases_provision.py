@@ -5,6 +5,8 @@ Every case is refused before any network call or node is touched: the options ar
 
 from __future__ import annotations
 
+import base64
+
 from .corpus import BadInput
 
 _KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIL0t2J3ImfGYoegNSFE3/tHIl7Zd7HDQEXbXS4gQcjLv a@class"
@@ -144,4 +146,59 @@ CASES: list[BadInput] = [
                                           "--out", "{repo}/results/sheets"),
              ("--out", "never go under results/"), files={"hosts.yml": _INVENTORY}),
     BadInput("access-no-out", ("serve-system", "access"), ("--out",)),
+]
+
+# issue 26: every input file is checked, naming it, before credentials are read or the network touched
+_BODY = _KEY.split()[1]
+_KEY2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHnJ0Xg0Fv7Xn2b1bWq0oZ5c8hJ9vG2kQdRrLx8YtZ3s b@class"
+
+
+def _chi_roster(case_id: str, content: str | bytes, *expect: str, extra: tuple[str, ...] = (),
+                files: dict[str, str | bytes] | None = None) -> BadInput:
+    """A Chameleon launch with no credentials at all: the roster's problem must be the line."""
+    return BadInput(case_id, ("serve-system", "launch", "--roster", "{tmp}/class.csv", "-i",
+                              "{tmp}/hosts.yml", *extra),
+                    ("{tmp}/class.csv", *expect), files={"class.csv": content, **(files or {})},
+                    env=_NO_CREDS)
+
+
+def _openrc(case_id: str, content: bytes, *expect: str) -> BadInput:
+    return BadInput(case_id, ("serve-system", "lease", "show", "--openrc", "{tmp}/openrc.sh"),
+                    ("--openrc {tmp}/openrc.sh", *expect), files={"openrc.sh": content}, env=_NO_CREDS)
+
+
+CASES += [
+    _chi_roster("roster-shared-key", _ROSTER_HEAD + f"alice,{_KEY},a@x\nbob,{_KEY2},b@x\ncarol,{_KEY},c@x\n",
+                "row 4, ssh_public_key: the same key as student 'alice' (row 2)",
+                "each student sends their own"),
+    _chi_roster("roster-shared-key-other-comment",
+                _ROSTER_HEAD + f"alice,{_KEY},a@x\nbob,ssh-ed25519 {_BODY} bob@laptop,b@x\n",
+                "row 3, ssh_public_key: the same key as student 'alice'"),
+    _chi_roster("roster-key-truncated", _ROSTER_HEAD + f"alice,ssh-ed25519 {_BODY[:-8]} a@class,a@x\n",
+                "row 2, ssh_public_key: the key is cut short", "ask the student for their .pub file again"),
+    _chi_roster("roster-key-trailing-bytes", _ROSTER_HEAD + "alice,ssh-ed25519 "
+                + base64.b64encode(base64.b64decode(_BODY) + b"xyz").decode() + ",a@x\n",
+                "row 2, ssh_public_key: ", "not a whole ssh-ed25519 key"),
+    _chi_roster("roster-key-short-ed25519",
+                _ROSTER_HEAD + "alice,ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAEEFBQUFBQUFBQUFBQUFBQUE=,a@x\n",
+                "row 2, ssh_public_key: an ed25519 key is 32 bytes, this one 16"),
+    _chi_roster("roster-before-openrc", _ROSTER_HEAD + f"alice,{_KEY},a@x\nbob,{_KEY},b@x\n",
+                "row 3, ssh_public_key: the same key", extra=("--openrc", "{tmp}/openrc.sh"),
+                files={"openrc.sh": b"export OS_PROJECT_NAME=caf\xe9\n"}),
+    _openrc("openrc-latin1-value", b"# Chameleon\nexport OS_AUTH_URL=https://x:5000/v3\n"
+                                   b"export OS_PROJECT_NAME=caf\xe9\n",
+            "line 3 (OS_PROJECT_NAME): its value is not UTF-8 text", "save the file as UTF-8"),
+    _openrc("openrc-utf16-no-bom", "export OS_APPLICATION_CREDENTIAL_ID=abc\n".encode("utf-16-le"),
+            "holds NUL bytes without a byte order mark", "save the file as UTF-8"),
+    _openrc("openrc-utf16-bom-read", "export OS_APPLICATION_CREDENTIAL_ID=abc\n".encode("utf-16"),
+            "missing OpenStack credentials: OS_APPLICATION_CREDENTIAL_SECRET"),
+    _openrc("openrc-latin1-comment-read", b"# projet \xe9t\xe9\nexport OS_APPLICATION_CREDENTIAL_SECRET=s\n",
+            "missing OpenStack credentials: OS_APPLICATION_CREDENTIAL_ID"),
+    _openrc("openrc-control-character", b"export OS_APPLICATION_CREDENTIAL_ID='a\x1b[2Jb'\n",
+            "line 1 (OS_APPLICATION_CREDENTIAL_ID): a control character in the value"),
+    _openrc("openrc-bad-bom", b"\xff\xfeexport\n", "starts with a UTF-16 byte order mark but byte 8"),
+    BadInput("openrc-folder", ("serve-system", "lease", "show", "--openrc", "{tmp}/rc"),
+             ("--openrc {tmp}/rc: is a folder",), files={"rc/x": "x"}, env=_NO_CREDS),
+    BadInput("status-bad-inventory-before-credentials", ("serve-system", "status", "-i", "{tmp}/hosts.yml"),
+             ("{tmp}/hosts.yml", "not valid YAML"), files={"hosts.yml": "all: [\n"}, env=_NO_CREDS),
 ]

@@ -293,3 +293,114 @@ CASES += [
     _validate("search-budget-typo", SEARCH + "search: {strategy: halving, budget: {run: 20}}\n",
               "search.budget.run: unknown key (did you mean 'runs'?"),
 ]
+
+# issue 26: what a careless or hostile spec hides behind decoding, escapes, substitution and numbers
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+INVENTORY = "all:\n  hosts:\n    n1: {ansible_host: 10.0.0.1, ansible_ssh_private_key_file: ~/.ssh/id}\n"
+ESCAPED = GOOD.replace('  name: "m"\n', '  name: "m"\n  parameters { key: "p" value { string_value: '
+                                          '"\\173\\173 7 * 7 \\175\\175" } }\n')
+JOINED = (HEAD + LOAD + "sweep:\n  name: 'v{n}'\n  grid: {n: [1], a: ['{']}\n"
+          "  config: {parameters: {p: {string_value: '{a}{a} lookup(\"pipe\", \"id\") }}'}}}\n")
+
+
+def _data(id: str, path: str, *expect: str, files: dict[str, str | bytes]) -> BadInput:
+    spec = GOOD.replace("perf: {batch_size: 1}", f"perf: {{batch_size: 1, input_data: {path}}}")
+    return _validate(id, spec, "perf.input_data: ", "may not be read for a spec nor sent to a node",
+                     *expect) if not files else BadInput(
+        id=f"spec-{id}", argv=V, files={"spec.yml": spec, "ansible.cfg": "", **files},
+        expect=("{tmp}/spec.yml: perf.input_data: ", "may not be read for a spec nor sent to a node",
+                "name another file", *expect))
+
+
+CASES += [
+    _validate("jinja-binary", GOOD + "description: !!binary e3sgNyAqIDcgfX0=\n",
+              "description: a binary value decoding to '{{{{ 7 * 7 }}}}' holds a Jinja expression"),
+    _validate("binary-value", GOOD + "description: !!binary aGVsbG8=\n",
+              "description: a binary value (!!binary): ", "write it as text"),
+    _validate("jinja-binary-key", GOOD.replace("perf: {batch_size: 1}", "perf: {batch_size: 1}\n"
+                                               "? !!binary e3sgeCB9fQ==\n: 1"),
+              "a binary value decoding to '{{{{ x }}}}' holds a Jinja expression"),
+    _validate("jinja-protobuf-escape", ESCAPED,
+              "spec.yml: base_config_text: parameters.p.string_value: '{{{{ 7 * 7 }}}}' holds a Jinja "
+              "expression",
+              "once its escapes are read"),
+    _validate("jinja-protobuf-hex-key", GOOD.replace('  name: "m"\n', '  name: "m"\n  parameters { key: '
+                                                     '"\\x7b% x" value { string_value: "v" } }\n'),
+              "spec.yml: base_config_text: parameters: key '{{% x' holds a Jinja expression"),
+    _validate("jinja-sweep-joined", JOINED, "sweep (generated 'v1'): config.parameters.p.string_value: ",
+              "holds a Jinja expression"),
+    _validate("sweep-format-width",
+              HEAD + LOAD + "sweep:\n  name: 'v{n:>99999999999}'\n  grid: {n: [1, 2]}\n",
+              "sweep.name: 'v{{n:>99999999999}}': '{{n:>99999999999}}' is not a plain placeholder",
+              "write the parameter's name alone"),
+    _validate("sweep-format-attribute", HEAD + LOAD + "sweep:\n  name: 'v{n.__class__.__mro__}'\n"
+                                                      "  grid: {n: [1, 2]}\n",
+              "sweep.name: ", "is not a plain placeholder"),
+    _validate("sweep-format-index", HEAD + LOAD + "sweep:\n  name: 'v{n[0]}'\n  grid: {n: [ab, cd]}\n",
+              "sweep.name: ", "is not a plain placeholder"),
+    _validate("level-nan", GOOD.replace("levels: [1, 8]", "levels: [1, .nan]"),
+              "load.levels[1]: nan is not a finite number: use a number"),
+    _validate("level-infinite", GOOD.replace("levels: [1, 8]", "levels: [1, .inf]"),
+              "load.levels[1]: inf is not a finite number"),
+    _validate("level-huge", GOOD.replace("levels: [1, 8]", "levels: [1, 1.0e+300]"),
+              "load.levels: level 1e+300 is not a load: use a load from 0.001 to 100000"),
+    _validate("level-huge-int", GOOD.replace("levels: [1, 8]", "levels: [1, 1" + "0" * 12 + "]"),
+              "load.levels: level 1000", "is not a load: use a load from 0.001 to 100000"),
+    _validate("level-range-nan", GOOD.replace("levels: [1, 8]", "levels: '1:nan:1'"),
+              "load.levels: range end nan is not a positive number"),
+    _validate("level-range-infinite", GOOD.replace("levels: [1, 8]", "levels: '1:1e999'"),
+              "load.levels: range end inf is not a load"),
+    _validate("level-range-empty", GOOD.replace("levels: [1, 8]", "levels: {start: 1, end: 8, step: .nan}"),
+              "load.levels.step: nan is not a finite number"),
+    _validate("level-range-tiny-step", GOOD.replace("levels: [1, 8]", "levels: '1:1.00001:0.0000001'"),
+              "load.levels: range step 1e-07 is finer than the levels' 6 decimals: use a larger step"),
+    _validate("level-tiny", GOOD.replace("levels: [1, 8]", "levels: [0.00001]"),
+              "load.levels: level 1e-05 is not a load: use a load from 0.001"),
+    _validate("constraint-nan",
+              GOOD.replace("at_load: 8}", "at_load: 8, constraints: {p95_us: {max: .nan}}}"),
+              "objectives[0].constraints.p95_us.max: nan is not a finite number"),
+    _validate("config-huge-int", GOOD.replace("max_queue_delay_microseconds: 100",
+                                              "max_queue_delay_microseconds: 1" + "0" * 400),
+              "variants[1].config.dynamic_batching.max_queue_delay_microseconds: a whole number of 401 "
+              "digits: use a number of at most 20 digits"),
+    _validate("config-date", GOOD.replace("max_queue_delay_microseconds: 100",
+                                          "max_queue_delay_microseconds: 2024-01-01"),
+              "max_queue_delay_microseconds: a YAML date value ('2024-01-01')", "quote it"),
+    _validate("key-line-break", GOOD.replace("config: {dynamic", 'config: {"a\\r\\nb": .nan, dynamic'),
+              "variants[1].config.a\\r\\nb: nan is not a finite number"),
+    _validate("duplicate-key-escape", GOOD + '"\\e[2Jname": 1\n"\\e[2Jname": 2\n',
+              "\\x1b[2Jname: key given twice: keep one"),
+    _validate("name-trailing-newline", GOOD.replace("name: t\n", 'name: "t\\n"\n', 1),
+              "name: 't\\n' is not a plain name"),
+    _plan("host-trailing-newline", ("--run-dir", "{tmp}/results/t/r1", "--host", "n\n=0"),
+          "--host 'n\\n=0': 'n\\n' is not a plain host name"),
+    _validate("key-not-text", GOOD.replace("config: {dynamic", "config: {1: 2, dynamic"),
+              "variants[1].config.1: key '1' is not text: quote it"),
+    # a spec may not name a key, credentials or the inventory as a file it reads or ships
+    _data("input-data-rehearsal-key", "inventory/.rehearsal/id_ed25519",
+          "inside a private folder (.rehearsal",
+          files={"inventory/.rehearsal/id_ed25519": KEY}),
+    _data("input-data-inventory", "inventory/hosts.yml", "inside the repository's inventory/ folder",
+          files={"inventory/hosts.yml": INVENTORY}),
+    _data("input-data-ssh", "keys/.ssh/data.json", "inside a private folder (.ssh",
+          files={"keys/.ssh/data.json": "{}"}),
+    _data("input-data-key-name", "id_rsa", "its name 'id_rsa' is a key's", files={"id_rsa": "{}"}),
+    _data("input-data-key-content", "inputs.json", "it holds BEGIN OPENSSH PRIVATE KEY",
+          files={"inputs.json": KEY}),
+    _data("input-data-inventory-content", "inputs.json", "it holds ansible_host",
+          files={"inputs.json": INVENTORY}),
+    _data("input-data-openrc", "data/CHI-123-openrc.sh", "its name 'CHI-123-openrc.sh'",
+          files={"data/CHI-123-openrc.sh": "export OS_AUTH_URL=x\n"}),
+    BadInput(id="spec-base-config-key", argv=V,
+             files={"spec.yml": GOOD.replace(CONFIG, "base_config: inventory/node.key\n"), "ansible.cfg": "",
+                    "inventory/node.key": KEY},
+             expect=("{tmp}/spec.yml: base_config: 'inventory/node.key' may not be read for a spec",
+                     "inside the repository's inventory/ folder")),
+    _plan("fastapi-image-key", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0", "--fastapi-image",
+                                "{tmp}/inventory/.rehearsal/id_ed25519"),
+          "--fastapi-image '{tmp}/inventory/.rehearsal/id_ed25519': may not be sent to a node: it is "
+          "inside a private folder", files={"inventory/.rehearsal/id_ed25519": KEY}),
+    _plan("url-jinja", ("--run-dir", "{tmp}/results/t/r1", "--host", "n=0", "--url",
+                        "{{{{ lookup('env','HOME') }}}}"),
+          "--url \"{{{{ lookup('env','HOME') }}}}\": holds a Jinja expression"),
+]

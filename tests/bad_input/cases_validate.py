@@ -35,6 +35,13 @@ def _cfg(case: str, text: str | bytes, field: str, rule: str, folder: str = "m",
 
 # --- the file itself
 _cfg("empty-file", "", "(config)", "the configuration is empty")
+# issue 26: a string that is Jinja once protobuf's escapes are read (octal, hex) reaches the plan
+_OCTAL = 'parameters { key: "p" value { string_value: "\\173\\173 7 \\175\\175" } }\n'
+_HEX = 'parameters { key: "\\x7b% if 1 %\\x7d" value { string_value: "v" } }\n'
+_cfg("jinja-octal-escape", HEAD + IO + _OCTAL,
+     "parameters.p.string_value: '{{{{ 7 }}}}'", "holds a Jinja expression")
+_cfg("jinja-hex-escape-key", HEAD + IO + _HEX,
+     "parameters: key '{{% if 1 %}}'", "holds a Jinja expression")
 _cfg("only-comments", "# name: \"m\"\n# backend: \"python\"\n", "(config)", "the configuration is empty")
 _cfg("latin1-bytes", (HEAD + '# modèle\n' + IO).encode("latin-1"), "not UTF-8 text", "save config.pbtxt as "
                                                                                      "UTF-8")

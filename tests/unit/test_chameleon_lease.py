@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -157,6 +159,43 @@ def test_parse_openrc_resolves_references(tmp_path) -> None:
     rc.write_text('export OS_USERNAME=me\nexport OS_PROJECT_NAME="${OS_USERNAME}-proj"  # comment\n'
                   "OS_REGION_NAME=CHI@UC\nunrelated=1\n")
     assert parse_openrc(rc) == {"OS_USERNAME": "me", "OS_PROJECT_NAME": "me-proj", "OS_REGION_NAME": "CHI@UC"}
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("export OS_PROJECT_NAME=café\n".encode("utf-8-sig"), "café"),
+    ("export OS_PROJECT_NAME=café\n".encode("utf-16"), "café"),
+    ("export OS_PROJECT_NAME=café\n".encode("utf-16-be").join([codecs.BOM_UTF16_BE, b""]), "café"),
+    ("export OS_PROJECT_NAME=café\n".encode("utf-32"), "café"),
+    ("# Projet été\nexport OS_PROJECT_NAME=cafe\n".encode("latin-1"), "cafe"),  # Latin-1 off the values
+])
+def test_openrc_encodings_read_when_unambiguous(tmp_path, raw: bytes, expected: str) -> None:
+    rc = tmp_path / "rc"
+    rc.write_bytes(raw)
+    assert parse_openrc(rc) == {"OS_PROJECT_NAME": expected}
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ("export OS_PROJECT_NAME=café\n".encode("latin-1"), "line 1 (OS_PROJECT_NAME): its value is not UTF-8"),
+    ("export OS_PROJECT_NAME=café\n".encode("cp1252"), "its value is not UTF-8"),
+    ("export OS_PROJECT_NAME=x\n".encode("utf-16-le"), "holds NUL bytes without a byte order mark"),
+    (codecs.BOM_UTF16_LE + b"\x00\xd8", "starts with a UTF-16 byte order mark but byte"),
+    (b"export OS_PASSWORD='a\x07b'\n", "line 1 (OS_PASSWORD): a control character"),
+    (b"x" * (300 * 1024), "larger than 256 KiB"),
+])
+def test_openrc_ambiguous_or_damaged_is_one_line(tmp_path, raw: bytes, fragment: str) -> None:
+    rc = tmp_path / "rc"
+    rc.write_bytes(raw)
+    with pytest.raises(ServeSystemError) as exc:
+        parse_openrc(rc)
+    assert str(exc.value).startswith(f"--openrc {rc}: ") and fragment in str(exc.value), str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_openrc_pipe_or_folder_refused_without_reading(tmp_path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    for path, fragment in ((tmp_path / "pipe", "not a regular file"), (tmp_path, "is a folder")):
+        with pytest.raises(ServeSystemError, match=fragment):
+            parse_openrc(path)
 
 
 def test_password_credentials_need_a_project() -> None:

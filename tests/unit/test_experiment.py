@@ -84,7 +84,8 @@ def test_validation_messages_name_spec_variant_field(tmp_path: Path) -> None:
         load_spec(p)
     lines = exc.value.lines
     assert f"{p}: bogus: unknown key (known: " in "\n".join(lines)
-    assert f"{p}: load.levels: a range needs start > 0, step > 0 and end >= start" in lines
+    assert (f"{p}: load.levels: a range needs start > 0, step > 0 and end >= start (its end 1 is below its "
+            "start 8)") in lines
     assert f"{p}: variants[3].colour: unknown key (known: " in "\n".join(lines)
     assert len(lines) == 3  # the duplicate name is reported once the keys are right
     data["bogus"] = None

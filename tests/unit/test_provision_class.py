@@ -5,6 +5,7 @@ The real python-chi / OpenStack client code runs; only the network is replaced (
 
 from __future__ import annotations
 
+import base64
 import os
 import stat
 import subprocess
@@ -178,21 +179,46 @@ def test_access_refuses_results_folder(chi_env, capsys) -> None:
     ("student,ssh_public_key\n", "no students"),
     ("student,ssh_public_key,phone\nalice,{key},1\n", "unknown column 'phone'"),
     ("student,ssh_public_key\nalice\n", "row 2 has 1 fields"),
+    # issue 26: one key per student, and a whole key
+    ("student,ssh_public_key\nalice,{key}\nbob,{key}\n",
+     "row 3, ssh_public_key: the same key as student 'alice'"),
+    ("student,ssh_public_key\nalice,ssh-ed25519 {body_cut}\n", "row 2, ssh_public_key: the key is cut short"),
+    ("student,ssh_public_key\nalice,ssh-ed25519 {body_long}\n", "3 byte(s) follow the key"),
+    ("student,ssh_public_key\nalice,ssh-rsa {rsa_small}\n", "an RSA key of under 1024 bits"),
 ])
 def test_bad_rosters(tmp_path, content, fragment) -> None:
     key = _key(tmp_path, "x")
     path = tmp_path / "r.csv"
-    path.write_text(content.format(key=key, body=key.split()[1]))
+    body = base64.b64decode(key.split()[1])
+    rsa = b"\0\0\0\x07ssh-rsa" + b"\0\0\0\x01\x03" + b"\0\0\0\x40" + b"\x01" * 64  # a 512-bit modulus
+    path.write_text(content.format(key=key, body=key.split()[1],
+                                   body_cut=base64.b64encode(body[:-4]).decode(),
+                                   body_long=base64.b64encode(body + b"xyz").decode(),
+                                   rsa_small=base64.b64encode(rsa).decode()))
     with pytest.raises(roster.UsageError) as exc:
         roster.read_roster(path)
     assert fragment in str(exc.value) and str(path) in str(exc.value)
     assert "\n" not in str(exc.value)
 
 
+def _ed25519(seed: int) -> str:
+    """A well-formed ed25519 public key line (its 32 bytes from ``seed``), no ssh-keygen needed."""
+    kind = b"ssh-ed25519"
+    blob = len(kind).to_bytes(4, "big") + kind + (32).to_bytes(4, "big") + seed.to_bytes(32, "big")
+    return f"ssh-ed25519 {base64.b64encode(blob).decode()} s{seed}@class"
+
+
+def test_a_roster_that_is_a_pipe_is_refused_without_reading(tmp_path) -> None:
+    path = tmp_path / "r.csv"
+    os.mkfifo(path)
+    with pytest.raises(roster.UsageError) as exc:
+        roster.read_roster(path)  # would hang if it were opened
+    assert str(exc.value) == f"--roster {path}: not a regular file; give the roster CSV itself"
+
+
 def test_roster_of_40_students_has_40_distinct_nodes(tmp_path) -> None:
-    key = _key(tmp_path, "x")
     path = tmp_path / "big.csv"
-    path.write_text("student,ssh_public_key\n" + "".join(f"s{i:02d},{key}\n" for i in range(40)))
+    path.write_text("student,ssh_public_key\n" + "".join(f"s{i:02d},{_ed25519(i)}\n" for i in range(40)))
     students = roster.read_roster(path)
     names = [roster.node_name("cls", s.name) for s in students]
     assert len(set(names)) == 40 and os.path.commonprefix(names) == "cls-s"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import ServeSystemError
 from ..experiment import records
+from ..textsafe import echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,11 +33,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.run_dir is not None:
             for host, n in records.collect_run(args.run_dir):
-                print(f"{n} file(s) -> {args.run_dir / host}")
+                echo(f"{n} file(s) -> {args.run_dir / host}")
             return 0
         plan = records.read(args.host_dir / "plan.json", records.HostPlan)
         n = records.unpack(args.archive, args.host_dir, [v.name for v in plan.variants])
     except records.RecordError as exc:
         raise ServeSystemError(str(exc)) from None
-    print(f"{n} file(s) -> {args.host_dir}")
+    echo(f"{n} file(s) -> {args.host_dir}")
     return 0

@@ -7,10 +7,12 @@ one node; :mod:`serve_system.results.classcmp`), written as a class report into 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..errors import UsageError
 from ..results import compare as cmp
+from ..textsafe import clean, echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"{option} {path}: is a run's own report file; write the comparison elsewhere")
     rows = cmp.compare(args.run_dirs, args.load or None)
     text = cmp.markdown(rows)
-    print(text, end="")
+    sys.stdout.write(clean(text, lines=True))
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     if args.csv:
@@ -70,18 +72,18 @@ def _class(args: argparse.Namespace) -> int:
     classcmp.check_out(out, args.run_dirs, args.force)
     result = classcmp.compare_class(args.run_dirs, args.load or None, args.partial)
     written = classcmp.write(result, out)
-    print(f"{len(result['nodes'])} nodes, {len(result['cells'])} cell(s) -> {out / 'class.md'} "
-          f"({len(written) - len(classcmp.FILES)} box plot(s))")
+    echo(f"{len(result['nodes'])} nodes, {len(result['cells'])} cell(s) -> {out / 'class.md'} "
+         f"({len(written) - len(classcmp.FILES)} box plot(s))")
     for s in result["suspects"]:
         o = s["outliers"][0]
-        print(f"suspect node {s['node']}: outlier in {len(s['outlying_variants'])} of {s['variants']} "
-              f"variants, e.g. {o.variant} {o.mode} {o.load:g} {o.metric}: {o.text()}")
+        echo(f"suspect node {s['node']}: outlier in {len(s['outlying_variants'])} of {s['variants']} "
+             f"variants, e.g. {o.variant} {o.mode} {o.load:g} {o.metric}: {o.text()}")
     suspects = {s["node"] for s in result["suspects"]}
     for o in result["outliers"]:
         if o.node not in suspects:
-            print(f"outlier: {o.variant} {o.mode} {o.load:g} {o.metric}: {o.text()}")
+            echo(f"outlier: {o.variant} {o.mode} {o.load:g} {o.metric}: {o.text()}")
     for f in result["findings"]:
         held = sum(v == "held" for v in result["node_verdicts"].get(f.key, {}).values())
-        print(f"finding: {f.claim}: {f.verdict} (pooled over {len(result['pooled_nodes'])} nodes; "
-              f"held on {held} of {len(result['nodes'])} on their own)")
+        echo(f"finding: {f.claim}: {f.verdict} (pooled over {len(result['pooled_nodes'])} nodes; "
+             f"held on {held} of {len(result['nodes'])} on their own)")
     return 0

@@ -5,10 +5,10 @@ repetition on a host, and of which variants (JSON for the ``experiment`` role; s
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..results import adaptive
+from ..textsafe import dumps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,5 +21,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    print(json.dumps(adaptive.next_round(args.run_dir, args.host)))
+    print(dumps(adaptive.next_round(args.run_dir, args.host)))
     return 0

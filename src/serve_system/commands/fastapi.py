@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..images import fastapi as fi
+from ..textsafe import dumps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,6 @@ def _context(args: argparse.Namespace) -> int:
     if args.base:
         build_args["BASE_IMAGE"] = args.base
     changed = fi.write_context(args.dest, host_cas=args.host_cas)
-    print(json.dumps({"changed": changed, "dir": str(args.dest.resolve()), "image": fi.image_ref(build_args),
-                      "build_args": build_args}))
+    print(dumps({"changed": changed, "dir": str(args.dest.resolve()), "image": fi.image_ref(build_args),
+                 "build_args": build_args}))
     return 0

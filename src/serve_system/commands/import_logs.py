@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
 from ..experiment import perf
 from ..textfile import decode_utf8, read_bytes
+from ..textsafe import dumps, markup
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
         rows += [(path, lv) for lv in levels]
     if args.json:
         for path, lv in rows:
-            print(json.dumps({**lv.to_json(), "source": str(path)}))
+            print(dumps({**lv.to_json(), "source": str(path)}))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -71,9 +71,10 @@ def _run(args: argparse.Namespace) -> int:
                   "queue", "infer", "batch")
     for path, lv in rows:
         j = lv.to_json()
-        table.add_row(path.name, lv.mode, f"{lv.load:g}", lv.status,
-                      *(_cell(j, k) for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us",
-                                              "p99_us", "queue_us", "compute_infer_us", "batch_size")))
+        table.add_row(*(markup(c) for c in (
+            path.name, lv.mode, f"{lv.load:g}", lv.status,
+            *(_cell(j, k) for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
+                                    "queue_us", "compute_infer_us", "batch_size")))))
     Console(width=160).print(table)
     return 0
 

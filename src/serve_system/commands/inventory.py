@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..provision.nodes import read_inventory
+from ..textsafe import dumps, markup
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,13 +19,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     nodes = read_inventory(args.inventory)
     if args.json:
-        print(json.dumps([{"name": n.name, **n.host_vars()} for n in nodes], indent=2))
+        print(dumps([{"name": n.name, **n.host_vars()} for n in nodes], indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
 
     table = Table("name", "address", "port", "user", "gpus", "provider")
     for n in nodes:
-        table.add_row(n.name, n.address, str(n.port), n.user, str(n.gpus), n.provider)
+        table.add_row(*(markup(c) for c in (n.name, n.address, n.port, n.user, n.gpus, n.provider)))
     Console().print(table)
     return 0

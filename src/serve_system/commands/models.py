@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 from ..modelrepo import ONNX_SERVING, format_table, render
+from ..textsafe import dumps, echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,12 +46,12 @@ def _render(args: argparse.Namespace) -> int:
     if args.json:
         # sha256 per file: the serve_stack role copies only what the node lacks or holds differently
         sha256 = {f: hashlib.sha256((args.dest / f).read_bytes()).hexdigest() for f in files}
-        print(json.dumps({"changed": changed, "models": [asdict(r) for r in rows], "files": files,
-                          "sha256": sha256}))
+        print(dumps({"changed": changed, "models": [asdict(r) for r in rows], "files": files,
+                     "sha256": sha256}))
     else:
-        print(("changed" if changed else "unchanged") + f": {args.dest}")
+        echo(("changed" if changed else "unchanged") + f": {args.dest}")
         for line in format_table(rows):
-            print("  " + line)
+            echo("  " + line)
     return 0
 
 
@@ -66,15 +66,15 @@ def _standins(args: argparse.Namespace) -> int:
     rows = [measure(name, repeats=max(args.repeats, 3)) for name in models]
     load = os.getloadavg()[0]
     if args.json:
-        print(json.dumps({"load_avg_1m": load, "models": [asdict(r) for r in rows]}, indent=2))
+        print(dumps({"load_avg_1m": load, "models": [asdict(r) for r in rows]}, indent=2))
         return 0
-    print(f"{'model':<22}{'parameters':>12}{'MMACs':>9}{'GFLOPs':>8}{'wall ms b1':>11}{'ms/item b8':>12}"
-          f"{'CPU ms b1':>11}{'MB':>7}")
+    echo(f"{'model':<22}{'parameters':>12}{'MMACs':>9}{'GFLOPs':>8}{'wall ms b1':>11}{'ms/item b8':>12}"
+         f"{'CPU ms b1':>11}{'MB':>7}")
     for r in rows:
-        print(f"{r.model:<22}{r.parameters:>12,}{r.macs / 1e6:>9.1f}{2 * r.macs / 1e9:>8.2f}"
-              f"{r.cpu_ms_p50:>11.2f}{r.cpu_ms_per_item_b8:>12.2f}{r.cpu_time_ms:>11.2f}"
-              f"{r.size_bytes / 1e6:>7.1f}")
-    print(f"(onnxruntime CPU, {rows[0].threads if rows else 0} cores; wall: median of {args.repeats} runs; "
-          "CPU: processor time of all threads per request; "
-          f"load average {load:.2f} while measuring; FLOPs = 2 x MACs)")
+        echo(f"{r.model:<22}{r.parameters:>12,}{r.macs / 1e6:>9.1f}{2 * r.macs / 1e9:>8.2f}"
+             f"{r.cpu_ms_p50:>11.2f}{r.cpu_ms_per_item_b8:>12.2f}{r.cpu_time_ms:>11.2f}"
+             f"{r.size_bytes / 1e6:>7.1f}")
+    echo(f"(onnxruntime CPU, {rows[0].threads if rows else 0} cores; wall: median of {args.repeats} runs; "
+         "CPU: processor time of all threads per request; "
+         f"load average {load:.2f} while measuring; FLOPs = 2 x MACs)")
     return 0

@@ -20,7 +20,6 @@ name (its folder is ``RUN_DIR/<host>``, the only thing ``--fresh`` removes), ``-
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -31,8 +30,10 @@ from typing import Any
 from ..experiment import plan as exp
 from ..experiment import search
 from ..experiment.spec.messages import SpecError
-from ..experiment.spec.models import AnySpec, SearchBudget, TritonSpec, check_name
-from ..experiment.spec.reader import load_spec
+from ..experiment.spec.models import JINJA_RE, AnySpec, SearchBudget, TritonSpec, check_name
+from ..experiment.spec.reader import load_spec, repo_root
+from ..secretfiles import secret_reason
+from ..textsafe import dumps, echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -135,6 +136,24 @@ def _compute_caps(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, 
     return out
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """The options whose text lands in the plan (endpoints, folders, names) hold no Jinja; the image
+    sent to the node is no key, credential or inventory (:func:`secret_reason`)."""
+    for opt in ("url", "grpc_url", "fastapi_url", "node_work_dir", "node_work_root", "lease_end", "run_id",
+                "shard_hosts", "only", "base_dir", "host"):
+        values = getattr(args, opt)
+        for value in values if isinstance(values, list) else [values]:
+            if JINJA_RE.search(str(value)):
+                raise SpecError([(f"--{opt.replace('_', '-')} {str(value)!r}: holds a Jinja expression "
+                                  "({{, {% or {#) Ansible would evaluate: remove it")])
+    if args.fastapi_image is not None:
+        image = Path(args.fastapi_image)
+        reason = secret_reason(image, repo_root(image.resolve().parent))
+        if reason is not None:
+            raise SpecError([(f"--fastapi-image {str(image)!r}: may not be sent to a node: {reason}: "
+                              "give an image file")])
+
+
 def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     names = {h for h, _ in hosts}
@@ -162,6 +181,7 @@ def _run(args: argparse.Namespace) -> int:
                    else args.results_dir.resolve() / spec.name / args.run_id)
         work = (f"{args.node_work_root.rstrip('/')}/{spec.name}/{run_dir.name}" if args.node_work_root
                 else args.node_work_dir)
+        _check_options(args)
         targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
                               node_work_dir=work, fastapi_image=args.fastapi_image)
         hosts = _hosts(args.host) or [("localhost", 0)]
@@ -182,14 +202,14 @@ def _run(args: argparse.Namespace) -> int:
             plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
     except SpecError as exc:
         for line in exc.lines:
-            print(line, file=sys.stderr)
+            echo(line, file=sys.stderr)
         return 1
     if args.role:
         try:  # the variants picked are checked before anything is written
             exp.role_view(spec, run, {}, args.only, args.perf_timeout, args.ready_timeout)
         except SpecError as exc:
             for line in exc.lines:
-                print(line, file=sys.stderr)
+                echo(line, file=sys.stderr)
             return 1
     if args.lease_end and not args.ignore_lease_end:
         estimate = max(exp.estimate_seconds(p) for p in plans.values())
@@ -205,15 +225,15 @@ def _run(args: argparse.Namespace) -> int:
             if args.fit_lease:
                 problem = _fit(args, spec, found, now)
         if problem:
-            print(f"{args.spec}: lease: {problem}", file=sys.stderr)
+            echo(f"{args.spec}: lease: {problem}", file=sys.stderr)
             return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only),
                         compute_capability=caps)
     if args.role:
-        print(json.dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
+        print(dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
     elif not args.quiet:
-        print(json.dumps(out))
+        print(dumps(out))
     return 0
 
 
@@ -237,6 +257,6 @@ def _fit(args: argparse.Namespace, spec: AnySpec, found: dict[str, Any], now: fl
                 f"search's first batch needs {need}: extend the lease or search fewer candidates")
     old = spec.search.budget or SearchBudget()
     spec.search.budget = SearchBudget(runs=min(runs, old.runs or runs), minutes=old.minutes)
-    print(f"{args.spec}: lease: the search's budget is cut to {spec.search.budget.runs} perf_analyzer runs "
-          f"to end before the lease ends at {args.lease_end} (-e fit_lease=true)", file=sys.stderr)
+    echo(f"{args.spec}: lease: the search's budget is cut to {spec.search.budget.runs} perf_analyzer runs "
+         f"to end before the lease ends at {args.lease_end} (-e fit_lease=true)", file=sys.stderr)
     return None

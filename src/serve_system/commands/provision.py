@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import getpass
-import json
 import math
 import os
 import re
@@ -30,6 +29,7 @@ from ..errors import ServeSystemError, UsageError
 from ..provision import board, roster
 from ..provision.base import LaunchRequest, Progress, Provider, default_prefix, finish, server_names
 from ..provision.nodes import Node, read_inventory
+from ..textsafe import clean, dumps, echo, markup
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "hosts.yml"
@@ -116,13 +116,15 @@ class RichProgress:
                                   TimeElapsedColumn(), console=Console(stderr=True, highlight=False),
                                   transient=True)
             self._bars.start()
+        description = markup(description)  # a server's name or status is data, not markup
         if task not in self._tasks:
             self._tasks[task] = self._bars.add_task(description, total=total)
         self._bars.update(self._tasks[task], description=description, completed=completed, total=total)
 
     def note(self, message: Any) -> None:
         # plain text as it is ("[dry run]" is not rich markup); tables and other renderables as they are
-        self.console.print(message, markup=not isinstance(message, str))
+        self.console.print(clean(message) if isinstance(message, str) else message,
+                           markup=not isinstance(message, str))
 
     def close(self) -> None:
         if self._bars is not None:
@@ -195,7 +197,13 @@ def _connect(args: argparse.Namespace) -> str:
     env = dict(os.environ)
     if args.openrc:
         env.update(parse_openrc(args.openrc, os.environ))
-    return Site.connect(resolve_credentials(env), args.site).name
+    try:
+        creds = resolve_credentials(env)
+    except ServeSystemError as exc:
+        if args.openrc:  # the file was read: say which, since what it lacks is the problem
+            raise ServeSystemError(f"--openrc {args.openrc} (with the environment): {exc}") from None
+        raise
+    return Site.connect(creds, args.site).name
 
 
 def _provider(args: argparse.Namespace) -> Provider:
@@ -224,13 +232,13 @@ def _console() -> Console:
 def _nodes_table(nodes: Sequence[Node], inventory: Path, known_hosts: Path) -> Any:
     from rich.table import Table
 
-    table = Table(title=f"Nodes ({inventory})")
+    table = Table(title=f"Nodes ({markup(inventory)})")
     for col in ("name", "address", "port", "user", "GPUs", "provider", "student"):
         table.add_column(col)
     for n in nodes:
-        table.add_row(n.name, n.address, str(n.port), n.user, str(n.gpus), n.provider,
-                      str(n.vars.get("serve_student") or (f"(dropped: {n.vars['serve_student_dropped']})"
-                                                         if n.vars.get("serve_student_dropped") else "-")))
+        table.add_row(*(markup(c) for c in (n.name, n.address, n.port, n.user, n.gpus, n.provider)),
+                      markup(n.vars.get("serve_student") or (f"(dropped: {n.vars['serve_student_dropped']})"
+                                                            if n.vars.get("serve_student_dropped") else "-")))
     return table
 
 
@@ -328,12 +336,12 @@ def _lease_show(args: argparse.Namespace) -> int:
     site = _connect(args)
     d = get_lease(args.lease, site).as_dict()
     if args.json:
-        print(json.dumps(d, indent=2))
+        print(dumps(d, indent=2))
     else:
-        _console().print(
+        _console().print(clean(
             f"Lease {d['name']} ({d['id']}) at {site}: {d['status']}, {d['start']} -> {d['end']}, "
             f"{d['minutes_left']} min left, node type {d['node_type']}, reservation {d['reservation_id']}"
-        )
+        ), markup=False)
     return 0
 
 
@@ -396,7 +404,7 @@ def _launch(args: argparse.Namespace) -> int:
         previous = read_inventory(args.inventory)
     provider = _provider(args)
     if provider.name == "chameleon" and not args.dry_run and not Path(args.key_path).expanduser().is_file():
-        console.print(f"[yellow]warning:[/] --key-path {args.key_path} does not exist; "
+        console.print(f"[yellow]warning:[/] --key-path {markup(args.key_path)} does not exist; "
                       f"Ansible needs the private key of key pair {args.key_name}")
     req = LaunchRequest(tuple(names), dry_run=args.dry_run,
                         node_vars=roster.roster_vars(args.prefix, students))
@@ -452,20 +460,20 @@ def _status_once(args: argparse.Namespace, provider: Provider, console: Console)
                 f"(less than the {int(args.margin.total_seconds() // 60)} min margin): "
                 "`serve-system lease extend --by 1h`")
     if args.json:
-        print(json.dumps({**head, "nodes": [r.as_dict() for r in rows],
-                          "healthy": bool(rows) and all(r.healthy for r in rows)}, indent=2))
+        print(dumps({**head, "nodes": [r.as_dict() for r in rows],
+                     "healthy": bool(rows) and all(r.healthy for r in rows)}, indent=2))
     else:
         if lease:
             if "minutes_left" in lease:
-                console.print(f"Lease {lease['name']} ({lease['id']}): {lease['status']}, "
-                              f"{lease['start']} -> {lease['end']}, {lease['minutes_left']} min left")
+                console.print(markup(f"Lease {lease['name']} ({lease['id']}): {lease['status']}, "
+                                     f"{lease['start']} -> {lease['end']}, {lease['minutes_left']} min left"))
             else:
-                console.print(f"Lease {lease['name']}: {lease['status']}")
+                console.print(markup(f"Lease {lease['name']}: {lease['status']}"))
         console.print(board.table(rows, f"Nodes of {args.prefix} ({provider.name})"))
         bad = [r for r in rows if not r.healthy]
         console.print(f"{len(rows) - len(bad)} of {len(rows)} node(s) healthy")
     if warn:
-        print(warn, file=sys.stderr)
+        echo(warn, file=sys.stderr)
     if not rows:
         raise ServeSystemError(f"no nodes named {args.prefix} or {args.prefix}-* ({provider.name}); "
                                "run launch first")
@@ -476,6 +484,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.watch is None and args.times is not None:
         raise ServeSystemError("--times N counts the refreshes of --watch: give --watch too")
     console = _console()
+    if Path(args.inventory).is_file():
+        read_inventory(Path(args.inventory))  # a broken inventory is said before credentials are read
     provider = _provider(args)
     if args.watch is None:
         return _status_once(args, provider, console)
@@ -492,7 +502,7 @@ def _status(args: argparse.Namespace) -> int:
         try:
             rc = _status_once(args, provider, console)
         except ServeSystemError as exc:
-            console.print(f"error: {exc}")
+            console.print(f"error: {markup(exc)}")
             rc = 1
         done += 1
     return rc

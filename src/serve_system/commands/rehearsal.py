@@ -18,6 +18,7 @@ import sys
 import time
 
 from ..images import stack
+from ..textsafe import dumps, echo, markup
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _say(msg: str) -> None:
     from rich.console import Console
 
-    Console(stderr=True).print(f"[bold]rehearsal[/bold] {msg}", highlight=False)
+    Console(stderr=True).print(f"[bold]rehearsal[/bold] {markup(msg)}", highlight=False)
 
 
 def _images(args: argparse.Namespace) -> int:
@@ -45,11 +46,11 @@ def _images(args: argparse.Namespace) -> int:
     stack.ensure_all(_say)
     rows = stack.describe()
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(dumps(rows, indent=2))
         return 0
     for row in rows:
-        print(f"{row['image']:<7} {row['ref']}  {row['size_mb']} MB"
-              + (f"  archive {row['archive']} ({row['archive_mb']} MB)" if row["archive"] else ""))
+        echo(f"{row['image']:<7} {row['ref']}  {row['size_mb']} MB"
+             + (f"  archive {row['archive']} ({row['archive_mb']} MB)" if row["archive"] else ""))
     _say(f"images ready in {time.monotonic() - started:.0f} s")
     return 0
 

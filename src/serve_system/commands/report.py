@@ -8,6 +8,7 @@ from pathlib import Path
 from ..errors import ServeSystemError
 from ..experiment import records
 from ..results import report
+from ..textsafe import echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,17 +27,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.collect:
         try:
             for host, n in records.collect_run(args.run_dir):
-                print(f"{n} file(s) -> {args.run_dir / host}")
+                echo(f"{n} file(s) -> {args.run_dir / host}")
         except records.RecordError as exc:
             raise ServeSystemError(str(exc)) from None
     out = report.write_report(args.run_dir, partial=args.partial)
-    print(f"{out['rows']} row(s) -> {out['report']} ({len(out['plots'])} plot(s))")
+    echo(f"{out['rows']} row(s) -> {out['report']} ({len(out['plots'])} plot(s))")
     for b in out["best"]:
         if b:
-            print(f"best {b['objective']}: {b['variant']} on {b['host']} at {b['mode']} {b['load']:g} "
-                  f"({b['metric']} = {b['value']:.1f})")
+            echo(f"best {b['objective']}: {b['variant']} on {b['host']} at {b['mode']} {b['load']:g} "
+                 f"({b['metric']} = {b['value']:.1f})")
     for f in out["findings"]:
-        print(f"finding: {f.claim}: {f.verdict}")
+        echo(f"finding: {f.claim}: {f.verdict}")
     if out["missing"]:
-        print(f"partial: {len(out['missing'])} missing (listed in report.md)")
+        echo(f"partial: {len(out['missing'])} missing (listed in report.md)")
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..experiment.spec.models import json_schema
+from ..textsafe import echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,5 +36,5 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"--output {str(out)!r}: not a file in an existing folder: "
                          "give e.g. spec.schema.json")
     out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}")
+    echo(f"wrote {out}")
     return 0

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..results import stats
+from ..textsafe import dumps, echo
 
 #: said of a model whose counters went backwards between the snapshots
 RESET_NOTE = (" [counters went backwards: the server restarted or the model was reloaded"
@@ -25,13 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     deltas = stats.delta_files(args.before, args.after)
     if args.json:
-        print(json.dumps([d.to_json() for d in deltas], indent=1))
+        print(dumps([d.to_json() for d in deltas], indent=1))
         return 0
     for d in deltas:
         j = d.to_json()
         avg = "-" if j["avg_batch_size"] is None else f"{j['avg_batch_size']:.2f}"
-        print(f"{d.name} v{d.version}: {d.inference_count} inferences in {d.execution_count} executions "
-              f"(avg batch {avg}){RESET_NOTE if d.reset else ''}")
+        echo(f"{d.name} v{d.version}: {d.inference_count} inferences in {d.execution_count} executions "
+             f"(avg batch {avg}){RESET_NOTE if d.reset else ''}")
         for size, n in sorted(d.histogram.items()):
-            print(f"  batch {size:>3}: {n:>7} {'#' * min(60, n * 60 // max(d.histogram.values()))}")
+            echo(f"  batch {size:>3}: {n:>7} {'#' * min(60, n * 60 // max(d.histogram.values()))}")
     return 0

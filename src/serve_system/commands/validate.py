@@ -17,6 +17,7 @@ from ..experiment import tritonconfig as tc
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import TritonSpec
 from ..experiment.spec.reader import load_spec
+from ..textsafe import echo
 
 #: exit statuses of ``--with-triton``: no tritonserver can run here; Triton and we differ
 NO_TRITON_EXIT = 3
@@ -109,13 +110,13 @@ def _run(args: argparse.Namespace) -> int:
     for path in files:
         lines = problems(path, args.gpus)
         for line in lines:
-            print(line, file=sys.stderr)
+            echo(line, file=sys.stderr)
         bad += bool(lines)
         if not lines and path.suffix == ".pbtxt":
             for note in tc.advice_file(path):
-                print(f"note: {note}")
+                echo(f"note: {note}")
     if bad == 0:
-        print(f"{len(files)} file(s) valid")
+        echo(f"{len(files)} file(s) valid")
     if args.with_triton:
         from ..experiment import tritonlocal
 
@@ -123,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             differ = tritonlocal.compare(configs, args.tritonserver)
         except tritonlocal.NoTriton as exc:
-            print(f"serve-system validate: --with-triton skipped: {exc}", file=sys.stderr)
+            echo(f"serve-system validate: --with-triton skipped: {exc}", file=sys.stderr)
             return NO_TRITON_EXIT
         if differ:
             return DIFFERS_EXIT

@@ -116,6 +116,9 @@ def plan(
         except tc.ConfigError as exc:
             errs.append(f"{where}: {vname}: base_config: {exc}")
             continue
+        # a base shared by variants says its own problems once, under its own field
+        in_base = {str(p) for p in tc.jinja_in(base)}
+        errs += [f"{where}: {_base_field(spec, v)}: {p}" for p in sorted(in_base)]
         try:
             cfg = tc.apply_overrides(base, v.config, f"{where}: {vname}: config")
         except tc.ConfigError as exc:
@@ -144,6 +147,8 @@ def plan(
                             f"has {host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
                 continue
         for prob in tc.check(cfg, host_gpus, compute_capability=compute_capability):
+            if str(prob) in in_base:
+                continue
             errs.append(f"{where}: {vname}: config.{prob.field}: {prob.message}")
         perf = spec.merged_perf(v)
         load = spec.merged_load(v)
@@ -207,6 +212,13 @@ def plan(
     if errs:
         raise SpecError(list(dict.fromkeys(errs)))  # a spec-wide setting's problem reads once
     return out
+
+
+def _base_field(spec: TritonSpec, v: Variant) -> str:
+    """Where a variant's base config comes from: its own, or the spec's."""
+    if v.base_config_text is not None or v.base_config is not None:
+        return f"{v.name}: base_config_text" if v.base_config_text is not None else f"{v.name}: base_config"
+    return "base_config_text" if spec.base_config_text is not None else "base_config"
 
 
 def _perf_field(v: Variant, key: str) -> str:

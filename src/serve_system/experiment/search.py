@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .spec.models import Search, SearchBudget, TritonSpec
+from .spec.sweeps import variant_name
 
 if TYPE_CHECKING:  # intervals imports scipy: plan and validate stay fast without it
     from ..results.intervals import Effect, Pool
@@ -114,7 +115,7 @@ def candidates(spec: TritonSpec) -> list[dict[str, Any]]:
         keys = list(spec.sweep.grid)
         for values in itertools.product(*(spec.sweep.grid[k] for k in keys)):
             env = dict(zip(keys, values, strict=True))
-            out.append({"name": spec.sweep.name.format(**env),
+            out.append({"name": variant_name(spec.sweep.name, env),
                         "params": {k: _choice(v) for k, v in env.items()}})
     return out
 

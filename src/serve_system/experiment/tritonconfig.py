@@ -24,6 +24,7 @@ from tritonclient.grpc import model_config_pb2
 
 from ..errors import ServeSystemError
 from ..textfile import decode_utf8, read_bytes
+from .spec.models import JINJA_RE
 
 if TYPE_CHECKING:
     #: tritonclient ships no type information: its generated message classes are untyped for mypy
@@ -443,7 +444,7 @@ def _custom_backend_note(backend: str, given: bool) -> str:
         return f"{head}: {backend!r} is a platform name; if you meant it, set {fix}"
     close = difflib.get_close_matches(backend, sorted(KNOWN_BACKENDS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    odd = "" if _BACKEND_NAME.match(backend) else " (its name has characters backend names rarely have)"
+    odd = "" if _BACKEND_NAME.fullmatch(backend) else " (its name has characters backend names rarely have)"
     return (f"{head}{hint}{odd}: a custom backend, which Triton loads only where the server has it: "
             f"libtriton_{backend}.so in the model's folder, its version folder or <backend "
             f"directory>/{backend}/, or a Python-based backend's <backend directory>/{backend}/model.py "
@@ -930,7 +931,7 @@ def check(cfg: ModelConfig, host_gpus: int | None = None, folder: str | None = N
           python_autocomplete: bool = False, compute_capability: float | None = None) -> list[Problem]:
     """What Triton would refuse in ``cfg``, and what a host with ``host_gpus`` GPUs (the lowest
     ``compute_capability`` among them, where known) cannot run."""
-    problems = triton_rules(cfg, folder, files_backend, files_known, python_autocomplete)
+    problems = jinja_in(cfg) + triton_rules(cfg, folder, files_backend, files_known, python_autocomplete)
     if host_gpus is None:
         return problems
     if host_gpus > 0 and _below_tensorrt(compute_capability):
@@ -959,6 +960,31 @@ def check(cfg: ModelConfig, host_gpus: int | None = None, folder: str | None = N
         problems.append(Problem("optimization.execution_accelerators.gpu_execution_accelerator",
                                 f"GPU accelerator ({names}) on a host with no GPU"))
     return problems
+
+
+def jinja_in(cfg: ModelConfig) -> list[Problem]:
+    """Every string of the configuration (map keys too) that holds a Jinja delimiter once protobuf's
+    escapes are read (``"\\173\\173"`` is ``{{``): the plan, its manifest and the load body carry these
+    strings to Ansible, which would evaluate them."""
+    out = []
+
+    def walk(obj: Any, field: str) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                at = f"{field}.{k}" if field else str(k)
+                if JINJA_RE.search(str(k)):
+                    out.append(Problem(field or "(config)", f"key {str(k)[:60]!r} holds a Jinja expression "
+                                       "({{, {% or {#) Ansible would evaluate: remove it"))
+                walk(v, at)
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                walk(v, f"{field}[{i}]")
+        elif isinstance(obj, str) and JINJA_RE.search(obj):
+            out.append(Problem(field, f"{obj[:60]!r} holds a Jinja expression ({{{{, {{% or {{#) once its "
+                                      "escapes are read, which Ansible would evaluate: remove it"))
+
+    walk(to_dict(cfg), "")
+    return out
 
 
 def adapt_to_host(cfg: ModelConfig, host_gpus: int,

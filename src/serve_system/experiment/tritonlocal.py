@@ -28,6 +28,7 @@ from typing import TextIO
 import requests
 
 from ..errors import ServeSystemError
+from ..textsafe import echo
 from . import tritonconfig as tc
 
 #: what Triton says when it is this server, not the configuration, that cannot load the model
@@ -239,23 +240,23 @@ def compare(configs: list[Path], explicit: Path | None = None, out: TextIO | Non
         how = "Triton"
         if not theirs.accepted and "unable to find backend library" in theirs.message.lower():
             lacking = theirs.message
-            print(f"{path}: Triton: this server has no backend for it ({lacking[:200]})", file=stream)
+            echo(f"{path}: Triton: this server has no backend for it ({lacking[:200]})", file=stream)
             theirs = triton_verdict(binary, path, as_python=True)
             how = "Triton (backend replaced by python: this server has none of the model's)"
             ours = [line for line in ours if not line.startswith((f"{path}: platform:", f"{path}: backend:"))]
             if not theirs.conclusive:
                 theirs = Verdict(False, lacking)
         if not theirs.conclusive:
-            print(f"{path}: Triton: inconclusive here ({theirs.message[:200]}); ours: "
-                  f"{'refused' if ours else 'accepted'}", file=stream)
+            echo(f"{path}: Triton: inconclusive here ({theirs.message[:200]}); ours: "
+                 f"{'refused' if ours else 'accepted'}", file=stream)
             continue
         if theirs.accepted == (not ours):
             verdict = "accepted" if theirs.accepted else f"refused ({theirs.message[:200]})"
-            print(f"{path}: {how} agrees: {verdict}", file=stream)
+            echo(f"{path}: {how} agrees: {verdict}", file=stream)
             continue
         differ += 1
         if theirs.accepted:
-            print(f"{path}: DIFFERS: {how} accepts it, we refuse it: {ours[0]}", file=stream)
+            echo(f"{path}: DIFFERS: {how} accepts it, we refuse it: {ours[0]}", file=stream)
         else:
-            print(f"{path}: DIFFERS: {how} refuses it ({theirs.message}), we accept it", file=stream)
+            echo(f"{path}: DIFFERS: {how} refuses it ({theirs.message}), we accept it", file=stream)
     return differ

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import interrupt
+from ..textsafe import markup
 from .base import Fleet, Machine
 from .nodes import Node
 
@@ -149,15 +150,16 @@ def progress_text(p: dict[str, Any] | None) -> str:
 def table(rows: Sequence[NodeHealth], title: str) -> Any:
     from rich.table import Table
 
-    t = Table(title=title)
+    t = Table(title=markup(title))
     for col in ("node", "machine", "address", "SSH", "Docker", "Triton", "models", "Jupyter", "experiment",
                 "lease min", "health"):
         t.add_column(col)
     for r in rows:
-        t.add_row(
-            r.name, r.machine, r.address or "-", "up" if r.ssh else "down", r.docker or "-",
-            "ready" if r.triton_ready else "-", ",".join(r.models) or "-", "up" if r.jupyter else "-",
-            progress_text(r.progress), "-" if r.lease_minutes_left is None else str(r.lease_minutes_left),
-            "[green]healthy[/]" if r.healthy else f"[red]unhealthy[/] {r.problem}",
-        )
+        cells = (r.name, r.machine, r.address or "-", "up" if r.ssh else "down", r.docker or "-",
+                 "ready" if r.triton_ready else "-", ",".join(r.models) or "-", "up" if r.jupyter else "-",
+                 progress_text(r.progress),
+                 "-" if r.lease_minutes_left is None else str(r.lease_minutes_left))
+        # every cell holds data a node or the inventory gave: shown as text, never as rich markup
+        t.add_row(*(markup(c) for c in cells),
+                  "[green]healthy[/]" if r.healthy else f"[red]unhealthy[/] {markup(r.problem)}")
     return t

@@ -44,7 +44,7 @@ class Node:
     vars: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _NAME_RE.match(self.name):
+        if not _NAME_RE.fullmatch(self.name):
             raise ServeSystemError(
                 f"node name {self.name!r} is not a valid inventory host name "
                 "(use letters, digits, '-', '_' and '.')"

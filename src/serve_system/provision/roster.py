@@ -18,6 +18,7 @@ import dataclasses
 import io
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ STUDENT_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
              "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")
 COLUMNS = ("student", "ssh_public_key", "email")
+#: the largest roster read (a class of hundreds is a few hundred KiB)
+MAX_ROSTER_BYTES = 4 << 20
 #: tunnels on every sheet: (what, local port, port on the node's loopback, path to open)
 TUNNELS = (("Jupyter", 8888, 8888, "/"), ("Triton metrics (Prometheus text)", 8002, 8002, "/metrics"))
 
@@ -41,7 +44,42 @@ class Student:
     email: str = ""
 
 
+#: what follows the type in a public key's body (RFC 4253, 5656, 8709; OpenSSH's PROTOCOL.u2f): each
+#: field a length-prefixed string ("s") or multiple-precision integer ("m"); the body ends with them
+_KEY_FIELDS = {"ssh-ed25519": "s", "ssh-rsa": "mm", "ecdsa-sha2-nistp256": "ss", "ecdsa-sha2-nistp384": "ss",
+               "ecdsa-sha2-nistp521": "ss", "sk-ssh-ed25519@openssh.com": "ss",
+               "sk-ecdsa-sha2-nistp256@openssh.com": "sss"}
+#: the smallest RSA modulus OpenSSH accepts, in bits
+MIN_RSA_BITS = 1024
+
+
+def _key_body_problem(kind: str, blob: bytes) -> str | None:
+    """Why a public key's decoded body is not a whole key of ``kind`` (None: it is): every field
+    present at its length (a truncated key is not), nothing after them, ed25519's 32 bytes."""
+    fields: list[bytes] = []
+    at = 0
+    for _ in "s" + _KEY_FIELDS[kind]:
+        if at + 4 > len(blob):
+            return "the key is cut short (a field is missing)"
+        size = int.from_bytes(blob[at:at + 4], "big")
+        if at + 4 + size > len(blob):
+            return "the key is cut short (a field is longer than what is left)"
+        fields.append(blob[at + 4:at + 4 + size])
+        at += 4 + size
+    if at != len(blob):
+        return f"{len(blob) - at} byte(s) follow the key"
+    if fields[0] != kind.encode():
+        return f"the key's body does not match its type {kind}"
+    if kind in ("ssh-ed25519", "sk-ssh-ed25519@openssh.com") and len(fields[1]) != 32:
+        return f"an ed25519 key is 32 bytes, this one {len(fields[1])}"
+    if kind == "ssh-rsa" and int.from_bytes(fields[2], "big").bit_length() < MIN_RSA_BITS:
+        return f"an RSA key of under {MIN_RSA_BITS} bits (OpenSSH refuses it)"
+    return None
+
+
 def _check_key(path: Path, row: int, key: str) -> str:
+    """The row's public key, normalised to ``type body [comment]``; :class:`UsageError` naming the file,
+    row and field when it is not one whole OpenSSH public key."""
     parts = key.split()
     where = f"{path}: row {row}, ssh_public_key"
     if len(parts) < 2 or parts[0] not in KEY_TYPES:
@@ -55,13 +93,23 @@ def _check_key(path: Path, row: int, key: str) -> str:
     if not blob.startswith(len(parts[0]).to_bytes(4, "big") + parts[0].encode()):
         raise UsageError(f"{where}: the key's body does not match its type {parts[0]}; "
                          "ask for the .pub file again")
+    problem = _key_body_problem(parts[0], blob)
+    if problem is not None:
+        raise UsageError(f"{where}: {problem}: not a whole {parts[0]} key; ask the student for their .pub "
+                         "file again")
     return " ".join(parts[:2] + ([" ".join(parts[2:])] if len(parts) > 2 else []))
 
 
 def read_roster(path: Path) -> list[Student]:
     """The students of ``path``; any problem is one line naming the file, row and field."""
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a pipe would hang the read, a device fill memory
+            raise UsageError(f"--roster {path}: not a regular file; give the roster CSV itself")
+        if info.st_size > MAX_ROSTER_BYTES:
+            raise UsageError(f"--roster {path}: larger than {MAX_ROSTER_BYTES // 1024} KiB; a roster is one "
+                             "short row per student")
+        text = path.read_bytes()[:MAX_ROSTER_BYTES + 1].decode("utf-8-sig")
     except FileNotFoundError:
         raise UsageError(f"--roster {path}: file not found; "
                          "give a CSV with header student,ssh_public_key") from None
@@ -82,6 +130,7 @@ def read_roster(path: Path) -> list[Student]:
                          "the columns are student,ssh_public_key[,email]")
     students: list[Student] = []
     seen: dict[str, int] = {}
+    keys: dict[str, int] = {}  # a key's body -> its student's index
     for i, raw in enumerate(rows[1:], start=2):
         if not any(c.strip() for c in raw):
             continue
@@ -97,7 +146,15 @@ def read_roster(path: Path) -> list[Student]:
             raise UsageError(f"{path}: row {i}, student {name!r} is already on row {seen[name]}; "
                              "one row per student")
         seen[name] = i
-        students.append(Student(name, _check_key(path, i, rec["ssh_public_key"]), rec.get("email", "")))
+        key = _check_key(path, i, rec["ssh_public_key"])
+        body = key.split()[1]
+        if body in keys:
+            other = students[keys[body]]
+            raise UsageError(f"{path}: row {i}, ssh_public_key: the same key as student {other.name!r} "
+                             f"(row {seen[other.name]}): each student sends their own key (their node is "
+                             "theirs alone)")
+        keys[body] = len(students)
+        students.append(Student(name, key, rec.get("email", "")))
     if not students:
         raise UsageError(f"{path}: no students; add one row per student under the header")
     return students

@@ -28,8 +28,6 @@ or ``<run-id>/<host>`` where the same host name appears in several runs.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import statistics
 from collections import Counter
@@ -37,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import textsafe
 from ..errors import ServeSystemError
 from . import findings as fnd
 from . import report
@@ -477,11 +476,11 @@ def write(result: dict[str, Any], out: Path) -> list[Path]:
     plots = box_plots(result, out)
     (out / "class.md").write_text(markdown(result, plots), encoding="utf-8")
     with (out / "class.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
+        w = textsafe.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
         w.writeheader()
         for c in result["cells"]:
             row = {k: "" if c[k] is None else c[k] for k in CSV_COLUMNS}
             w.writerow({**row, "load": f"{c['load']:g}", "outliers": ";".join(c["outliers"])})
-    (out / "class.json").write_text(json.dumps(_jsonable(result), indent=1, default=str) + "\n",
+    (out / "class.json").write_text(textsafe.dumps(_jsonable(result), indent=1, default=str) + "\n",
                                     encoding="utf-8")
     return [out / n for n in FILES] + plots

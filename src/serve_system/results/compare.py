@@ -8,13 +8,13 @@ first row of each load level.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import statistics
 from pathlib import Path
 from typing import Any
 
+from .. import textsafe
 from ..errors import ServeSystemError
 from .cells import cell, ms_cells
 
@@ -120,7 +120,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+        w = textsafe.DictWriter(fh, fieldnames=list(COLUMNS))
         w.writeheader()
         for r in rows:
             w.writerow({k: "" if r.get(k) is None else r.get(k) for k in COLUMNS})

@@ -18,12 +18,12 @@ A plot without data is not drawn; report.md says which and why.
 
 from __future__ import annotations
 
-import csv
 import json
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from .. import textsafe
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment import records
@@ -183,10 +183,10 @@ def check_run(run_dir: str | Path, partial: bool = False
 
 def _csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(columns))
+        w = textsafe.DictWriter(fh, fieldnames=list(columns))
         w.writeheader()
         for r in rows:
-            w.writerow({k: json.dumps(v) if isinstance(v, dict) else ("" if v is None else v)
+            w.writerow({k: textsafe.dumps(v) if isinstance(v, dict) else ("" if v is None else v)
                         for k, v in r.items() if k in columns})
 
 
@@ -201,7 +201,7 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]],
     _csv(run_dir / "summary_stats.csv", res.STAT_COLUMNS, stats)
     doc = {"experiment": rows[0]["experiment"] if rows else None,
            "run_id": rows[0]["run_id"] if rows else None, "rows": rows, "stats": stats, **(extra or {})}
-    json_path.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    json_path.write_text(textsafe.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
     return csv_path, json_path
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from ...errors import ServeSystemError
+from ...textsafe import clean
 
 
 class SpecError(ServeSystemError):
@@ -26,7 +27,7 @@ def format_loc(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + clean(part)  # a key from the file: one line whatever it holds
     return out or "(spec)"
 
 

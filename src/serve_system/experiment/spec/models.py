@@ -15,7 +15,9 @@ them, ``serve-system schema`` prints their JSON Schema, and the report reads obj
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,6 +31,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from ...textsafe import clean
+
 #: the largest spec file read, in bytes
 MAX_BYTES = 1 << 20
 #: the most YAML nodes a spec may expand to (aliases counted as often as they are used)
@@ -40,7 +44,68 @@ MAX_VARIANTS = 1000
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _NAME_RE = re.compile(NAME_PATTERN)
+#: what starts a Jinja expression, statement or comment: Ansible templates any string holding one (an
+#: end delimiter alone is inert text, and ``}}`` is common in compact config.pbtxt text)
 JINJA_RE = re.compile(r"\{\{|\{%|\{#")
+#: the largest whole number a spec may hold (protobuf's uint64; anything longer is no setting)
+MAX_INT = 2**64 - 1
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    """A field's path as the messages show it (a key's control characters escaped: one line)."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + clean(part)
+    return out or "(spec)"
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
+
+
+def _walk(obj: Any, loc: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any, bool]]:
+    """Every key and leaf value of parsed data: (where, the key or value, whether it is a key)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            at = loc + (k if isinstance(k, str) else repr(k),)
+            yield at, k, True
+            yield from _walk(v, at)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk(v, loc + (i,))
+    else:
+        yield loc, obj, False
+
+
+def data_problems(obj: Any, where: str) -> list[str]:
+    """Why parsed spec data is not plain data Ansible may see, one ``FILE: field: message`` line each.
+
+    Plain data is text, finite numbers (whole numbers up to :data:`MAX_INT` in size), booleans, null,
+    lists and mappings with text keys. Every string, and every binary value (``!!binary``) decoded, is
+    searched for a Jinja delimiter; a binary value is refused either way, as is any other YAML type
+    (dates, sets, ...), a non-finite number or a key that is not text."""
+    errs = []
+    for loc, value, is_key in _walk(obj):
+        at = f"{where}: {_loc(loc)}"
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if isinstance(text, str) and JINJA_RE.search(text):
+            what = "a binary value decoding to " if isinstance(value, bytes) else "key " if is_key else ""
+            errs.append(f"{at}: {what}{_shown(text)} holds a Jinja expression "
+                        "({{, {% or {#), which Ansible would evaluate: remove it")
+        elif is_key and not isinstance(value, str):
+            errs.append(f"{at}: key {_shown(str(value))} is not text: quote it")
+        elif isinstance(value, bytes):
+            errs.append(f"{at}: a binary value (!!binary): a spec holds text, numbers, lists and mappings: "
+                        "write it as text")
+        elif isinstance(value, float) and not math.isfinite(value):
+            errs.append(f"{at}: {value!r} is not a finite number: use a number")
+        elif isinstance(value, int) and not isinstance(value, bool) and not -MAX_INT <= value <= MAX_INT:
+            errs.append(f"{at}: a whole number of {len(str(abs(value)))} digits: use a number of at most "
+                        f"{len(str(MAX_INT))} digits")
+        elif not isinstance(value, (str, int, float, bool, type(None))):
+            errs.append(f"{at}: a YAML {type(value).__name__} value ({_shown(str(value))}): a spec holds "
+                        "text, numbers, lists and mappings: quote it")
+    return errs
 
 
 # ------------------------------------------------------------------------------------ field types
@@ -50,7 +115,7 @@ def check_name(value: str, what: str = "name") -> str:
     if JINJA_RE.search(value):
         raise ValueError(f"{value!r} is a Jinja expression, not a {what} (Ansible would evaluate it): "
                          "use letters, digits, _ . -")
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise ValueError(f"{value!r} is not a plain {what}: use letters, digits, _ . - (starting with a "
                          "letter or digit, at most 64 characters)")
     return value
@@ -121,16 +186,48 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+#: load levels lie in [MIN_LOAD, MAX_LOAD]: concurrent clients or requests per second (a level rounds to
+#: 6 decimals, so a smaller one would read as 0; a larger one is no lab's load)
+MIN_LOAD = 0.001
+MAX_LOAD = 100_000
+#: the most levels a range may expand to
+MAX_LEVELS = 10_000
+
+
+def _load_number(x: Any, what: str) -> float:
+    """One number of a load: a finite number in [MIN_LOAD, MAX_LOAD] (huge integers, NaN, infinities and
+    booleans refused without converting them), else :class:`ValueError` naming ``what``."""
+    if not _is_number(x):
+        raise ValueError(f"{what} {_short(x)} is not a positive number: use a load from {MIN_LOAD:g} to "
+                         f"{MAX_LOAD}")
+    if not MIN_LOAD <= x <= MAX_LOAD:  # exact for huge integers, false for NaN
+        kind = "a load" if x > 0 and not (isinstance(x, float) and math.isnan(x)) else "a positive number"
+        raise ValueError(f"{what} {_short(x)} is not {kind}: use a load from {MIN_LOAD:g} to {MAX_LOAD}")
+    return float(x)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _short(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} characters)"
+
+
 def expand_levels(levels: Any) -> list[float]:
-    """``[1, 8]``, ``"1:8:1"`` (perf_analyzer's start:end:step) or ``{start, end, step}`` -> list."""
+    """``[1, 8]``, ``"1:8:1"`` (perf_analyzer's start:end:step) or ``{start, end, step}`` -> list.
+
+    Every level is a finite number in [MIN_LOAD, MAX_LOAD], listed once; a range expands to at least
+    one level and at most MAX_LEVELS; anything else is a :class:`ValueError` saying which number."""
     if levels is None:
         raise ValueError("missing: a list ([1, 8, 16]), a range '1:8:1' or {start, end, step}")
     if isinstance(levels, (int, float)) and not isinstance(levels, bool):
         levels = [levels]
     if isinstance(levels, str):
         parts = levels.split(":")
-        if not 1 <= len(parts) <= 3:
-            raise ValueError(f"range {levels!r} is not start:end[:step]")
+        if not 1 <= len(parts) <= 3 or len(levels) > 100:
+            raise ValueError(f"range {_short(levels)} is not start:end[:step]")
         try:
             nums = [float(x) for x in parts]
         except ValueError:
@@ -141,26 +238,31 @@ def expand_levels(levels: Any) -> list[float]:
         if set(levels) - {"start", "end", "step"}:
             raise ValueError(f"a range has only start, end, step (got {', '.join(map(str, levels))})")
         rng: dict[str, Any] = levels
-        try:
-            start, end, step = (float(rng["start"]), float(rng.get("end", rng["start"])),
-                                float(rng.get("step", 1)))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError("a range needs numeric start (and end, step)") from None
-        if step <= 0 or end < start or start <= 0:
+        if "start" not in rng:
+            raise ValueError("a range needs numeric start (and end, step)")
+        if _is_number(rng["start"]) and not rng["start"] > 0:
             raise ValueError("a range needs start > 0, step > 0 and end >= start")
-        if (end - start) / step > 10_000:
-            raise ValueError("a range of more than 10000 levels: use a larger step")
-        out, x = [], start
-        while x <= end + 1e-9:
+        start = _load_number(rng["start"], "range start")
+        end = _load_number(rng.get("end", rng["start"]), "range end")
+        step_raw = rng.get("step", 1)
+        if not _is_number(step_raw) or not 0 < step_raw < math.inf:
+            raise ValueError("a range needs start > 0, step > 0 and end >= start (its step is "
+                             f"{_short(step_raw)})")
+        if end < start:
+            raise ValueError(f"a range needs start > 0, step > 0 and end >= start (its end {end:g} is below "
+                             f"its start {start:g})")
+        step = float(min(step_raw, MAX_LOAD))
+        if (end - start) / step > MAX_LEVELS:
+            raise ValueError(f"a range of more than {MAX_LEVELS} levels: use a larger step")
+        out, i = [], 0
+        while (x := start + i * step) <= end + 1e-9:
             out.append(round(x, 6))
-            x += step
+            i += 1
+        if len(set(out)) != len(out):
+            raise ValueError(f"range step {step:g} is finer than the levels' 6 decimals: use a larger step")
         return out
     if isinstance(levels, list) and levels:
-        out = []
-        for x in levels:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0 or x == float("inf"):
-                raise ValueError(f"level {x!r} is not a positive number")
-            out.append(float(x))
+        out = [_load_number(x, "level") for x in levels]
         if len(set(out)) != len(out):
             raise ValueError("a level is listed twice: list each load level once")
         return out
@@ -175,10 +277,13 @@ def _levels(value: Any) -> Any:
 Levels = Annotated[Any, AfterValidator(_levels), WithJsonSchema({
     "description": "load levels: a list ([1, 8, 16]), a range 'start:end[:step]' or {start, end, step}",
     "oneOf": [
-        {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1},
+        {"type": "array", "items": {"type": "number", "minimum": MIN_LOAD, "maximum": MAX_LOAD},
+         "minItems": 1},
         {"type": "string", "pattern": r"^[0-9.]+(:[0-9.]+){0,2}$"},
         {"type": "object", "additionalProperties": False, "required": ["start"],
-         "properties": {"start": {"type": "number"}, "end": {"type": "number"}, "step": {"type": "number"}}},
+         "properties": {"start": {"type": "number", "minimum": MIN_LOAD, "maximum": MAX_LOAD},
+                        "end": {"type": "number", "minimum": MIN_LOAD, "maximum": MAX_LOAD},
+                        "step": {"type": "number", "exclusiveMinimum": 0}}},
     ]})]
 
 

@@ -9,18 +9,18 @@ the data against :mod:`.models` and raises :class:`~.messages.SpecError`, whose 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from ...secretfiles import secret_reason
+from ...textsafe import clean
 from ..perf import CONCURRENCY, REQUEST_RATE
-from .messages import SpecError, format_errors, format_loc
+from .messages import SpecError, format_errors
 from .models import (
     DEFAULT_OBJECTIVES,
-    JINJA_RE,
     KINDS,
     MAX_BYTES,
     MAX_DEPTH,
@@ -32,6 +32,7 @@ from .models import (
     Load,
     Objective,
     TritonSpec,
+    data_problems,
     expand_levels,
 )
 from .sweeps import expand_sweep
@@ -54,7 +55,8 @@ def allowed_roots(spec_path: Path) -> list[Path]:
 
 def resolve(spec_path: Path, rel: str) -> Path:
     """A spec's path: against the spec's folder, else the repository root; :class:`ValueError` if it
-    points outside both."""
+    points outside both, or at a key, credentials or the inventory (:func:`secret_reason`: the path as
+    resolved, links followed)."""
     roots = allowed_roots(spec_path)
     p = Path(rel)
     candidates = [p.resolve()] if p.is_absolute() else [(r / p).resolve() for r in roots]
@@ -62,7 +64,12 @@ def resolve(spec_path: Path, rel: str) -> Path:
     if not inside:
         raise ValueError(f"{rel!r} points outside the spec's folder and its repository "
                          f"({', '.join(map(str, roots))}): keep the file inside them")
-    return next((c for c in inside if c.exists()), inside[0])
+    found = next((c for c in inside if c.exists()), inside[0])
+    reason = secret_reason(found, roots[-1] if len(roots) > 1 else repo_root(found.parent))
+    if reason is not None:
+        raise ValueError(f"{rel!r} may not be read for a spec nor sent to a node: {reason}: name another "
+                         "file")
+    return found
 
 
 def load_spec(path: str | Path) -> AnySpec:
@@ -93,7 +100,7 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
         line = blob[:exc.start].count(b"\n") + 1
         raise SpecError([(f"{where}:{line}: (file): not UTF-8 text (byte 0x{blob[exc.start]:02x} at offset "
                          f"{exc.start}): save the file as UTF-8")]) from None
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         _check_depth(text, where)
         node = loader.get_single_node()
@@ -109,6 +116,24 @@ def read_yaml(p: Path, max_bytes: int = MAX_BYTES) -> Any:
         raise SpecError([f"{where}{loc}: (file): not valid YAML: {problem} (fix the syntax there)"]) from None
     finally:
         loader.dispose()
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, whose every value that its tag cannot make (``!!bool maybe``, a date
+    ``2024-13-45``, an integer of 5000 digits, ``!!timestamp x``) is a YAML error at that value, not an
+    exception from inside the constructor."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, IndexError) as exc:
+            shown = repr(node.value)[:40] if isinstance(node, yaml.ScalarNode) else "this value"
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            reason = str(exc).split(";")[0].replace("\n", " ")[:120]
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{shown} is not a valid {tag} ({reason})", node.start_mark) from None
 
 
 def _check_depth(text: str, where: str) -> None:
@@ -151,7 +176,7 @@ def _check_nodes(root: yaml.Node, where: str) -> None:
                 for k, _v in node.value:
                     if isinstance(k, yaml.ScalarNode) and k.value != "<<":
                         if k.value in seen:
-                            raise SpecError([f"{at(k)}: {k.value}: key given twice: keep one"])
+                            raise SpecError([f"{at(k)}: {clean(k.value)}: key given twice: keep one"])
                         seen.add(k.value)
                 children = [c for pair in node.value for c in pair]
             else:
@@ -168,28 +193,15 @@ def _check_nodes(root: yaml.Node, where: str) -> None:
     size(root, 0, set())
 
 
-def _walk_strings(obj: Any, loc: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if isinstance(k, str):
-                yield loc + (k,), k
-            yield from _walk_strings(v, loc + (k,))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _walk_strings(v, loc + (i,))
-    elif isinstance(obj, str):
-        yield loc, obj
-
 def spec_from_data(raw: Any, p: Path) -> AnySpec:
     """Check parsed spec data (see :func:`load_spec`)."""
     where = str(p)
     if not isinstance(raw, dict):
         raise SpecError([(f"{where}: (spec): is {type(raw).__name__}: a spec is a mapping (name, model, "
                          "load, variants, ...)")])
-    jinja = [f"{where}: {format_loc(loc)}: {s!r} holds a Jinja expression ({{{{ or {{%), which Ansible would "
-             "evaluate: remove it" for loc, s in _walk_strings(raw) if JINJA_RE.search(s)]
-    if jinja:
-        raise SpecError(jinja)
+    plain = data_problems(raw, where)
+    if plain:
+        raise SpecError(plain)
     kind = raw.get("kind", "triton")
     if not isinstance(kind, str) or kind not in KINDS:
         close = difflib.get_close_matches(str(kind), list(KINDS), n=1)

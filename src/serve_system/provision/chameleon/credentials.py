@@ -10,16 +10,19 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import re
 import shlex
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...errors import ServeSystemError, UsageError
+from ...textsafe import clean
 
 #: the Chameleon bare-metal sites with GPU nodes the lab runs on
 SITES = ("CHI@TACC", "CHI@UC")
@@ -43,17 +46,17 @@ def parse_openrc(path: Path, env: Mapping[str, str] | None = None) -> dict[str, 
     that stays unresolved (the password prompt of Chameleon's openrc) is left out, so it can come
     from the environment instead.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--openrc {path}: cannot read it ({exc.strerror})") from exc
+    text = read_openrc_text(path)
     known: dict[str, str] = dict(env or {})
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         m = _EXPORT_RE.match(line)
         if not m:
             continue
         name, raw = m.groups()
+        if any("\udc80" <= c <= "\udcff" for c in raw):
+            raise UsageError(f"--openrc {path}: line {number} ({name}): its value is not UTF-8 text (another "
+                             "editor's encoding), and a credential is never guessed: save the file as UTF-8")
         try:
             parts = shlex.split(raw, comments=True)
         except ValueError as exc:
@@ -73,9 +76,61 @@ def parse_openrc(path: Path, env: Mapping[str, str] | None = None) -> dict[str, 
             value = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", sub, value)
         if unresolved or not value:
             continue
+        if clean(value) != value:  # the value itself, or what a $reference brought into it
+            raise UsageError(f"--openrc {path}: line {number} ({name}): a control character in the value: "
+                             "write the value as plain text")
         known[name] = value
         out[name] = value
     return out
+
+
+#: the largest openrc read (Chameleon's is about 2 KiB)
+MAX_OPENRC_BYTES = 256 * 1024
+#: byte order marks an editor may write first, and the text encodings they name (UTF-32's first:
+#: its little-endian mark begins with UTF-16's)
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def read_openrc_text(path: Path) -> str:
+    """An openrc file's text, decoded by one rule; anything else is one :class:`UsageError` line.
+
+    * A byte order mark names the encoding: UTF-8, UTF-16 or UTF-32 (as Windows editors and
+      PowerShell's ``>`` save files); the whole file must decode in it.
+    * Without a mark the file is UTF-8. A file that is not (Latin-1 or cp1252 from an old editor) is
+      read with each byte that is not UTF-8 kept apart (``surrogateescape``): lines the parser skips
+      (comments, ``echo``) may hold them, but an ``OS_*`` assignment whose value holds one is refused by
+      :func:`parse_openrc`, naming the line: a credential is never guessed from an ambiguous byte.
+    * NUL bytes without a mark (UTF-16 saved without one) cannot be read unambiguously: refused.
+    * Only a regular file of at most :data:`MAX_OPENRC_BYTES` is read (a pipe would hang).
+    """
+    where = f"--openrc {path}"
+    try:
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"{where}: is a folder; give the openrc file (Chameleon: Identity > "
+                             "Application Credentials, or the project's openrc download)")
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{where}: not a regular file; give the openrc file itself")
+        if info.st_size > MAX_OPENRC_BYTES:
+            raise UsageError(f"{where}: larger than {MAX_OPENRC_BYTES // 1024} KiB; an openrc is a few "
+                             "export lines")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_OPENRC_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read it ({exc.strerror})") from None
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw.decode(encoding).removeprefix("\ufeff")
+            except UnicodeDecodeError as exc:
+                name = encoding.upper().removesuffix("-SIG")
+                raise UsageError(f"{where}: starts with a {name} byte order mark but byte {exc.start} does "
+                                 "not decode: save the file as UTF-8") from None
+    if b"\0" in raw:
+        raise UsageError(f"{where}: holds NUL bytes without a byte order mark (UTF-16 saved without one, "
+                         "or not text): save the file as UTF-8")
+    return raw.decode("utf-8", "surrogateescape")
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ except ImportError:  # pragma: no cover - the node's layout
 #: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application)
 BUNDLE_MAIN = "import runner\nraise SystemExit(runner.main())\n"
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
-BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py"})
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py", "safeio.py"})
 
 #: beside the plan: per model, the load body last loaded in this run (see Runner.step)
 LOADED = ".loaded.json"

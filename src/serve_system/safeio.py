@@ -91,7 +91,7 @@ def _resolve(path: Path, where: str) -> Path:
     try:
         return path.resolve(strict=True)
     except FileNotFoundError:
-        raise MissingFile(f"{where}: no such file") from None
+        raise MissingFile(f"{where}: cannot read: no such file") from None
     except (OSError, RuntimeError) as exc:  # a loop of links, a component that is not a folder
         raise UnsafeFile(f"{where}: cannot resolve: {getattr(exc, 'strerror', None) or exc}") from None
 
@@ -114,14 +114,14 @@ def _open_checked(p: Path, kind: str, within: str | Path | None, limit: int) -> 
     try:
         st = os.stat(real)
     except FileNotFoundError:
-        raise MissingFile(f"{p}: no such file") from None
+        raise MissingFile(f"{p}: cannot read: no such file") from None
     except OSError as exc:
         raise UnsafeFile(f"{p}: cannot read: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
         raise UnsafeFile(f"{p}: is {_kind_of(st.st_mode)}, not a regular file: give a file")
     if st.st_size > limit:
         raise UnsafeFile(f"{p}: {st.st_size} bytes, more than the {_size(limit)} a {kind} file may be")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(real, flags)
     except OSError as exc:
@@ -182,7 +182,8 @@ def decode(raw: bytes, where: str | Path, encoding: str = "utf-8") -> str:
         return raw.decode(encoding).removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise UnsafeFile(f"{where}:{line}: not {encoding.upper()} text (byte 0x{raw[exc.start]:02x} at offset "
+        raise UnsafeFile(f"{where}:{line}: not {encoding.upper()} text (byte 0x{raw[exc.start]:02x} at "
+                         "offset "
                          f"{exc.start}): save it as {encoding.upper()}") from None
 
 
@@ -218,22 +219,35 @@ def loads_json(text: str, where: str | Path) -> Any:
         return json.loads(text, parse_int=_bounded_int, parse_float=_finite_float,
                           parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise UnsafeFile(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+        raise UnsafeFile(f"{where}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise UnsafeFile(f"{where}: not usable JSON: {why}") from None
 
 
 def read_json(path: str | Path, *, kind: str = "record", within: str | Path | None = None,
-              cap: int | None = None) -> Any:
-    """A JSON file's data (:func:`read_text`, then :func:`loads_json`)."""
-    return loads_json(read_text(path, kind=kind, within=within, cap=cap), path)
+              cap: int | None = None, fix: str = "") -> Any:
+    """A JSON file's data (:func:`read_text`, then :func:`loads_json`); ``fix`` ends every error line."""
+    with _fixed(fix):
+        return loads_json(read_text(path, kind=kind, within=within, cap=cap), path)
+
+
+@contextlib.contextmanager
+def _fixed(fix: str) -> Iterator[None]:
+    """Errors of the block with ``; fix`` at the end of their line."""
+    try:
+        yield
+    except UnsafeFile as exc:
+        if not fix:
+            raise
+        raise type(exc)(f"{exc}; {fix}") from None
 
 
 # ------------------------------------------------------------------------------------------ YAML
 
 #: the YAML tags that are plain data
-PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))
+PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}"
+                       for t in ("str", "int", "float", "bool", "null", "seq", "map"))
 
 
 def loads_yaml(text: str, where: str | Path) -> Any:
@@ -253,7 +267,8 @@ def loads_yaml(text: str, where: str | Path) -> Any:
         at = f":{mark.line + 1}" if mark is not None else ""
         raise UnsafeFile(f"{where}{at}: not valid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
-        raise UnsafeFile(f"{where}: not valid YAML: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UnsafeFile(f"{where}: not valid YAML: {first}") from None
     except RecursionError:
         raise UnsafeFile(f"{where}: YAML nested too deeply") from None
     finally:
@@ -265,7 +280,8 @@ def _check_yaml(node: Any, where: str | Path, seen: set[int], stack: set[int]) -
 
     line = node.start_mark.line + 1
     if node.tag not in PLAIN_TAGS:
-        raise UnsafeFile(f"{where}:{line}: the tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not plain "
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise UnsafeFile(f"{where}:{line}: the tag {tag} is not plain "
                          "data (strings, numbers, booleans, lists, mappings): remove it")
     if id(node) in stack:
         raise UnsafeFile(f"{where}:{line}: an alias that contains itself: remove it")
@@ -276,7 +292,8 @@ def _check_yaml(node: Any, where: str | Path, seen: set[int], stack: set[int]) -
         if node.tag.endswith(":int"):
             digits = node.value.lstrip("+-").replace("_", "")
             if len(digits) > MAX_INT_DIGITS:
-                raise UnsafeFile(f"{where}:{line}: an integer of {len(digits)} digits (at most {MAX_INT_DIGITS})")
+                raise UnsafeFile(f"{where}:{line}: an integer of {len(digits)} digits (at most "
+                                 f"{MAX_INT_DIGITS})")
         elif node.tag.endswith(":float"):
             low = node.value.lower().lstrip("+-")
             if low in (".inf", ".nan") or low.replace("_", "") in ("inf", "nan") or not _finite(node.value):
@@ -297,9 +314,10 @@ def _finite(text: str) -> bool:
 
 
 def read_yaml(path: str | Path, *, kind: str = "spec", within: str | Path | None = None,
-              cap: int | None = None) -> Any:
-    """A YAML file's plain data (:func:`read_text`, then :func:`loads_yaml`)."""
-    return loads_yaml(read_text(path, kind=kind, within=within, cap=cap), path)
+              cap: int | None = None, fix: str = "") -> Any:
+    """A YAML file's plain data (:func:`read_text`, then :func:`loads_yaml`); ``fix`` ends every error."""
+    with _fixed(fix):
+        return loads_yaml(read_text(path, kind=kind, within=within, cap=cap), path)
 
 
 # ------------------------------------------------------------------------------------------ names
@@ -308,7 +326,8 @@ def plain_name(value: Any, where: str, what: str = "name") -> str:
     """``value`` as one plain path component (letters, digits, ``._+@-``, not starting with a dot);
     :class:`UnsafeFile` naming ``where`` otherwise (``..``, ``/``, control characters, empty)."""
     if not isinstance(value, str) or not PLAIN_NAME.fullmatch(value):
-        raise UnsafeFile(f"{where}: {what} {value!r} cannot be a file name: use letters, digits and . _ + @ - "
+        raise UnsafeFile(f"{where}: {what} {value!r} cannot be a file name: use letters, digits and "
+                         ". _ + @ - "
                          "(not starting with a dot, no / or ..)")
     return value
 
@@ -426,7 +445,8 @@ class OwnedFolder:
         except OSError as exc:
             raise UnsafeFile(f"{self.dir}: cannot use the folder: {exc.strerror}") from None
         if st is not None and stat.S_ISLNK(st.st_mode) and within is not None:
-            raise UnsafeFile(f"{self.dir}: is a link: the tool writes only into a folder of its own; remove it")
+            raise UnsafeFile(f"{self.dir}: is a link: the tool writes only into a folder of its own; "
+                             "remove it")
         if st is not None and not stat.S_ISLNK(st.st_mode) and not stat.S_ISDIR(st.st_mode):
             raise UnsafeFile(f"{self.dir}: is not a folder: give {option} a folder")
         make_dirs(self.dir, root)

@@ -43,7 +43,7 @@ TRITON, FASTAPI = "triton", "fastapi"
 try:  # in the package; the node's flat layout (records.py beside the runner) has no package around it
     from .. import safeio
 except ImportError:  # pragma: no cover - the node's layout
-    import safeio  # type: ignore[no-redef]  # the node's flat layout
+    import safeio  # type: ignore[import-not-found,no-redef]  # the node's flat layout
 
 
 class RecordError(safeio.UnsafeFile):
@@ -246,6 +246,36 @@ class Event:
     restored: bool | None = None
 
 
+@dataclass
+class Manifest:
+    """The run's ``manifest.json`` (written by ``serve-system plan``): what was run, where, and how it is
+    judged. Every field may be absent in runs planned before it existed."""
+
+    experiment: str | None = None
+    run_id: str | None = None
+    kind: str = TRITON
+    #: when the run was first planned (ISO 8601, UTC)
+    start: str | None = None
+    description: str | None = None
+    spec_file: str | None = None
+    #: the spec as written
+    spec: dict[str, Any] = field(default_factory=dict)
+    stand_in: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    #: the objectives as :meth:`Objective.as_record` keeps them (checked by the spec's own rules where read)
+    objectives: Any = None
+    #: the shard record of a sharded run (:mod:`serve_system.experiment.shard`)
+    shard: Any = None
+    smallest_effect: Any = None
+
+
+#: the files of a run folder, named once (see the module's docstring for the layout)
+MANIFEST_FILE, SPEC_FILE, PLAN_FILE, HOST_FILE = "manifest.json", "spec.yml", "plan.json", "host.json"
+VARIANT_FILE, CONFIG_FILE, LOAD_BODY_FILE = "variant.json", "config.pbtxt", "load_body.json"
+LEVEL_FILE, PERF_STDOUT_FILE, PERF_CSV_FILE = "level.json", "perf.stdout", "perf.csv"
+STATS_BEFORE_FILE, STATS_AFTER_FILE, METRICS_FILE = "stats_before.json", "stats_after.json", "metrics.jsonl"
+
+
 R = TypeVar("R")
 
 
@@ -261,16 +291,17 @@ def write(path: str | Path, rec: Any, within: str | Path | None = None) -> None:
     safeio.write_json(path, to_json(rec), within=within)
 
 
-def read(path: str | Path, cls: type[R], within: str | Path | None = None) -> R:
+def read(path: str | Path, cls: type[R], within: str | Path | None = None, fix: str = "") -> R:
     """Read a record of type ``cls`` through :mod:`safeio` (a regular file, bounded, inside ``within``:
-    default the record's own folder); :class:`RecordError` (one line: file and field) if malformed."""
+    default the record's own folder); :class:`RecordError` (one line: file and field, then ``fix``) if
+    malformed."""
     p = Path(path)
     kind = "plan" if cls is HostPlan else "record"
     try:
         data = safeio.read_json(p, kind=kind, within=p.parent if within is None else within)
+        return from_json(data, cls, str(p))
     except safeio.UnsafeFile as exc:
-        raise RecordError(str(exc)) from None
-    return from_json(data, cls, str(p))
+        raise RecordError(f"{exc}; {fix}" if fix else str(exc)) from None
 
 
 def from_json(data: Any, cls: type[R], where: str, prefix: str = "") -> R:
@@ -447,7 +478,8 @@ class _Counted:
         data = self.gz.read(n if n is not None and n >= 0 else 1024 * 1024)
         self.total += len(data)
         if self.total > self.budget:
-            raise RecordError(f"{self.where}: expands to more than {self.budget // safeio.MiB} MiB, the most a "
+            raise RecordError(f"{self.where}: expands to more than {self.budget // safeio.MiB} MiB, the "
+                              "most a "
                               "host's records may be: not an archive of the runner's pack")
         return data
 
@@ -484,12 +516,18 @@ def unpack(archive: str | Path, host_dir: str | Path, variants: list[str] | dict
 
     where = str(archive)
     host = Path(host_dir)
-    planned = (planned_levels(variants) if isinstance(variants, HostPlan) else
-               dict(variants) if isinstance(variants, dict) else {v: None for v in variants})
+    planned: dict[str, set[str] | None] = {}
+    if isinstance(variants, HostPlan):
+        planned.update(planned_levels(variants))
+    elif isinstance(variants, dict):
+        planned.update(variants)
+    else:
+        planned.update(dict.fromkeys(variants))
     per_member = MEMBER_BUDGET if member_budget is None else member_budget
     budget = TOTAL_BUDGET if total_budget is None else total_budget
     if os.path.islink(host):
-        raise RecordError(f"{host}: is a link: a host's results go into a folder of the run, not through a link")
+        raise RecordError(f"{host}: is a link: a host's results go into a folder of the run, not through "
+                          "a link")
     host.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{host.name}.unpack-", dir=host.parent))
     files: list[str] = []
@@ -500,7 +538,8 @@ def unpack(archive: str | Path, host_dir: str | Path, variants: list[str] | dict
                 with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
                     for n, m in enumerate(tar, 1):
                         if n > MAX_MEMBERS:
-                            raise RecordError(f"{where}: more than {MAX_MEMBERS} members: not the runner's pack")
+                            raise RecordError(f"{where}: more than {MAX_MEMBERS} members: not the "
+                                              "runner's pack")
                         _check_member(m, planned, where, per_member)
                         dest = tmp / m.name
                         if m.isdir():
@@ -514,8 +553,8 @@ def unpack(archive: str | Path, host_dir: str | Path, variants: list[str] | dict
                                 got += len(chunk)
                                 out.write(chunk)
                         if got != m.size:
-                            raise RecordError(f"{where}: {m.name}: ends early ({got} of {m.size} bytes): the archive "
-                                              "is cut short; fetch it again")
+                            raise RecordError(f"{where}: {m.name}: ends early ({got} of {m.size} bytes): the "
+                                              "archive is cut short; fetch it again")
                         files.append(m.name)
                 stream.drain()
         except safeio.UnsafeFile as exc:
@@ -558,7 +597,7 @@ def _check_member(m: Any, planned: dict[str, set[str] | None], where: str, budge
 
 
 def _check_dest(host: Path, name: str) -> None:
-    """``host/name`` can be written: no link and no file where a folder goes, no folder where the file goes."""
+    """``host/name`` can be written: no link, no file where a folder goes, no folder where the file goes."""
     cur = host
     parts = name.split("/")
     for i, part in enumerate([""] + parts):
@@ -574,6 +613,10 @@ def _check_dest(host: Path, name: str) -> None:
         if last and st.S_ISDIR(mode) or not last and not st.S_ISDIR(mode):
             raise RecordError(f"{cur}: is {'a folder' if st.S_ISDIR(mode) else 'not a folder'} where the "
                               "archive has a file: move it away and collect again")
+
+
+#: what to do about a host's plan.json that does not read
+PLAN_FIX = "plan the run again (serve-system plan SPEC --run-dir RUN --host ...) before collecting"
 
 
 #: where the role fetches a host's archive to, under the host's results folder
@@ -601,7 +644,7 @@ def collect_run(run_dir: str | Path) -> list[tuple[str, int]]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         for archive in sorted(run.glob(f"*/{FETCHED}")):
             host_dir = archive.parent.parent
-            plan = read(host_dir / "plan.json", HostPlan)
+            plan = read(host_dir / PLAN_FILE, HostPlan, fix=PLAN_FIX)
             out.append((host_dir.name, unpack(archive, host_dir, plan)))
             archive.unlink()
     finally:

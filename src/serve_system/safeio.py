@@ -63,6 +63,7 @@ CAPS: dict[str, int] = {
     "spec": 4 * MiB,         # a spec, an inventory, a roster, an openrc
     "text": 64 * MiB,
     "archive": 1024 * MiB,   # a host's records archive, compressed (its contents have budgets of their own)
+    "bundle": 16 * 1024 * MiB,  # a file the node bundle carries (input data, a FastAPI image)
 }
 #: the longest integer (digits) JSON or YAML may hold; Python's own limit is 4300 and such numbers
 #: only come from a broken or hostile file
@@ -386,14 +387,26 @@ def make_dirs(folder: str | Path, within: str | Path) -> Path:
     return f
 
 
+def _umask() -> int:
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+#: the process's umask when it started: files are written with the mode a plain open() would give them
+UMASK = _umask()
+
+
 @contextlib.contextmanager
 def open_write(path: str | Path, *, within: str | Path | None = None, binary: bool = False,
-               newline: str | None = None) -> Iterator[IO[Any]]:
+               newline: str | None = None, mode: int | None = None) -> Iterator[IO[Any]]:
     """A file object writing to a temporary name beside ``path``, renamed over it when the block ends
-    (removed if it fails): a reader never sees half a file, a link at ``path`` is replaced, not followed."""
+    (removed if it fails): a reader never sees half a file, a link at ``path`` is replaced, not followed.
+    ``mode``: the file's permissions (default: what ``open`` gives under the umask)."""
     p = _target(path, within)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~UMASK if mode is None else mode)
         with (os.fdopen(fd, "wb") if binary else
               os.fdopen(fd, "w", encoding="utf-8", newline=newline)) as fh:
             yield fh
@@ -435,7 +448,9 @@ class OwnedFolder:
     """
 
     def __init__(self, folder: str | Path, *, force: bool = False, option: str = "--out",
-                 within: str | Path | None = None) -> None:
+                 within: str | Path | None = None, adopt: str | None = None) -> None:
+        """``adopt``: a file only the tool writes there; a folder holding it but no list (made before
+        the list existed) is the tool's, every regular file in it too."""
         self.dir = Path(folder)
         root = Path(within) if within is not None else self.dir
         try:
@@ -457,6 +472,10 @@ class OwnedFolder:
             if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
                 raise UnsafeFile(f"{marker}: not a list of file names: remove it and the tool's files")
             self.owned = {x for x in data if _safe_rel(x)}
+        elif adopt is not None and os.path.isfile(self.dir / adopt) and not os.path.islink(self.dir / adopt):
+            self.owned = {p.relative_to(self.dir).as_posix() for p in self.dir.rglob("*")
+                          if not p.is_symlink() and p.is_file()
+                          and _safe_rel(p.relative_to(self.dir).as_posix())}
         elif any(True for _ in self.dir.iterdir()) and not force:
             raise UnsafeFile(f"{self.dir}: not empty and not made by serve-system: give {option} a new or "
                              "empty folder (or --force to write into it, replacing only the files it writes)")
@@ -468,17 +487,37 @@ class OwnedFolder:
             raise UnsafeFile(f"{self.dir}: {name!r} cannot be a file name inside it")
         return self.dir / name
 
-    def clear(self, keep: Callable[[str], bool] = lambda _: False) -> None:
-        """Remove the files the tool put here earlier (not links it did not make, not a user's files)."""
+    def clear(self, keep: Callable[[str], bool] = lambda _: False) -> list[str]:
+        """Remove the files the tool put here earlier, but those ``keep`` names (never a user's file, never
+        through a link: a link in their place is removed, not followed); folders they leave empty go
+        too. Returns the names removed."""
+        removed = []
         for name in sorted(self.owned):
             if keep(name):
                 continue
             p = self.dir / name
-            with contextlib.suppress(FileNotFoundError):
+            try:
+                self._check_parents(name)
                 if not stat.S_ISDIR(os.lstat(p).st_mode):
                     os.unlink(p)
+                    removed.append(name)
+            except (FileNotFoundError, UnsafeFile):
+                continue
+            for parent in p.relative_to(self.dir).parents:
+                if parent == Path("."):
+                    break
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.dir / parent)  # only when empty
         self.owned = {n for n in self.owned if keep(n)}
         self._save()
+        return removed
+
+    def _check_parents(self, name: str) -> None:
+        cur = self.dir
+        for part in name.split("/")[:-1]:
+            cur = cur / part
+            if os.path.islink(cur):
+                raise UnsafeFile(f"{cur}: is a link: the tool never writes or removes through a link")
 
     def write_bytes(self, name: str, data: bytes) -> Path:
         p = self.path(name)

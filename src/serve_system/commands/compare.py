@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .. import safeio
 from ..errors import UsageError
 from ..results import compare as cmp
 
@@ -54,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     text = cmp.markdown(rows)
     print(text, end="")
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        safeio.write_text(args.out, text)  # a temporary name, renamed: never through a link
     if args.csv:
         cmp.write_csv(args.csv, rows)
     return 0

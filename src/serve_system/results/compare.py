@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from .. import safeio
 from ..errors import ServeSystemError
 from .cells import cell, ms_cells
 
@@ -119,7 +120,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with safeio.open_write(path, newline="") as fh:  # a temporary name, renamed: never through a link
         w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
         w.writeheader()
         for r in rows:

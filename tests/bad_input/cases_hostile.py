@@ -41,7 +41,8 @@ def _report(case: str, files: dict[str, str | bytes], *expect: str, links: dict[
                     expect=expect, links=links or {}, fifos=fifos, timeout=60)
 
 
-def _tar(members: list[tuple[str, bytes]], *, kind: bytes = tarfile.REGTYPE, claim: int | None = None) -> bytes:
+def _tar(members: list[tuple[str, bytes]], *, kind: bytes = tarfile.REGTYPE,
+         claim: int | None = None) -> bytes:
     """A gzip tar of ``members``; ``claim``: the last member's header says this size (its data absent)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -85,7 +86,8 @@ def _last_header(plain: bytearray) -> int:
     return last
 
 
-GOOD = _tar([("v/variant.json", json.dumps(VARIANT).encode()), ("v/c1_r1/level.json", json.dumps(LEVEL).encode())])
+GOOD = _tar([("v/variant.json", json.dumps(VARIANT).encode()),
+             ("v/c1_r1/level.json", json.dumps(LEVEL).encode())])
 
 
 def _corrupt_crc(raw: bytes) -> bytes:
@@ -100,7 +102,8 @@ def _collect(case: str, archive: bytes | None, *expect: str, links: dict[str, st
         files["results.tar.gz"] = archive
     files = {k: v for k, v in files.items() if v != b"-"}  # "-": a link or a pipe takes its place
     return BadInput(id=f"hostile-collect-{case}",
-                    argv=("serve-system", "collect", "{tmp}/results.tar.gz", "--host-dir", "{tmp}/" + RUN + "/n1"),
+                    argv=("serve-system", "collect", "{tmp}/results.tar.gz", "--host-dir",
+                          "{tmp}/" + RUN + "/n1"),
                     files=files, expect=expect, links=links or {}, fifos=fifos, timeout=60)
 
 
@@ -125,7 +128,8 @@ CASES: list[BadInput] = [
     _report("level-is-a-pipe", _run(**{f"{LEVEL_DIR}/level.json": b"-"}),
             f"{{tmp}}/{LEVEL_DIR}/level.json", "is a named pipe", fifos=(f"{LEVEL_DIR}/level.json",)),
     _report("level-links-to-dev-zero", _run(**{f"{LEVEL_DIR}/level.json": b"-"}),
-            f"{{tmp}}/{LEVEL_DIR}/level.json", "a link out of", links={f"{LEVEL_DIR}/level.json": "/dev/zero"}),
+            f"{{tmp}}/{LEVEL_DIR}/level.json", "a link out of",
+            links={f"{LEVEL_DIR}/level.json": "/dev/zero"}),
     _report("level-links-out-of-the-run", {**_run(**{f"{LEVEL_DIR}/level.json": b"-"}),
                                            "outside.json": json.dumps(LEVEL)},
             f"{{tmp}}/{LEVEL_DIR}/level.json", "a link out of", "replace the link by the file itself",
@@ -133,7 +137,8 @@ CASES: list[BadInput] = [
     _report("manifest-is-a-pipe", _run(**{f"{RUN}/manifest.json": b"-"}),
             f"{{tmp}}/{RUN}/manifest.json", "is a named pipe", fifos=(f"{RUN}/manifest.json",)),
     _report("variant-links-to-dev-zero", _run(**{f"{RUN}/n1/v/variant.json": b"-"}),
-            f"{{tmp}}/{RUN}/n1/v/variant.json", "a link out of", links={f"{RUN}/n1/v/variant.json": "/dev/zero"}),
+            f"{{tmp}}/{RUN}/n1/v/variant.json", "a link out of",
+            links={f"{RUN}/n1/v/variant.json": "/dev/zero"}),
     # -- numbers no reader can hold ----------------------------------------------------------------------
     _report("level-load-overflows", _run(**{f"{LEVEL_DIR}/level.json": json.dumps(LEVEL).replace(
         '"load": 1.0', '"load": 1e999')}), f"{{tmp}}/{LEVEL_DIR}/level.json", "out of range",
@@ -144,7 +149,8 @@ CASES: list[BadInput] = [
             f"{{tmp}}/{RUN}/manifest.json", "Infinity is not a number JSON allows", "restore it"),
     _report("manifest-hosts-a-string", _run(**{f"{RUN}/manifest.json": json.dumps(
         {"experiment": "demo", "hosts": "n1"})}), f"{{tmp}}/{RUN}/manifest.json", "hosts: expected a list"),
-    _report("level-start-a-string", _run(**{f"{LEVEL_DIR}/level.json": json.dumps({**LEVEL, "start": "now"})}),
+    _report("level-start-a-string",
+            _run(**{f"{LEVEL_DIR}/level.json": json.dumps({**LEVEL, "start": "now"})}),
             f"{{tmp}}/{LEVEL_DIR}/level.json", "start: expected a number"),
     # -- a node's archive --------------------------------------------------------------------------------
     _collect("unplanned-level", _tar([("v/c9_r1/level.json", json.dumps(LEVEL).encode())]),

@@ -256,8 +256,9 @@ def loads_yaml(text: str, where: str | Path) -> Any:
     that contains itself; one line naming ``where`` (and line) otherwise."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # it already refuses control characters
         node = loader.get_single_node()
         if node is None:
             return None
@@ -273,7 +274,8 @@ def loads_yaml(text: str, where: str | Path) -> Any:
     except RecursionError:
         raise UnsafeFile(f"{where}: YAML nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _check_yaml(node: Any, where: str | Path, seen: set[int], stack: set[int]) -> None:

@@ -24,4 +24,5 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def pytest_report_header() -> str:
     s = settings.default
     how = "derandomized (seed from each test's name)" if s.derandomize else "random (see --hypothesis-seed)"
-    return f"fuzz: hypothesis profile {settings._current_profile}, {s.max_examples} examples per reader, {how}"
+    profile = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+    return f"fuzz: hypothesis profile {profile}, {s.max_examples} examples per reader, {how}"

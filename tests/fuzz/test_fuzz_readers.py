@@ -178,7 +178,8 @@ stats_doc = st.fixed_dictionaries({"model_stats": st.lists(st.fixed_dictionaries
     max_size=3)}) | values
 
 number_text = st.one_of(st.integers(0, 10**6).map(str), st.sampled_from(ODD_DIGITS + ODD_TOKENS + (
-    "1.2.3", ".", "nan", "inf", "1e999", "\u0661", "12")), st.floats(allow_nan=True, allow_infinity=True).map(repr))
+    "1.2.3", ".", "nan", "inf", "1e999", "\u0661", "12")),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr))
 perf_line = st.one_of(
     st.builds("Concurrency: {}, throughput: {} infer/sec, latency {} usec".format, number_text, number_text,
               number_text),
@@ -191,8 +192,8 @@ perf_line = st.one_of(
     st.builds("    Throughput: {} infer/sec".format, number_text),
     st.builds("    Avg latency: {} usec".format, number_text),
     st.builds("    p{} latency: {} usec".format, number_text, number_text),
-    st.builds("    Avg request latency: {} usec (overhead {} usec + queue {} usec + compute infer {} usec)".format,
-              number_text, number_text, number_text, number_text),
+    st.builds(("    Avg request latency: {} usec (overhead {} usec + queue {} usec + "
+               "compute infer {} usec)").format, number_text, number_text, number_text, number_text),
     st.just("Inferences/Second vs. Client p95 Batch Latency"),
     st.builds("Failed to obtain stable measurement within 10 measurement windows for concurrency {}. "
               "Please try to increase the --measurement-interval.".format, number_text),
@@ -209,9 +210,10 @@ metrics_line = st.one_of(
     st.text(max_size=30))
 
 yaml_piece = st.sampled_from([
-    "a: ", "b:\n  - ", "- ", "!!binary aGk=", "!!python/object:os.system {}", "!x 1", "!!str 3", "!!set {a: null}",
-    "&a ", "*a", "[*a]", ".nan", "-.inf", "1.0e+999", "1" * 40, "2026-11-26", "{{ x }}", "'\\u0000'", "\n", "{",
-    "}", "[", "]", ": ", "? ", "%YAML 1.1\n---\n", "!!int 0x1F", "0o17", "1_000", "<<: *a", "!!float nan"])
+    "a: ", "b:\n  - ", "- ", "!!binary aGk=", "!!python/object:os.system {}", "!x 1", "!!str 3",
+    "!!set {a: null}", "&a ", "*a", "[*a]", ".nan", "-.inf", "1.0e+999", "1" * 40, "2026-11-26", "{{ x }}",
+    "'\\u0000'", "\n", "{", "}", "[", "]", ": ", "? ", "%YAML 1.1\n---\n", "!!int 0x1F", "0o17", "1_000",
+    "<<: *a", "!!float nan"])
 
 
 # ----------------------------------------------------------------------------------------- the readers
@@ -290,10 +292,11 @@ RAW = ("perf.stdout", "perf.csv", "stats_before.json", "stats_after.json", "metr
        "config.pbtxt", "variant.json", "manifest.json", "plan.json")
 
 
-@given(files=st.lists(st.tuples(st.sampled_from(RAW), st.sampled_from(KINDS),
-                                st.one_of(json_bytes, st.lists(perf_line, max_size=4).map(
-                                    lambda ls: "\n".join(ls).encode()), stats_doc.map(lambda x: to_json(x, None)))),
-                      max_size=4),
+raw_content = st.one_of(json_bytes, st.lists(perf_line, max_size=4).map(lambda ls: "\n".join(ls).encode()),
+                        stats_doc.map(lambda x: to_json(x, None)))
+
+
+@given(files=st.lists(st.tuples(st.sampled_from(RAW), st.sampled_from(KINDS), raw_content), max_size=4),
        level=mutated(LEVEL))
 def test_report_reader(files: list[tuple[str, str, bytes]], level: bytes) -> None:
     with tempfile.TemporaryDirectory() as d:
@@ -363,8 +366,10 @@ def build(members: list[tuple[str, bytes, bytes]], damage: str, at: int) -> byte
 HOST_STATE = ("empty", "none", "link_v_out", "link_file_out", "file_where_folder", "folder_where_file")
 
 
-@given(members=st.lists(member, max_size=5), damage=st.sampled_from(["none", "none", "truncate", "flip", "crc",
-                                                                     "trailing"]),
+DAMAGE = ("none", "none", "truncate", "flip", "crc", "trailing")
+
+
+@given(members=st.lists(member, max_size=5), damage=st.sampled_from(DAMAGE),
        at=st.integers(0, 10**6), state=st.sampled_from(HOST_STATE), archive_kind=st.sampled_from(KINDS))
 @example(members=[("v/c1_r1/perf.stdout", tarfile.REGTYPE, b"\0" * (3 * 2**20))], damage="none", at=0,
          state="empty", archive_kind="file")  # a bomb: stopped at the budget, nothing landed
@@ -434,8 +439,8 @@ def test_owned_folder(writes: list[tuple[str, bytes]], user: list[str], force: b
                 (out / u).parent.mkdir(parents=True, exist_ok=True)
                 (out / u).write_text("the user's")
         if marker != "none":
-            (out / safeio.MARKER).write_text({"good": '["a.md"]', "bad": "{", "escaping": '["../outside/victim"]'}[
-                marker])
+            lists = {"good": '["a.md"]', "bad": "{", "escaping": '["../outside/victim"]'}
+            (out / safeio.MARKER).write_text(lists[marker])
         users = {k: v for k, v in snapshot(out).items() if k != safeio.MARKER}
         outside_before = snapshot(outside)
 

@@ -273,6 +273,8 @@ def loads_yaml(text: str, where: str | Path) -> Any:
         raise UnsafeFile(f"{where}: not valid YAML: {first}") from None
     except RecursionError:
         raise UnsafeFile(f"{where}: YAML nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # an explicit !!int or !!float of something else
+        raise UnsafeFile(f"{where}: not valid YAML: {exc}") from None
     finally:
         if loader is not None:
             loader.dispose()

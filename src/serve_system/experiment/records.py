@@ -382,9 +382,10 @@ def read_events(text: str, where: str = "the runner's output") -> tuple[list[Eve
                 other.append(line)
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{where}: line {n}: not a JSON event: {exc}") from None
+            data = safeio.loads_json(line, "")  # finite, bounded numbers
+        except safeio.UnsafeFile as exc:
+            why = str(exc).lstrip(":0123456789 ")
+            raise RecordError(f"{where}: line {n}: not a JSON event ({why})") from None
         events.append(from_json(data, Event, f"{where}: line {n}"))
     return events, other
 

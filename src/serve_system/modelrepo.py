@@ -154,11 +154,15 @@ def has_weights(model_dir: Path) -> bool:
                                       for p in model_dir.rglob("*"))
 
 
-def sync_tree(dest: Path, wanted: dict[str, bytes]) -> bool:
+def sync_tree(dest: Path, wanted: dict[str, bytes], *, private: bool = False) -> bool:
     """Make ``dest`` hold ``wanted`` (relative path -> bytes) and none of the files the tool put there
     before (:class:`safeio.OwnedFolder`: a user's own files and a user's non-empty folder are never
-    touched; nothing is written through a link); True when anything changed."""
-    folder = safeio.OwnedFolder(dest, option="--dest", adopt=MANIFEST)
+    touched; nothing is written through a link); True when anything changed. ``private``: a folder of
+    the tool's own cache (an image's build context), mirrored: every other file in it goes too."""
+    folder = safeio.OwnedFolder(dest, option="--dest", adopt=MANIFEST, force=private)
+    if private:
+        folder.owned |= {rel for p in dest.rglob("*") if not p.is_symlink() and p.is_file()
+                         and safeio.is_plain_path(rel := p.relative_to(dest).as_posix())}
     changed = bool(folder.clear(keep=lambda name: name in wanted))
     for rel, data in wanted.items():
         path = folder.path(rel)

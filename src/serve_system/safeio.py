@@ -549,6 +549,11 @@ class OwnedFolder:
         write_json(self.dir / MARKER, sorted(self.owned), within=self.dir)
 
 
+def is_plain_path(name: str) -> bool:
+    """``name`` is a relative path of plain names (:data:`PLAIN_NAME`), no ``..``, no leading dot."""
+    return _safe_rel(name)
+
+
 def _safe_rel(name: str) -> bool:
     parts = name.split("/")
     return bool(name) and all(PLAIN_NAME.fullmatch(x) for x in parts)

@@ -333,3 +333,24 @@ def test_hostile_numbers_in_perf_output_and_metrics_are_skipped_not_crashed_on(t
     (row,) = tree.collect(ldir.parents[2])
     assert row["status"] == "ok" and row["throughput"] == 10 and row["p95_us"] is None
     assert row["gpu_util"] is None
+
+
+def test_the_report_never_writes_through_a_link_in_the_run_folder(tmp_path: Path) -> None:
+    from report_trees import lab_run
+
+    from serve_system.results.report import write_report
+
+    run = lab_run(tmp_path / "lab" / "r1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "victim.csv").write_text("precious")
+    (run / "plots").symlink_to(elsewhere)
+    with pytest.raises(safeio.UnsafeFile, match=r"plots: a link out of"):
+        write_report(run)
+    assert not any(elsewhere.iterdir()) and not (run / "report.md").exists()
+    (run / "plots").unlink()
+    (run / "summary.csv").symlink_to(tmp_path / "victim.csv")
+    write_report(run)
+    assert (tmp_path / "victim.csv").read_text() == "precious"
+    assert not (run / "summary.csv").is_symlink() and (run / "summary.csv").read_text().startswith("experiment,")
+    assert any((run / "plots").iterdir())

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import safeio
 from ..errors import ServeSystemError
+from ..experiment import records
 from .cells import cell, ms_cells
 
 COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",
@@ -30,11 +31,13 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     fix = f"re-run `serve-system report {run_dir}`"
     if not run_dir.is_dir():
         raise ServeSystemError(f"{run_dir}: no such run folder; give results/<experiment>/<run-id>")
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ServeSystemError(f"{path}: no summary; run `serve-system report {run_dir}` first")
+    # the one read path: a regular file inside the run folder, bounded (a pipe or a device is refused)
+    raw = safeio.read_bytes(path, kind="output", within=run_dir)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
     rows = doc.get("rows") if isinstance(doc, dict) else doc
     if not isinstance(rows, list):
@@ -84,11 +87,11 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     out: list[dict[str, Any]] = []
     for key in order:
         rs = groups[key]
-        ok = [r for r in rs if r.get("status") == "ok"]
+        ok = [r for r in rs if r.get("status") == records.OK]
         row: dict[str, Any] = dict(
             zip(("experiment", "run_id", "host", "variant", "mode"), key[1:6], strict=True))
         row["load"] = key[6]
-        row["status"] = "ok" if ok else (rs[0].get("status") or "failed")
+        row["status"] = records.OK if ok else (rs[0].get("status") or records.FAILED)
         row["repetitions"] = len(ok)
         for m in METRICS:
             vals = [float(r[m]) for r in ok if r.get(m) is not None]

@@ -355,7 +355,7 @@ def _batch_sizes(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
         means, err = _bars(shares)
         batches = [float(r["avg_batch_size"]) for r in rs if r.get("avg_batch_size") is not None]
         avg = cell(sum(batches) / len(batches) if batches else None, 2)
-        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != "ok"})
+        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != records.OK})
         ax.bar([k - 0.4 + (i + 0.5) * width for k in sizes], means, width=width, yerr=err, capsize=2,
                label=f"{variant} @ {load:g} (avg {avg}, n={len(rs)}{''.join(', ' + b for b in bad)})")
     ax.set_xticks(sizes, [str(k) for k in sizes])
@@ -501,7 +501,7 @@ def _fastapi_latency(p: _Plots, run: Path) -> None:
 def make_plots(run: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
     """Draw every plot with data; return (files, plots skipped with the reason)."""
     p = _Plots(run)
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("load") is not None]
+    ok = [r for r in rows if r.get("status") == records.OK and r.get("load") is not None]
     if not ok:
         p.skipped.append("every plot (no level was measured ok)")
     for host in sorted({r["host"] for r in ok}):
@@ -570,7 +570,7 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
              f"as well when it reaches {iv.NOISY_CV * 100:g} %.")
     windows: dict[tuple[str, str, str, Any], float] = {}
     for r in rows:
-        if r.get("status") == "ok" and r.get("window_cv") is not None:
+        if r.get("status") == records.OK and r.get("window_cv") is not None:
             k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
             windows[k] = max(windows.get(k, 0.0), float(r["window_cv"]))
     lines = ["## Per level", "", intro, "",
@@ -694,7 +694,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                      f"{ms('latency_avg_us')} | "
                      f"{ms('p95_us')} | {ms('p99_us')} | {ms('queue_us')} | {ms('compute_infer_us')} | "
                      f"{cell(r.get('avg_batch_size'), 2)} | {util_s} |")
-    problems = [r for r in rows if r["status"] != "ok"]
+    problems = [r for r in rows if r["status"] != records.OK]
     if problems:
         lines += ["", "## Not measured", ""]
         lines += [f"- {why_.level_failure(r)}" for r in problems]

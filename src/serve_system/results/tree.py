@@ -57,7 +57,7 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("status") == "ok" and r.get("load") is not None:
+        if r.get("status") == records.OK and r.get("load") is not None:
             key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
                    r["load"])
             groups.setdefault(key, []).append(r)
@@ -135,13 +135,13 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["duration_s"] = round(lrec.end - lrec.start, 3)
     row["client_peak_rss_bytes"] = lrec.client_peak_rss_bytes  # perf_analyzer's, failed levels too
     if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
-        row.update(status="failed", error=lrec.error or "the level failed",
+        row.update(status=records.FAILED, error=lrec.error or "the level failed",
                    peak_rss_mb=peak_rss_mb(meta, lrec))
         return row
     try:
         return _raw_fields(level_dir, meta, lrec, row)
     except ServeSystemError as exc:  # a raw file that is not what the runner writes: this level alone
-        row.update(status="failed", error=str(exc))
+        row.update(status=records.FAILED, error=str(exc))
         return row
 
 
@@ -151,11 +151,11 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
     mode, load = lrec.mode, float(lrec.load)
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
-        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok")
-                          else "failed",
+        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, records.OK)
+                          else records.FAILED,
                           "error": meta.get("error") or "the benchmark client wrote no bench.json"}
         row.update({k: v for k, v in bench.items() if k in COLUMNS})
-        if meta.get("status") == "failed" and row["status"] == "ok":
+        if meta.get("status") == records.FAILED and row["status"] == records.OK:
             row["error"] = meta.get("error")
         return row
     stdout = _read_text(level_dir / records.PERF_STDOUT_FILE)
@@ -165,13 +165,13 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
                              perfmod.parse_stdout(stdout))
     match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
     if match is None:
-        row["status"] = meta.get("status") if meta.get("status") not in (None, "ok") else "failed"
+        row["status"] = meta.get("status") if meta.get("status") not in (None, records.OK) else records.FAILED
         row["error"] = (meta.get("error") or _last_error(stdout)
                         or "perf_analyzer reported nothing for this level")
     else:
         row["status"] = match.status
         row["error"] = match.error
-        if match.status == "ok":
+        if match.status == records.OK:
             for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
                       "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
                 row[k] = getattr(match, k)
@@ -189,7 +189,7 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
             row["execution_count"] = d.execution_count
             row["avg_batch_size"] = None if d.avg_batch_size is None else round(d.avg_batch_size, 4)
             row["batch_size_histogram"] = {str(k): v for k, v in sorted(d.histogram.items())}
-            if row["status"] == "ok" and row["queue_us"] is None:
+            if row["status"] == records.OK and row["queue_us"] is None:
                 row["queue_us"] = d.avg_us("queue")
                 row["compute_input_us"] = d.avg_us("compute_input")
                 row["compute_infer_us"] = d.avg_us("compute_infer")
@@ -272,7 +272,7 @@ def read_manifest(run: Path) -> records.Manifest:
 
 def failed_levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of levels that were attempted and failed (killed, Triton restarted, nothing measured)."""
-    return [r for r in rows if r["status"] == "failed"]
+    return [r for r in rows if r["status"] == records.FAILED]
 
 
 def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[str, Any]]]:

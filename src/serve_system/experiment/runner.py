@@ -534,7 +534,8 @@ class Runner:
             code, before = self.stats(v)
             if code != 200:
                 problems.append(f"Triton did not answer before the level ({before.get('error', code)})")
-            (ldir / "stats_before.json").write_text(json.dumps(before, indent=1) + "\n")
+            rec.safeio.write_text(ldir / rec.STATS_BEFORE_FILE, json.dumps(before, indent=1) + "\n",
+                                  within=ldir)
             sampler = Sampler(self.metrics_url, ldir / "metrics.jsonl", self.args.metrics_interval)
             sampler.start()
         attempts: list[rec.Attempt] = []
@@ -548,7 +549,7 @@ class Runner:
             name = "perf.stdout" if triton else "client.log"
             if n:
                 shutil.move(str(ldir / name), str(ldir / f"{name}.attempt{n}"))
-            (ldir / name).write_text(text)
+            rec.safeio.write_text(ldir / name, text, within=ldir)
             if attempt.reason and attempt.reason.startswith(("killed", "perf_analyzer was killed")):
                 break
             if not (triton and UNSTABLE.search(text)):
@@ -568,7 +569,8 @@ class Runner:
             if restarted:
                 self.recover(v)
                 code, after = self.stats(v)
-            (ldir / "stats_after.json").write_text(json.dumps(after, indent=1) + "\n")
+            rec.safeio.write_text(ldir / rec.STATS_AFTER_FILE, json.dumps(after, indent=1) + "\n",
+                                  within=ldir)
         last = attempts[-1]
         if last.reason and last.reason.startswith(("killed", "perf_analyzer was killed", "could not start")):
             problems.insert(0, last.reason)

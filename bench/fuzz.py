@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 #: hypothesis --hypothesis-show-statistics: "tests/fuzz/...::test_x:" then "  - N passing examples, ..."
 TEST = re.compile(r"^(?:tests/fuzz/)?\S*::(test_\w+):\s*$")
-PASSING = re.compile(r"^\s*-\s*(\d+) passing examples?, (\d+) failing examples?, (\d+) invalid examples?")
+PASSING = re.compile(r"^\s*-\s*(\d+) passing, (\d+) failing, and (\d+) invalid")
 
 
 def one_round(seed: int, examples: int, timeout: float) -> tuple[bool, Counter[str], str]:

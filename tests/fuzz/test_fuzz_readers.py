@@ -282,6 +282,7 @@ def test_metrics_samples(kind: str, lines: list[str]) -> None:
 @given(lines=st.lists(perf_line, max_size=10), csv=csv_text)
 @example(lines=["  p95 latency: 1.2.3 usec", "Concurrency: 1e999, throughput: 1 infer/sec, latency 1 usec",
                 "  Batch size: \u0661"], csv="Concurrency,Inferences/Second\nnan,inf")
+@example(lines=[], csv="Concurrency,Inferences/Second\n1,\"2\r3")  # found by the fuzzer: csv.Error
 def test_perf_output(lines: list[str], csv: str) -> None:
     with no_hang():
         levels = perf.combine(perf.parse_csv(csv, 1), perf.parse_stdout("\n".join(lines)))

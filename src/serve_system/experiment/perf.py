@@ -461,9 +461,19 @@ def parse_csv(text: str, batch_size: int | None = None, strict: bool = False) ->
     """Levels from perf_analyzer's ``-f`` export (rows come sorted by throughput: re-sort by load).
 
     ``strict``: the header must be perf_analyzer's and every cell of a level row a number, else
-    :class:`CsvFormatError` (a user's file); otherwise what is not understood is skipped (the runner's).
+    :class:`CsvFormatError` (a user's file); otherwise what is not understood is skipped (the runner's),
+    and text the csv module cannot split into rows at all gives no level.
     """
-    reader = csv.DictReader(io.StringIO(text.strip()))
+    try:
+        return _parse_csv(text, batch_size, strict)
+    except csv.Error as exc:  # found by the fuzzer: a bare carriage return inside a cell
+        if strict:
+            raise CsvFormatError(f"not CSV as perf_analyzer writes it ({exc})") from None
+        return []
+
+
+def _parse_csv(text: str, batch_size: int | None, strict: bool) -> list[Level]:
+    reader = csv.DictReader(io.StringIO(text.strip(), newline=""))
     levels: list[Level] = []
     if strict:
         check_csv_header(list(reader.fieldnames or []))

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 _COMMON = {"deadline": None, "database": None, "print_blob": True,
            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large,
                                      HealthCheck.filter_too_much]}
-settings.register_profile("ci", max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")), derandomize=True,
+settings.register_profile("ci", max_examples=int(os.environ.get("FUZZ_EXAMPLES", "500")), derandomize=True,
                           **_COMMON)
 settings.register_profile("long", max_examples=int(os.environ.get("FUZZ_EXAMPLES", "2000")), **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

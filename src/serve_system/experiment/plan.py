@@ -520,8 +520,8 @@ def check_run_dir(run: Path, experiment: str) -> Path:
             doc = rec.read(manifest, rec.Manifest)
         except rec.RecordError as exc:
             why = str(exc).removeprefix(str(manifest)).lstrip(":0123456789 ")
-            raise SpecError([f"{manifest}: (file): not readable JSON ({why}): move it away or use another "
-                             "run id"]) from None
+            raise SpecError([(f"{manifest}: (file): not readable JSON ({why}): move it away or use another "
+                              "run id")]) from None
         if doc.experiment not in (None, experiment):
             raise SpecError([(f"{shown}: holds a run of experiment {doc.experiment!r}, not "
                              f"{experiment!r}: give this experiment's run folder")])

@@ -355,3 +355,17 @@ def test_the_report_never_writes_through_a_link_in_the_run_folder(tmp_path: Path
     assert not (run / "summary.csv").is_symlink()
     assert (run / "summary.csv").read_text().startswith("experiment,")
     assert any((run / "plots").iterdir())
+
+
+@pytest.mark.parametrize("student", ["../escaped", "/tmp/abs", "a/b", "..", "bob\n"])
+def test_an_access_sheet_name_from_the_inventory_is_a_plain_name(tmp_path: Path, student: str) -> None:
+    from serve_system.errors import UsageError
+    from serve_system.provision.nodes import Node
+    from serve_system.provision.roster import write_sheets
+
+    nodes = [Node(name="n1", address="10.0.0.1", user="cc", key_path="k", vars={"serve_student": "alice"}),
+             Node(name="n2", address="10.0.0.2", user="cc", key_path="k", vars={"serve_student": student})]
+    out = tmp_path / "deep" / "sheets"
+    with pytest.raises(UsageError, match="host n2: serve_student.*cannot be a file name"):
+        write_sheets(nodes, out, tmp_path / "repo")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == []  # nothing written

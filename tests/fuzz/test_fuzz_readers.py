@@ -283,6 +283,10 @@ def test_metrics_samples(kind: str, lines: list[str]) -> None:
 @example(lines=["  p95 latency: 1.2.3 usec", "Concurrency: 1e999, throughput: 1 infer/sec, latency 1 usec",
                 "  Batch size: \u0661"], csv="Concurrency,Inferences/Second\nnan,inf")
 @example(lines=[], csv="Concurrency,Inferences/Second\n1,\"2\r3")  # found by the fuzzer: csv.Error
+@example(lines=["Concurrency: 0, throughput: 0 infer/sec, latency 0 usec",
+                "  Pass [0] throughput: 0 infer/sec. p0 latency: 0 usec (std 0 usec)",
+                "  Pass [0] throughput: 2.6815615859885194e+154 infer/sec. p0 latency: 0 usec (std 0 usec)"],
+         csv="x,y")  # found by the fuzzer (seed 1951736659): the windows' spread overflowed when squared
 def test_perf_output(lines: list[str], csv: str) -> None:
     with no_hang():
         levels = perf.combine(perf.parse_csv(csv, 1), perf.parse_stdout("\n".join(lines)))

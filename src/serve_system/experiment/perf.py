@@ -389,7 +389,8 @@ def window_cv(lvl: Level, key: str = "throughput") -> float | None:
     mean = sum(vals) / len(vals)
     if mean <= 0:
         return None
-    return math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) / mean
+    # relative to the mean first: numbers near the float range do not overflow when squared (the fuzzer)
+    return math.sqrt(sum((v / mean - 1) ** 2 for v in vals) / (len(vals) - 1))
 
 
 def setattr_pct(lvl: Level, pct: int, value: float) -> None:

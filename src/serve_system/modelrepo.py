@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import safeio
 from .errors import ServeSystemError
 from .standin import STANDIN_NOTE, standin_bytes, standin_for
 
@@ -136,6 +137,7 @@ def render(
     wanted: dict[str, bytes] = {}
     rows: list[ModelRow] = []
     for name in models:
+        safeio.plain_name(name, "--model", "model")  # it becomes a folder of the staging directory
         src = source / name
         if not (src / "config.pbtxt").is_file():
             raise ServeSystemError(f"{src}/config.pbtxt not found: model {name!r} is not in {source}")
@@ -152,24 +154,23 @@ def has_weights(model_dir: Path) -> bool:
                                       for p in model_dir.rglob("*"))
 
 
-def sync_tree(dest: Path, wanted: dict[str, bytes]) -> bool:
-    """Make ``dest`` hold exactly ``wanted`` (relative path -> bytes); True when anything changed."""
-    changed = False
-    dest.mkdir(parents=True, exist_ok=True)
+def sync_tree(dest: Path, wanted: dict[str, bytes], *, private: bool = False) -> bool:
+    """Make ``dest`` hold ``wanted`` (relative path -> bytes) and none of the files the tool put there
+    before (:class:`safeio.OwnedFolder`: a user's own files and a user's non-empty folder are never
+    touched; nothing is written through a link); True when anything changed. ``private``: a folder of
+    the tool's own cache (an image's build context), mirrored: every other file in it goes too."""
+    folder = safeio.OwnedFolder(dest, option="--dest", adopt=MANIFEST, force=private)
+    if private:
+        folder.owned |= {rel for p in dest.rglob("*") if not p.is_symlink() and p.is_file()
+                         and safeio.is_plain_path(rel := p.relative_to(dest).as_posix())}
+    changed = bool(folder.clear(keep=lambda name: name in wanted))
     for rel, data in wanted.items():
-        path = dest / rel
-        if path.is_file() and path.read_bytes() == data:
+        path = folder.path(rel)
+        if not path.is_symlink() and path.is_file() and path.read_bytes() == data:
+            folder.add(rel)
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        folder.write_bytes(rel, data)
         changed = True
-    for path in sorted(dest.rglob("*"), reverse=True):
-        rel = path.relative_to(dest).as_posix()
-        if path.is_file() and rel not in wanted:
-            path.unlink()
-            changed = True
-        elif path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
     return changed
 
 

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import safeio
 from .errors import ServeSystemError
 
 
 def read_bytes(path: Path, folder_fix: str, error: type[ServeSystemError] = ServeSystemError,
                at: str = "") -> bytes:
-    """The file's bytes; a folder is ``{path}: is a folder: {folder_fix}``, an unreadable file
-    ``{path}{at}: cannot read: {reason}`` (``at``: a position such as ``:1:1`` for editors)."""
+    """The file's bytes, through the one read path (:func:`safeio.read_bytes`: a regular file, bounded;
+    a named pipe or a device is refused, never opened); a folder is ``{path}: is a folder:
+    {folder_fix}``, an unreadable file ``{path}{at}: cannot read: {reason}`` (``at``: a position such
+    as ``:1:1`` for editors)."""
     try:
-        return path.read_bytes()
-    except IsADirectoryError:
-        raise error(f"{path}: is a folder: {folder_fix}") from None
-    except OSError as exc:
-        raise error(f"{path}{at}: cannot read: {exc.strerror}") from None
+        return safeio.read_bytes(path, kind="text")
+    except safeio.MissingFile:
+        raise error(f"{path}{at}: cannot read: No such file or directory") from None
+    except safeio.UnsafeFile as exc:
+        if path.is_dir():
+            raise error(f"{path}: is a folder: {folder_fix}") from None
+        raise error(f"{path}{at}{str(exc).removeprefix(str(path))}") from None
 
 
 def decode_utf8(raw: bytes, path: Path, fix: str, error: type[ServeSystemError] = ServeSystemError) -> str:

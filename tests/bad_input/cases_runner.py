@@ -75,7 +75,7 @@ CASES: list[BadInput] = [
     _report("level-attempts-argv",
             {**LEVEL, "attempts": [{"argv": "perf_analyzer", "rc": 0, "start": 1, "end": 2}]},
             None, "{tmp}/" + RUN + "/n1/v/c1_r1/level.json: attempts[0].argv: expected a list"),
-    _report("variant-not-json", None, "{not json", "{tmp}/" + RUN + "/n1/v/variant.json: not a JSON record"),
+    _report("variant-not-json", None, "{not json", "{tmp}/" + RUN + "/n1/v/variant.json:1:2: not JSON"),
     _report("variant-no-status", None, {k: v for k, v in VARIANT.items() if k != "status"},
             "{tmp}/" + RUN + "/n1/v/variant.json: status: missing"),
     BadInput(id="runner-lease-too-short",

@@ -316,14 +316,14 @@ _stats("model-missing-from-before", _model(name="other"), "model_stats[0]", "is 
 _stats("model-listed-twice", json.dumps({"model_stats": GOOD["model_stats"] * 2}), "model_stats[1]",
        "is listed twice")
 _stats("no-models-after", '{"model_stats": []}', "model_stats is empty", "was the model loaded?")
-_stats("before-not-utf8", json.dumps(GOOD), "not UTF-8 text", "give the JSON Triton returned",
+_stats("before-not-utf8", json.dumps(GOOD), "not UTF-8 text", "save the body of GET",
        before='{"model_stats": [], "x": "caf\xe9"}'.encode("latin-1"), in_before=True)
 CASES += [
     BadInput(id="stats-before-missing", argv=("serve-system", "stats", "{tmp}/nope.json", "{tmp}/after.json"),
-             expect=("{tmp}/nope.json", "cannot read", "No such file"),
+             expect=("{tmp}/nope.json", "cannot read", "no such file"),
              files={"after.json": json.dumps(GOOD)}),
     BadInput(id="stats-before-is-folder", argv=("serve-system", "stats", "{tmp}/snap", "{tmp}/after.json"),
-             expect=("{tmp}/snap", "is a folder", "give the stats JSON file"),
+             expect=("{tmp}/snap", "is a folder", "save the body of GET"),
              files={"snap/x.json": "{}", "after.json": json.dumps(GOOD)}),
 ]
 

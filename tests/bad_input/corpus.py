@@ -30,6 +30,10 @@ class BadInput:
     argv: tuple[str, ...]
     expect: tuple[str, ...]
     files: dict[str, str | bytes] = field(default_factory=dict)
+    #: symbolic links made in ``{tmp}`` before the run: path -> target (``{tmp}`` substituted)
+    links: dict[str, str] = field(default_factory=dict)
+    #: named pipes made in ``{tmp}`` before the run (a reader that opens one waits forever)
+    fifos: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     #: seconds before the run is abandoned (the case then fails)
     timeout: float = 120.0

@@ -51,6 +51,8 @@ def _snapshot(root: Path) -> dict[str, str]:
         rel = str(p.relative_to(root))
         if p.is_symlink():
             snap[rel] = "link:" + os.readlink(p)
+        elif p.is_fifo():
+            snap[rel] = "fifo"
         elif p.is_dir():
             snap[rel] = "dir"
         else:
@@ -73,8 +75,14 @@ def test_bad_input_is_refused_cleanly(case: BadInput, tmp_path: Path) -> None:
             target.write_bytes(content)
         else:
             target.write_text(content, encoding="utf-8")
-    before = _snapshot(work)
     subst = {"tmp": str(work), "repo": str(REPO)}
+    for rel, dest in case.links.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).symlink_to(dest.format(**subst))
+    for rel in case.fifos:
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(work / rel)
+    before = _snapshot(work)
     argv = _program(case.argv[0]) + [a.format(**subst) for a in case.argv[1:]]
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "PYTHONWARNINGS": "ignore",
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), **case.env}

@@ -324,3 +324,47 @@ def test_invalid_spec_stops_before_any_node_is_touched(
         assert cluster.exec(node, "test", "-e", "/opt/serve-system/work/dynbatch_invalid",
                             check=False).returncode != 0
     assert not (tmp_path / "results" / "dynbatch_invalid" / "bad").exists()
+
+
+def test_an_archive_corrupted_in_transit_lands_nothing_and_the_rerun_measures_only_what_is_missing(
+        rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real run's records archive, corrupted as a broken transfer would (its gzip CRC wrong, every tar
+    member still readable), is refused in one line and nothing of it lands; the same run id run again
+    measures the one level that is missing, and nothing else."""
+    import sys
+
+    cluster = rehearsal_cluster
+    node = cluster.nodes[0]
+    path = _write(tmp_path, "dynbatch", _dynbatch(tmp_path, levels=[1, 8]))
+    results = tmp_path / "results"
+    common = _common(path, results, "it-crc")
+    first = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *common,
+                         "-e", json.dumps({"variants": ["baseline"]}), limit=node.name)
+    assert first.rc == 0, first.tail(80)
+    run = results / "dynbatch" / "it-crc"
+    host = run / node.name
+    kept = {p.name: _level(p).start for p in (host / "baseline").iterdir() if records.level_done(p)}
+    assert set(kept) == {"c1_r1", "c8_r1"}
+    # the archive as the node packs it, corrupted in transit; the level it would bring back is gone here
+    archive = tmp_path / "packed.tar.gz"
+    records.pack(host, ["baseline"], archive)
+    raw = archive.read_bytes()
+    (host / ".fetch").mkdir(exist_ok=True)
+    (host / records.FETCHED).write_bytes(raw[:-8] + bytes(b ^ 0xFF for b in raw[-8:-4]) + raw[-4:])
+    shutil.rmtree(host / "baseline" / "c8_r1")
+    before = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
+    proc = subprocess.run([sys.executable, "-m", "serve_system.cli", "collect", "--run-dir", str(run)],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{host / records.FETCHED}: not a readable archive of records" in proc.stderr
+    assert sorted(str(p.relative_to(host)) for p in host.rglob("*")) == before  # nothing landed
+    assert not any(".unpack-" in p.name for p in run.iterdir())
+    # the level is missing on the node too: the same run id measures it, and only it
+    cluster.exec(node, "sh", "-c", "rm -rf /opt/serve-system/work/*/it-crc/baseline/c8_r1")
+    (host / records.FETCHED).unlink()
+    second = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *common,
+                          "-e", json.dumps({"variants": ["baseline"]}), limit=node.name)
+    assert second.rc == 0, second.tail(80)
+    assert f"{node.name} baseline: 1 level(s) measured (1 already done)" in second.flat
+    assert _level(host / "baseline" / "c1_r1").start == kept["c1_r1"]  # not measured again
+    assert _level(host / "baseline" / "c8_r1").start > kept["c8_r1"]  # measured again

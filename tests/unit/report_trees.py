@@ -74,8 +74,9 @@ def scaled(text: str, speed: float) -> str:
 def level(run: Path, host: str, variant: str, lid: str, *, mode: str = "concurrency", load: float,
           stdout: Path | None = None, csv: Path | None = None, stats: dict[str, Any] | None = None,
           metrics: list[str] | None = None, t0: float = 1000.0, distribution: str | None = None,
-          batch_size: int = 1, repetition: int = 1, speed: float = 1.0) -> Path:
-    """A level folder; ``speed`` scales its perf_analyzer stdout (:func:`scaled`)."""
+          batch_size: int = 1, repetition: int = 1, speed: float = 1.0, cpus: int | None = None) -> Path:
+    """A level folder; ``speed`` scales its perf_analyzer stdout (:func:`scaled`); ``cpus``: the host's
+    CPU count as the runner keeps it (the level's provenance)."""
     d = run / host / variant / lid
     d.mkdir(parents=True)
     argv = ["perf_analyzer", "-m", "food_classifier", "-b", str(batch_size)]
@@ -84,7 +85,8 @@ def level(run: Path, host: str, variant: str, lid: str, *, mode: str = "concurre
     records.write(d / "level.json", records.LevelRecord(
         variant=variant, level=lid, mode=mode, load=load, repetition=repetition, status=records.OK,
         batch_size=batch_size, start=t0, end=t0 + 10,
-        attempts=[records.Attempt(argv=argv, rc=0, start=t0, end=t0 + 10)]))
+        attempts=[records.Attempt(argv=argv, rc=0, start=t0, end=t0 + 10)],
+        provenance={} if cpus is None else {"cpus": cpus}))
     if stdout is not None:
         text = stdout.read_text()
         (d / "perf.stdout").write_text(scaled(text, speed) if speed != 1 else text)
@@ -129,14 +131,13 @@ def lab_run(run: Path, repetitions: int = 1, spread: tuple[float, ...] = SPREAD)
 def _lab_repetition(run: Path, r: int, speed: float) -> None:
     def lv(variant_: str, load: int, nb: str, t0: float, **kw: Any) -> None:
         level(run, h, variant_, f"c{load}_r{r}", load=load, stdout=NB / nb, t0=t0 + 1000 * (r - 1),
-              repetition=r, speed=speed, **kw)
+              repetition=r, speed=speed, cpus=56, **kw)
 
     h = "node-1"
     if r == 1:
         manifest(run, "lab", [{"name": "most_throughput_at_8", "metric": "throughput", "goal": "max",
                                "at_load": 8}])
         (run / h).mkdir(parents=True)
-        (run / h / "facts.json").write_text(json.dumps({"host": h, "gpus": 2, "cpus": 56}))
     low = gpu_metrics({"GPU-aaaa": 0.22, "GPU-bbbb": 0.0}, {"GPU-aaaa": 1900, "GPU-bbbb": 300})
     variant(run, h, "baseline", config(instance_group=instances(1), dynamic_batching=None),
             model="food_classifier")
@@ -199,7 +200,6 @@ def rehearsal_backends_run(run: Path, tmp: Path) -> Path:
     manifest(run, "backends", [{"name": "most_throughput_at_8", "metric": "throughput", "goal": "max",
                                 "at_load": 8}])
     (run / h).mkdir(parents=True)
-    (run / h / "facts.json").write_text(json.dumps({"host": h, "gpus": 0, "cpus": 4}))
     outputs = {"python": {1: "notebook_01.txt", 8: "notebook_02.txt", 16: "notebook_03.txt"},
                "python_batch16": {1: "notebook_04.txt"}, "onnx_batch16": {1: "notebook_08.txt"},
                "onnx": {1: "notebook_08.txt", 8: "notebook_09.txt", 16: "notebook_10.txt"},
@@ -209,5 +209,5 @@ def rehearsal_backends_run(run: Path, tmp: Path) -> Path:
         variant(run, h, v.name, v.config_pbtxt, model=v.model, notes=v.notes)
         for j, lv in enumerate(v.levels):
             level(run, h, v.name, lv.id, load=lv.load, stdout=NB / outputs[v.name][int(lv.load)],
-                  batch_size=int(v.perf.get("batch_size", 1)), t0=1000.0 + 100 * i + 20 * j)
+                  batch_size=int(v.perf.get("batch_size", 1)), t0=1000.0 + 100 * i + 20 * j, cpus=4)
     return run

@@ -52,7 +52,7 @@ def test_missing_or_broken_output(tmp_path: Path) -> None:
     assert bench_fields(tmp_path) is None
     (tmp_path / "bench.json").write_text("{not json")
     f = bench_fields(tmp_path)
-    assert f is not None and f["status"] == "failed" and "unreadable" in f["error"]
+    assert f is not None and f["status"] == "failed" and "bench.json:1:2: not JSON" in f["error"]
 
 
 def test_the_clients_real_output_is_read(tmp_path: Path) -> None:

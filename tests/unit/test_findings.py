@@ -146,12 +146,12 @@ def test_more_instances_than_cpus_count_as_saturated(tmp_path: Path) -> None:
     run = tmp_path / "inst" / "r1"
     manifest(run, "inst", [])
     (run / "n1").mkdir()
-    (run / "n1" / "facts.json").write_text(json.dumps({"host": "n1", "gpus": 0, "cpus": 2}))
     for name, count, nb in (("x1", 1, "notebook_02.txt"), ("x2", 2, "notebook_06.txt"),
                             ("x4", 4, "notebook_07.txt")):
         variant(run, "n1", name, config(instance_group=[{"count": count, "kind": "KIND_CPU"}]))
         for r, speed in _reps():
-            level(run, "n1", name, f"c8_r{r}", load=8, stdout=NB / nb, repetition=r, speed=speed)
+            # the runner keeps the host's CPU count in each level's provenance
+            level(run, "n1", name, f"c8_r{r}", load=8, stdout=NB / nb, repetition=r, speed=speed, cpus=2)
     write_report(run)
     md = (run / "report.md").read_text()
     assert _verdicts(md)[INST] == "held"

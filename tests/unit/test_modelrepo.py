@@ -138,3 +138,20 @@ def test_extra_models_get_their_own_standins_unless_weights_are_given(tmp_path: 
 def test_a_model_without_weights_or_standin_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ServeSystemError, match="blip.*no weights.*stand-in"):
         render(REPO, tmp_path, models=["blip"], gpus=0, onnx_serving="python_shim", standin=[])
+
+
+def test_render_removes_only_its_own_files_and_refuses_a_users_folder(tmp_path: Path) -> None:
+    dest = tmp_path / "staging"
+    render(REPO, dest, models=MODELS, gpus=0, onnx_serving="python_shim", standin=MODELS)
+    (dest / "my_notes.txt").write_text("the user's")  # put there by the user, after the render
+    render(REPO, dest, models=MODELS[:1], gpus=0, onnx_serving="python_shim", standin=MODELS[:1])
+    assert (dest / "my_notes.txt").read_text() == "the user's"  # stays
+    assert not (dest / MODELS[1]).exists()  # the model no longer deployed: the tool's own files, gone
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    with pytest.raises(ServeSystemError, match="not empty and not made by serve-system"):
+        render(REPO, mine, models=MODELS, gpus=0, onnx_serving="python_shim", standin=MODELS)
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+    with pytest.raises(ServeSystemError, match="'../x' cannot be a file name"):
+        render(REPO, tmp_path / "new", models=["../x"], gpus=0, onnx_serving="python_shim", standin=[])

@@ -71,7 +71,7 @@ def test_a_malformed_record_is_refused_in_one_line(tmp_path: Path, edit,
     assert msg == f"{path}: {field}" or msg.startswith(f"{path}: {field}")
     assert "\n" not in msg
     path.write_bytes(b"\xff{")
-    with pytest.raises(records.RecordError, match=f"^{path}: not a JSON record"):
+    with pytest.raises(records.RecordError, match=f"^{path}:1: not UTF-8 text"):
         records.read(path, records.LevelRecord)
 
 

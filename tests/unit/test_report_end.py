@@ -24,7 +24,8 @@ def _run(tmp_path: Path, ends: dict[str, str | None]) -> Path:
             start=1.0, end=2.0, attempts=[]))
         (level / "perf.stdout").write_text((FIX / "perf" / "notebook_01.txt").read_text())
         if end:
-            (run / host / "host.json").write_text(json.dumps({"host": host, "end": end}))
+            (run / host / "host.json").write_text(json.dumps({"host": host, "end": end,
+                                                              "baseline_restored": True}))
     return run
 
 

@@ -35,8 +35,8 @@ def _run(args: argparse.Namespace) -> int:
             for host, n in records.collect_run(args.run_dir):
                 echo(f"{n} file(s) -> {args.run_dir / host}")
             return 0
-        plan = records.read(args.host_dir / "plan.json", records.HostPlan)
-        n = records.unpack(args.archive, args.host_dir, [v.name for v in plan.variants])
+        plan = records.read(args.host_dir / records.PLAN_FILE, records.HostPlan, fix=records.PLAN_FIX)
+        n = records.unpack(args.archive, args.host_dir, plan)
     except records.RecordError as exc:
         raise ServeSystemError(str(exc)) from None
     echo(f"{n} file(s) -> {args.host_dir}")

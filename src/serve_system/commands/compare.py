@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import safeio
 from ..errors import UsageError
 from ..results import compare as cmp
 from ..textsafe import clean, echo
@@ -56,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
     text = cmp.markdown(rows)
     sys.stdout.write(clean(text, lines=True))
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        safeio.write_text(args.out, text)  # a temporary name, renamed: never through a link
     if args.csv:
         cmp.write_csv(args.csv, rows)
     return 0

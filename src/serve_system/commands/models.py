@@ -42,7 +42,10 @@ def _render(args: argparse.Namespace) -> int:
         onnx_serving=args.onnx_serving, standin=args.standin,
         standin_unless_given=args.standin_unless_given,
     )
-    files = sorted(p.relative_to(args.dest).as_posix() for p in args.dest.rglob("*") if p.is_file())
+    # the tool's files (not its own list of them, not a link): what the role copies to the node
+    files = sorted(rel for p in args.dest.rglob("*")
+                   if p.is_file() and not p.is_symlink() and not (rel := p.relative_to(args.dest).as_posix())
+                   .startswith(".") and "/." not in rel)
     if args.json:
         # sha256 per file: the serve_stack role copies only what the node lacks or holds differently
         sha256 = {f: hashlib.sha256((args.dest / f).read_bytes()).hexdigest() for f in files}

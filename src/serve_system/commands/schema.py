@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import safeio
 from ..errors import UsageError
 from ..experiment.spec.models import json_schema
 from ..textsafe import echo
@@ -35,6 +36,6 @@ def _run(args: argparse.Namespace) -> int:
     if out.is_dir() or not out.parent.is_dir():
         raise UsageError(f"--output {str(out)!r}: not a file in an existing folder: "
                          "give e.g. spec.schema.json")
-    out.write_text(text, encoding="utf-8")
+    safeio.write_text(out, text)  # a temporary name, renamed: never through a link
     echo(f"wrote {out}")
     return 0

@@ -266,6 +266,23 @@ PART_KEYS = {"overhead": "overhead_us", "queue": "queue_us", "compute input": "c
              "compute infer": "compute_infer_us", "compute output": "compute_output_us"}
 
 
+def _fnum(text: str) -> float:
+    """A number of perf_analyzer's output: finite and of sane length (ValueError otherwise)."""
+    if len(text) > 40:
+        raise ValueError(text[:40])
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def _inum(text: str) -> int:
+    """A whole number of perf_analyzer's output (ASCII digits, sane length; ValueError otherwise)."""
+    if len(text) > 30 or not (text.isascii() and text.isdigit()):
+        raise ValueError(text[:30])
+    return int(text)
+
+
 def parse_stdout(text: str) -> list[Level]:
     """Levels from perf_analyzer's plain output (whole runs or fragments pasted from a lab)."""
     batch: int | None = None
@@ -275,48 +292,51 @@ def parse_stdout(text: str) -> list[Level]:
     current: Level | None = None
     summary_stat = "Average"
     for line in text.splitlines():
-        if m := BATCH.match(line):
-            batch = int(m.group(1))
+        try:  # a line whose numbers are not numbers (hostile or torn output) is not perf_analyzer's: skipped
+            if m := BATCH.match(line):
+                batch = _inum(m.group(1))
+                continue
+            if m := SUMMARY_HEADER.search(line):
+                summary_stat = m.group("stat")
+                current = None
+                continue
+            if m := SUMMARY.match(line):
+                mode = CONCURRENCY if m.group("what").lower() == "concurrency" else REQUEST_RATE
+                lvl = Level(mode=mode, load=_fnum(m.group(2)), throughput=_fnum(m.group(3)))
+                lat = _fnum(m.group(4))
+                if summary_stat.lower() == "average":
+                    lvl.latency_avg_us = lat
+                else:
+                    setattr_pct(lvl, _inum(summary_stat[1:]), lat)
+                summaries.append(lvl)
+                continue
+            if m := BLOCK.match(line):
+                kind = BLOCK_KIND.match(line).group(1).lower()  # type: ignore[union-attr]
+                mode = CONCURRENCY if kind == "request concurrency" else REQUEST_RATE
+                current = Level(mode=mode, load=_fnum(m.group(1)))
+                blocks.append(current)
+                continue
+            target = current if current is not None else orphan
+            if m := WINDOW.match(line):
+                win: dict[str, Any] = {"throughput": _fnum(m.group(2))}
+                if m.group("stat"):
+                    win["latency_stat"] = m.group("stat").lower()
+                    win["latency_us"] = _fnum(m.group(4))
+                    if m.group(5):
+                        win["latency_std_us"] = _fnum(m.group(5))
+                target.windows.append(win)
+            elif m := CLIENT_THROUGHPUT.match(line):
+                target.throughput = _fnum(m.group(1))
+            elif m := AVG_LATENCY.match(line):
+                target.latency_avg_us = _fnum(m.group(1))
+            elif m := PCT.match(line):
+                setattr_pct(target, _inum(m.group(1)), _fnum(m.group(2)))
+            elif m := SERVER.search(line):
+                target.server_latency_us = _fnum(m.group(1))
+                for part in PART.finditer(m.group("parts")):
+                    setattr(target, PART_KEYS[part.group(1).lower()], _fnum(part.group(2)))
+        except ValueError:
             continue
-        if m := SUMMARY_HEADER.search(line):
-            summary_stat = m.group("stat")
-            current = None
-            continue
-        if m := SUMMARY.match(line):
-            mode = CONCURRENCY if m.group("what").lower() == "concurrency" else REQUEST_RATE
-            lvl = Level(mode=mode, load=float(m.group(2)), throughput=float(m.group(3)))
-            lat = float(m.group(4))
-            if summary_stat.lower() == "average":
-                lvl.latency_avg_us = lat
-            else:
-                setattr_pct(lvl, int(summary_stat[1:]), lat)
-            summaries.append(lvl)
-            continue
-        if m := BLOCK.match(line):
-            kind = BLOCK_KIND.match(line).group(1).lower()  # type: ignore[union-attr]
-            mode = CONCURRENCY if kind == "request concurrency" else REQUEST_RATE
-            current = Level(mode=mode, load=float(m.group(1)))
-            blocks.append(current)
-            continue
-        target = current if current is not None else orphan
-        if m := WINDOW.match(line):
-            win: dict[str, Any] = {"throughput": float(m.group(2))}
-            if m.group("stat"):
-                win["latency_stat"] = m.group("stat").lower()
-                win["latency_us"] = float(m.group(4))
-                if m.group(5):
-                    win["latency_std_us"] = float(m.group(5))
-            target.windows.append(win)
-        elif m := CLIENT_THROUGHPUT.match(line):
-            target.throughput = float(m.group(1))
-        elif m := AVG_LATENCY.match(line):
-            target.latency_avg_us = float(m.group(1))
-        elif m := PCT.match(line):
-            setattr_pct(target, int(m.group(1)), float(m.group(2)))
-        elif m := SERVER.search(line):
-            target.server_latency_us = float(m.group(1))
-            for part in PART.finditer(m.group("parts")):
-                setattr(target, PART_KEYS[part.group(1).lower()], float(part.group(2)))
     levels: dict[tuple[str, float], Level] = {}
     for lvl in summaries + blocks:
         if lvl.key in levels:
@@ -330,7 +350,10 @@ def parse_stdout(text: str) -> list[Level]:
         only.merge(orphan)
     for m in UNSTABLE.finditer(text):
         mode = CONCURRENCY if m.group("what").lower() == "concurrency" else REQUEST_RATE
-        key = (mode, float(m.group("load")))
+        try:
+            key = (mode, _fnum(m.group("load")))
+        except ValueError:
+            continue
         lvl = levels.setdefault(key, Level(mode=mode, load=key[1]))
         if lvl.throughput is None or key not in {s.key for s in summaries}:
             lvl.status = "unmeasured"
@@ -353,7 +376,8 @@ def window_cv(lvl: Level, key: str = "throughput") -> float | None:
     mean = sum(vals) / len(vals)
     if mean <= 0:
         return None
-    return math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) / mean
+    # relative to the mean first: numbers near the float range do not overflow when squared (the fuzzer)
+    return math.sqrt(sum((v / mean - 1) ** 2 for v in vals) / (len(vals) - 1))
 
 
 def setattr_pct(lvl: Level, pct: int, value: float) -> None:
@@ -425,9 +449,19 @@ def parse_csv(text: str, batch_size: int | None = None, strict: bool = False) ->
     """Levels from perf_analyzer's ``-f`` export (rows come sorted by throughput: re-sort by load).
 
     ``strict``: the header must be perf_analyzer's and every cell of a level row a number, else
-    :class:`CsvFormatError` (a user's file); otherwise what is not understood is skipped (the runner's).
+    :class:`CsvFormatError` (a user's file); otherwise what is not understood is skipped (the runner's),
+    and text the csv module cannot split into rows at all gives no level.
     """
-    reader = csv.DictReader(io.StringIO(text.strip()))
+    try:
+        return _parse_csv(text, batch_size, strict)
+    except csv.Error as exc:  # found by the fuzzer: a bare carriage return inside a cell
+        if strict:
+            raise CsvFormatError(f"not CSV as perf_analyzer writes it ({exc})") from None
+        return []
+
+
+def _parse_csv(text: str, batch_size: int | None, strict: bool) -> list[Level]:
+    reader = csv.DictReader(io.StringIO(text.strip(), newline=""))
     levels: list[Level] = []
     if strict:
         check_csv_header(list(reader.fieldnames or []))
@@ -445,7 +479,7 @@ def parse_csv(text: str, batch_size: int | None = None, strict: bool = False) ->
         if load in (None, ""):
             continue  # trailing blocks of --verbose-csv exports (server-side metrics) have no load
         try:
-            lvl = Level(mode=mode, load=float(load), batch_size=batch_size)
+            lvl = Level(mode=mode, load=_fnum(load), batch_size=batch_size)
         except ValueError:
             continue
         for col, value in row.items():
@@ -453,7 +487,7 @@ def parse_csv(text: str, batch_size: int | None = None, strict: bool = False) ->
                 continue
             col = col.strip()
             try:
-                num = float(value)
+                num = _fnum(value.strip())
             except ValueError:
                 continue
             if col in CSV_COLUMNS:

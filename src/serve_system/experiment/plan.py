@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import safeio
 from . import perf as perfmod
 from . import records as rec
 from . import search
@@ -355,21 +356,23 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
     ccs = compute_capability or {}
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
-    run.mkdir(parents=True, exist_ok=True)
+    safeio.make_dirs(run, run)
     if manifest:
-        shutil.copyfile(spec_path, run / "spec.yml")
-        manifest_path = run / "manifest.json"
-        doc = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-        doc.setdefault("start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        doc.update(
-            experiment=spec.name, run_id=run.name, kind=kind, description=spec.description,
-            spec_file=str(spec_path), spec=spec.data,
+        # the spec as run, and the manifest: written through the one write path (never through a link)
+        safeio.write_bytes(run / rec.SPEC_FILE, safeio.read_bytes(spec_path, kind="spec"), within=run)
+        manifest_path = run / rec.MANIFEST_FILE
+        earlier = (rec.read(manifest_path, rec.Manifest, fix="move it away or use another run id")
+                   if os.path.lexists(manifest_path) else rec.Manifest())
+        doc = rec.Manifest(
+            experiment=spec.name, run_id=run.name, kind=kind,
+            start=earlier.start or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            description=spec.description, spec_file=str(spec_path), spec=spec.data,
             stand_in=spec.stand_in if isinstance(spec, TritonSpec) else None,
-            hosts=sorted(set(doc.get("hosts", [])) | {h for h, _ in hosts}),
+            hosts=sorted(set(earlier.hosts) | {h for h, _ in hosts}),
             objectives=[o.as_record() for o in objectives_of(spec)],
             shard=shard.record() if shard else None,
         )
-        manifest_path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        safeio.write_json(manifest_path, rec.to_json(doc), within=run, default=str)
     out = {}
     prov = provenance(spec_path)
     for (host, gpus) in hosts:
@@ -380,11 +383,11 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         if shard is not None:
             variants = [v for v in variants if v.name in shard.variants_of(host)]
         for v in variants:
-            vdir = hdir / v.name
-            vdir.mkdir(parents=True, exist_ok=True)
+            vdir = hdir / safeio.plain_name(v.name, str(spec_path), "variant name")
+            safeio.make_dirs(vdir, run)
             if v.config_pbtxt:
-                (vdir / "config.pbtxt").write_text(v.config_pbtxt)
-                (vdir / "load_body.json").write_text(json.dumps(v.load_body, indent=1) + "\n")
+                safeio.write_text(vdir / rec.CONFIG_FILE, v.config_pbtxt, within=run)
+                safeio.write_json(vdir / rec.LOAD_BODY_FILE, v.load_body, within=run)
         models = sorted({v.model for v in variants}) if kind == rec.TRITON else []
         hplan = rec.HostPlan(
             host=host, gpus=gpus, compute_capability=ccs.get(host), experiment=spec.name, run_id=run.name,
@@ -405,7 +408,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
                               "minutes": budget.minutes}
             if only:  # -e variants: the further repetitions only of these
                 hplan.adaptive["only"] = list(only)
-        rec.write(hdir / "plan.json", hplan)
+        rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
         out[host] = rec.to_json(hplan)
     return out
@@ -437,11 +440,11 @@ def sharding(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], *, force: b
     costs = {v.name: estimate_seconds([v]) for v in first}
     shard = shardmod.assign(names, hosts, shardmod.reference_of(setting.reference if setting else "first",
                                                                 names), costs, seed=spec.name)
-    manifest = (run / "manifest.json") if run is not None else None
-    if manifest is not None and manifest.exists():
+    manifest = (run / rec.MANIFEST_FILE) if run is not None else None
+    if manifest is not None and os.path.lexists(manifest):
         try:
-            earlier = json.loads(manifest.read_text(encoding="utf-8")).get("shard")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            earlier = rec.read(manifest, rec.Manifest).shard
+        except rec.RecordError:
             earlier = None  # check_run_dir has said what is wrong with it
         shardmod.check_same_hosts(earlier, shard, str(spec.path))
     return shard
@@ -526,22 +529,25 @@ def check_run_dir(run: Path, experiment: str) -> Path:
     if resolved.parent.name != experiment:
         raise SpecError([(f"{shown}: its folder is {resolved.parent.name!r}, not the experiment's name "
                          f"{experiment!r}: give results/{experiment}/<run id>")])
-    manifest = resolved / "manifest.json"
-    if manifest.exists():
+    manifest = resolved / rec.MANIFEST_FILE
+    if os.path.lexists(manifest):
         try:
-            doc = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SpecError([(f"{manifest}: (file): not readable JSON ({exc.__class__.__name__}): move it "
-                             "away or use another run id")]) from None
-        if not isinstance(doc, dict):
-            raise SpecError([f"{manifest}: (file): not a JSON object: move it away or use another run id"])
-        if doc.get("experiment") not in (None, experiment):
-            raise SpecError([(f"{shown}: holds a run of experiment {doc.get('experiment')!r}, not "
+            doc = rec.read(manifest, rec.Manifest)
+        except rec.RecordError as exc:
+            why = str(exc).removeprefix(str(manifest)).lstrip(":0123456789 ")
+            raise SpecError([(f"{manifest}: (file): not readable JSON ({why}): move it away or use another "
+                              "run id")]) from None
+        if doc.experiment not in (None, experiment):
+            raise SpecError([(f"{shown}: holds a run of experiment {doc.experiment!r}, not "
                              f"{experiment!r}: give this experiment's run folder")])
     return resolved
 
 
 def check_host_dir(run: Path, host: str) -> Path:
+    try:
+        safeio.plain_name(host, "--host", "host")  # it becomes the host's folder of the run
+    except safeio.UnsafeFile as exc:
+        raise SpecError([str(exc)]) from None
     hdir = run / host
     if hdir.is_symlink() or (hdir.exists() and not hdir.is_dir()) or hdir.resolve().parent != run:
         raise SpecError([f"--host {host!r}: {hdir} is not a folder of the run: move it away"])
@@ -564,17 +570,20 @@ def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
     runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
     pkg = Path(__file__).parent
     files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "records.py", "fastapi_bench.py")}
+    files["safeio.py"] = pkg.parent / "safeio.py"  # records' read and write path
     for data in sorted({v.input_data for v in variants if v.input_data}):
         files[Path(data).name] = Path(data)
     if image is not None and hplan.kind == rec.FASTAPI:
         files[f"image{image.suffix}"] = image
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    # the one write path (a temporary name, renamed; never through a link), the one read path for every
+    # file it packs (regular files only: a pipe or a device named as input data is refused, not read)
+    with safeio.open_write(dest, within=dest.parent, binary=True) as fh, \
+            zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         z.writestr("__main__.py", BUNDLE_MAIN)
         for name, src in sorted(files.items()):
-            z.write(src, name)
+            with safeio.open_read(src, kind="bundle") as stream, z.open(name, "w", force_zip64=True) as out:
+                shutil.copyfileobj(stream, out, 1024 * 1024)
         z.writestr("plan.json", json.dumps(rec.to_json(hplan), indent=1) + "\n")
-    os.replace(tmp, dest)
 
 
 def provenance(spec_path: Path) -> dict[str, object]:

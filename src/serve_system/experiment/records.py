@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import stat as st
 import types
 import typing
 from dataclasses import dataclass, field
@@ -40,13 +41,12 @@ TRITON, FASTAPI = "triton", "fastapi"
 
 
 try:  # in the package; the node's flat layout (records.py beside the runner) has no package around it
-    from ..errors import ServeSystemError
+    from .. import safeio
 except ImportError:  # pragma: no cover - the node's layout
-    class ServeSystemError(Exception):  # type: ignore[no-redef]  # the node's flat layout
-        """The package's user-facing error, as the node-side runner sees it."""
+    import safeio  # type: ignore[import-not-found,no-redef]  # the node's flat layout
 
 
-class RecordError(ServeSystemError, ValueError):
+class RecordError(safeio.UnsafeFile):
     """A record file that cannot be used; the message is one line naming the file and the field.
 
     A :class:`ValueError` too: callers that validate records treat it as bad data."""
@@ -316,6 +316,36 @@ class Event:
     restored: bool | None = None
 
 
+@dataclass
+class Manifest:
+    """The run's ``manifest.json`` (written by ``serve-system plan``): what was run, where, and how it is
+    judged. Every field may be absent in runs planned before it existed."""
+
+    experiment: str | None = None
+    run_id: str | None = None
+    kind: str = TRITON
+    #: when the run was first planned (ISO 8601, UTC)
+    start: str | None = None
+    description: str | None = None
+    spec_file: str | None = None
+    #: the spec as written
+    spec: dict[str, Any] = field(default_factory=dict)
+    stand_in: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    #: the objectives as :meth:`Objective.as_record` keeps them (checked by the spec's own rules where read)
+    objectives: Any = None
+    #: the shard record of a sharded run (:mod:`serve_system.experiment.shard`)
+    shard: Any = None
+    smallest_effect: Any = None
+
+
+#: the files of a run folder, named once (see the module's docstring for the layout)
+MANIFEST_FILE, SPEC_FILE, PLAN_FILE, HOST_FILE = "manifest.json", "spec.yml", "plan.json", "host.json"
+VARIANT_FILE, CONFIG_FILE, LOAD_BODY_FILE = "variant.json", "config.pbtxt", "load_body.json"
+LEVEL_FILE, PERF_STDOUT_FILE, PERF_CSV_FILE = "level.json", "perf.stdout", "perf.csv"
+STATS_BEFORE_FILE, STATS_AFTER_FILE, METRICS_FILE = "stats_before.json", "stats_after.json", "metrics.jsonl"
+
+
 R = TypeVar("R")
 
 
@@ -325,25 +355,23 @@ def to_json(rec: Any) -> dict[str, Any]:
     return dataclasses.asdict(rec)
 
 
-def write(path: str | Path, rec: Any) -> None:
-    """Write a record atomically (a reader never sees half a file)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(to_json(rec), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+def write(path: str | Path, rec: Any, within: str | Path | None = None) -> None:
+    """Write a record atomically (a reader never sees half a file; a link there is replaced, not
+    followed; ``within``: the folder it must stay inside, default its own)."""
+    safeio.write_json(path, to_json(rec), within=within)
 
 
-def read(path: str | Path, cls: type[R]) -> R:
-    """Read a record of type ``cls``; :class:`RecordError` (one line: file and field) if malformed."""
+def read(path: str | Path, cls: type[R], within: str | Path | None = None, fix: str = "") -> R:
+    """Read a record of type ``cls`` through :mod:`safeio` (a regular file, bounded, inside ``within``:
+    default the record's own folder); :class:`RecordError` (one line: file and field, then ``fix``) if
+    malformed."""
     p = Path(path)
+    kind = "plan" if cls is HostPlan else "record"
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RecordError(f"{p}: cannot read: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{p}: not a JSON record: {exc}") from None
-    return from_json(data, cls, str(p))
+        data = safeio.read_json(p, kind=kind, within=p.parent if within is None else within)
+        return from_json(data, cls, str(p))
+    except safeio.UnsafeFile as exc:
+        raise RecordError(f"{exc}; {fix}" if fix else str(exc)) from None
 
 
 def from_json(data: Any, cls: type[R], where: str, prefix: str = "") -> R:
@@ -424,9 +452,10 @@ def read_events(text: str, where: str = "the runner's output") -> tuple[list[Eve
                 other.append(line)
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{where}: line {n}: not a JSON event: {exc}") from None
+            data = safeio.loads_json(line, "")  # finite, bounded numbers
+        except safeio.UnsafeFile as exc:
+            why = str(exc).lstrip(":0123456789 ")
+            raise RecordError(f"{where}: line {n}: not a JSON event ({why})") from None
         events.append(from_json(data, Event, f"{where}: line {n}"))
     return events, other
 
@@ -500,36 +529,165 @@ def pack(host_dir: str | Path, variants: list[str], dest: str | Path) -> None:
     os.replace(tmp, out)
 
 
-def unpack(archive: str | Path, host_dir: str | Path, variants: list[str]) -> int:
+#: the most bytes one member of a host's archive may hold, and all of them together, counted while
+#: decompressing (a small archive that expands to gigabytes stops at the budget); the most members
+MEMBER_BUDGET = 512 * safeio.MiB
+TOTAL_BUDGET = 4096 * safeio.MiB
+MAX_MEMBERS = 100_000
+
+
+class _Counted:
+    """A gzip stream read through, counting the bytes it decompresses to (refused past ``budget``)."""
+
+    def __init__(self, raw: Any, budget: int, where: str) -> None:
+        import gzip
+
+        self.gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        self.budget, self.where, self.total = budget, where, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.gz.read(n if n is not None and n >= 0 else 1024 * 1024)
+        self.total += len(data)
+        if self.total > self.budget:
+            raise RecordError(f"{self.where}: expands to more than {self.budget // safeio.MiB} MiB, the "
+                              "most a "
+                              "host's records may be: not an archive of the runner's pack")
+        return data
+
+    def drain(self) -> None:
+        """Read to the end of the stream (past the tar's end: its CRC and length are checked)."""
+        while self.read(1024 * 1024):
+            pass
+
+
+def planned_levels(plan: HostPlan) -> dict[str, set[str]]:
+    """variant name -> the ids of its planned levels (what a host's archive may hold)."""
+    return {v.name: {lv.id for lv in v.levels} for v in plan.variants}
+
+
+def unpack(archive: str | Path, host_dir: str | Path, variants: list[str] | dict[str, set[str]] | HostPlan,
+           *, member_budget: int | None = None, total_budget: int | None = None) -> int:
     """Put a host's archive (see :func:`pack`) into its results folder; the number of files.
 
-    Every member is checked first (plain files and folders, named ``host.json`` or under a planned
-    variant, no ``..``, no links): a bad archive is refused in one line (:class:`RecordError`) and
-    nothing is written. Each level's record is written after every other file of the archive, so an
-    interrupted unpack never leaves a level that looks done but lacks its files (the resume rule).
+    ``variants``: the host's plan (or its :func:`planned_levels`, or only its variant names). The archive
+    is read as a stream before anything lands: every member must be planned (``host.json``, a planned
+    variant's files, a planned level's files; no ``..``, no links, nothing deeper), a plain file or
+    folder, within :data:`MEMBER_BUDGET` and all of them within :data:`TOTAL_BUDGET`, counted while
+    decompressing; the whole gzip stream is read to its end (a CRC error is found). It is extracted into
+    a temporary folder beside the host folder, then moved into place, each level's record last (an
+    interrupted move never leaves a level that looks done but lacks its files: the resume rule), never
+    through a link already in the host folder. A bad archive is one line (:class:`RecordError`) and
+    nothing lands.
     """
+    import gzip
+    import shutil
     import tarfile
+    import tempfile
+    import zlib
 
     where = str(archive)
+    host = Path(host_dir)
+    planned: dict[str, set[str] | None] = {}
+    if isinstance(variants, HostPlan):
+        planned.update(planned_levels(variants))
+    elif isinstance(variants, dict):
+        planned.update(variants)
+    else:
+        planned.update(dict.fromkeys(variants))
+    per_member = MEMBER_BUDGET if member_budget is None else member_budget
+    budget = TOTAL_BUDGET if total_budget is None else total_budget
+    if os.path.islink(host):
+        raise RecordError(f"{host}: is a link: a host's results go into a folder of the run, not through "
+                          "a link")
+    host.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{host.name}.unpack-", dir=host.parent))
+    files: list[str] = []
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            members = tar.getmembers()
-            known = set(variants)
-            for m in members:
-                parts = m.name.split("/")
-                if not (m.isfile() or m.isdir()) or any(x in ("", ".", "..") for x in parts) or not (
-                        (parts == ["host.json"] and m.isfile()) or (parts[0] in known and len(parts) <= 3)):
-                    raise RecordError(f"{where}: {m.name}: not a record of this host's plan (variants: "
-                                      f"{', '.join(variants) or 'none'}): make the archive with "
-                                      "the runner's pack")
-            members.sort(key=lambda m: (m.name.endswith("/level.json"), m.name))
-            for m in members:
-                tar.extract(m, host_dir, filter="data")
-    except (tarfile.TarError, EOFError) as exc:
-        raise RecordError(f"{where}: not a readable archive of records: {exc}") from None
-    except OSError as exc:
-        raise RecordError(f"{where}: cannot unpack into {host_dir}: {exc}") from None
-    return sum(m.isfile() for m in members)
+        try:
+            with safeio.open_read(archive, kind="archive") as raw:
+                stream = _Counted(raw, budget, where)
+                with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+                    for n, m in enumerate(tar, 1):
+                        if n > MAX_MEMBERS:
+                            raise RecordError(f"{where}: more than {MAX_MEMBERS} members: not the "
+                                              "runner's pack")
+                        _check_member(m, planned, where, per_member)
+                        dest = tmp / m.name
+                        if m.isdir():
+                            dest.mkdir(parents=True, exist_ok=True)
+                            continue
+                        dest.parent.mkdir(parents=True, exist_ok=True)
+                        src = tar.extractfile(m)
+                        got = 0
+                        with open(dest, "xb") as out:
+                            while src is not None and (chunk := src.read(1024 * 1024)):
+                                got += len(chunk)
+                                out.write(chunk)
+                        if got != m.size:
+                            raise RecordError(f"{where}: {m.name}: ends early ({got} of {m.size} bytes): the "
+                                              "archive is cut short; fetch it again")
+                        files.append(m.name)
+                stream.drain()
+        except safeio.UnsafeFile as exc:
+            raise RecordError(str(exc)) from None
+        except (gzip.BadGzipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+            raise RecordError(f"{where}: not a readable archive of records: {exc}") from None
+        except OSError as exc:
+            raise RecordError(f"{where}: cannot unpack into {tmp}: {exc.strerror or exc}") from None
+        # every destination first: no link and nothing but folders on the way, so nothing lands half-way
+        order = sorted(files, key=lambda name: (name.endswith("/level.json"), name))
+        for name in order:
+            _check_dest(host, name)
+        for name in order:
+            dest = host / name
+            for parent in reversed(dest.relative_to(host).parents):
+                (host / parent).mkdir(exist_ok=True)
+            os.replace(tmp / name, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return len(files)
+
+
+def _check_member(m: Any, planned: dict[str, set[str] | None], where: str, budget: int) -> None:
+    parts = m.name.split("/")
+    levels = planned.get(parts[0])
+    ok = (m.isfile() or m.isdir()) and all(safeio.PLAIN_NAME.fullmatch(x) for x in parts) and (
+        (parts == ["host.json"] and m.isfile())
+        or (parts[0] in planned and (
+            len(parts) == 1 and m.isdir()
+            or len(parts) == 2 and (m.isfile() or levels is None or parts[1] in levels)
+            or len(parts) == 3 and m.isfile() and (levels is None or parts[1] in levels))))
+    if not ok:
+        what = "a link" if m.issym() or m.islnk() else "not a file" if not (m.isfile() or m.isdir()) else \
+            "not planned"
+        raise RecordError(f"{where}: {m.name}: not a record of this host's plan ({what}; variants: "
+                          f"{', '.join(planned) or 'none'}): make the archive with the runner's pack")
+    if m.isfile() and m.size > budget:
+        raise RecordError(f"{where}: {m.name}: {m.size} bytes, more than the {budget // safeio.MiB} MiB one "
+                          "record file may be: not the runner's pack")
+
+
+def _check_dest(host: Path, name: str) -> None:
+    """``host/name`` can be written: no link, no file where a folder goes, no folder where the file goes."""
+    cur = host
+    parts = name.split("/")
+    for i, part in enumerate([""] + parts):
+        cur = cur / part if part else cur
+        try:
+            mode = os.lstat(cur).st_mode
+        except FileNotFoundError:
+            return
+        last = i == len(parts)
+        if st.S_ISLNK(mode):
+            raise RecordError(f"{cur}: is a link: the tool never writes through a link in a host's results; "
+                              "remove it and collect again")
+        if last and st.S_ISDIR(mode) or not last and not st.S_ISDIR(mode):
+            raise RecordError(f"{cur}: is {'a folder' if st.S_ISDIR(mode) else 'not a folder'} where the "
+                              "archive has a file: move it away and collect again")
+
+
+#: what to do about a host's plan.json that does not read
+PLAN_FIX = "plan the run again (serve-system plan SPEC --run-dir RUN --host ...) before collecting"
 
 
 #: where the role fetches a host's archive to, under the host's results folder
@@ -557,8 +715,8 @@ def collect_run(run_dir: str | Path) -> list[tuple[str, int]]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         for archive in sorted(run.glob(f"*/{FETCHED}")):
             host_dir = archive.parent.parent
-            plan = read(host_dir / "plan.json", HostPlan)
-            out.append((host_dir.name, unpack(archive, host_dir, [v.name for v in plan.variants])))
+            plan = read(host_dir / PLAN_FILE, HostPlan, fix=PLAN_FIX)
+            out.append((host_dir.name, unpack(archive, host_dir, plan)))
             archive.unlink()
     finally:
         os.close(fd)  # the lock goes with it

@@ -58,7 +58,7 @@ except ImportError:  # pragma: no cover - the node's layout
 #: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application)
 BUNDLE_MAIN = "import runner\nraise SystemExit(runner.main())\n"
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
-BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py"})
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py", "safeio.py"})
 
 #: beside the plan: per model, the load body last loaded in this run (see Runner.step)
 LOADED = ".loaded.json"
@@ -617,7 +617,8 @@ class Runner:
             code, before = self.stats(v)
             if code != 200:
                 problems.append(f"Triton did not answer before the level ({before.get('error', code)})")
-            (ldir / "stats_before.json").write_text(json.dumps(before, indent=1) + "\n")
+            rec.safeio.write_text(ldir / rec.STATS_BEFORE_FILE, json.dumps(before, indent=1) + "\n",
+                                  within=ldir)
             sampler = Sampler(self.metrics_url, ldir / "metrics.jsonl", self.args.metrics_interval)
             sampler.start()
         root = proc_root()
@@ -633,7 +634,7 @@ class Runner:
             name = "perf.stdout" if triton else "client.log"
             if n:
                 shutil.move(str(ldir / name), str(ldir / f"{name}.attempt{n}"))
-            (ldir / name).write_text(text)
+            rec.safeio.write_text(ldir / name, text, within=ldir)
             if attempt.reason and attempt.reason.startswith(("killed", "perf_analyzer was killed")):
                 break
             if not (triton and UNSTABLE.search(text)):
@@ -654,7 +655,8 @@ class Runner:
             if restarted:
                 self.recover(v)
                 code, after = self.stats(v)
-            (ldir / "stats_after.json").write_text(json.dumps(after, indent=1) + "\n")
+            rec.safeio.write_text(ldir / rec.STATS_AFTER_FILE, json.dumps(after, indent=1) + "\n",
+                                  within=ldir)
         last = attempts[-1]
         if last.reason and last.reason.startswith(("killed", "perf_analyzer was killed", "could not start")):
             problems.insert(0, last.reason)

@@ -9,16 +9,15 @@ Secrets never go into the inventory: only the *path* of the SSH private key is w
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .. import safeio
 from ..errors import ServeSystemError
 
 #: The inventory group every provisioned node belongs to; playbooks target it.
@@ -114,16 +113,8 @@ def render_inventory(nodes: list[Node], known_hosts: Path | None = None) -> dict
 
 def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with safeio.open_write(path, mode=mode) as fh:  # the one write path: never through a link
+        fh.write(text)
 
 
 class _IndentedListDumper(yaml.SafeDumper):

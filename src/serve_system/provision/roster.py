@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import safeio
 from ..errors import UsageError
 from .nodes import Node, atomic_write
 
@@ -215,6 +216,12 @@ def write_sheets(nodes: Sequence[Node], out_dir: Path, repo_root: Path) -> list[
     students = [n for n in nodes if n.vars.get("serve_student")]
     if not students:
         raise UsageError("the inventory has no student nodes: launch with --roster first")
+    for n in students:  # each becomes a file name in out_dir: a plain name, all checked before any is written
+        try:
+            safeio.plain_name(n.vars["serve_student"], f"the inventory: host {n.name}: serve_student",
+                              "student")
+        except safeio.UnsafeFile as exc:
+            raise UsageError(str(exc)) from None
     resolved.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(resolved, 0o700)
     written = []

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import textsafe
+from .. import safeio, textsafe
 from ..errors import ServeSystemError
 from . import findings as fnd
 from . import report
@@ -324,9 +324,11 @@ def check_out(out: Path, run_dirs: list[Path], force: bool) -> None:
                                    "elsewhere (a run keeps its own report)")
         if target in r.parents:
             raise ServeSystemError(f"--out {out}: holds run folder {run}; write the class report elsewhere")
+    if out.is_symlink():
+        raise ServeSystemError(f"--out {out}: is a link; give a folder of its own for the class report")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ServeSystemError(f"--out {out}: folder exists and is not empty; give another folder or "
-                               "--force to replace the class report in it")
+                               "--force to replace the class report in it (only the files it wrote there)")
 
 
 def _fmt(metric: str, v: float, unit: bool = True) -> str:
@@ -428,7 +430,6 @@ def box_plots(result: dict[str, Any], out: Path) -> list[Path]:
     for c in result["cells"]:
         groups.setdefault((c["metric"], c["mode"], c["load"]), []).append(c)
     made = []
-    (out / "plots").mkdir(exist_ok=True)
     for (metric, mode, load), cs in sorted(groups.items(), key=lambda kv: (METRICS.index(kv[0][0]),
                                                                            kv[0][1], kv[0][2])):
         scale = 1000.0 if metric.endswith("_us") else 1.0
@@ -450,8 +451,9 @@ def box_plots(result: dict[str, Any], out: Path) -> list[Path]:
         ax.set_ylabel(METRIC_NAMES[metric])
         ax.set_title(f"{METRIC_NAMES[metric]} across nodes at {_load(mode, load)}")
         fig.tight_layout()
-        path = out / "plots" / f"box_{metric}_{mode}_{load:g}.png"
-        fig.savefig(path, dpi=100)
+        path = out / "plots" / safeio.plain_name(f"box_{metric}_{mode}_{load:g}.png", f"--out {out}", "plot")
+        with safeio.open_write(path, within=out, binary=True) as fh:  # never through a link
+            fig.savefig(fh, dpi=100, format="png")
         plt.close(fig)
         made.append(path)
     return made
@@ -468,19 +470,21 @@ def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
 
 def write(result: dict[str, Any], out: Path) -> list[Path]:
     """class.md, class.csv, class.json and plots/box_*.png into ``out`` (replacing only those files)."""
-    out.mkdir(parents=True, exist_ok=True)
+    # check_out has refused a user's non-empty folder (without --force): only the files this command put
+    # there before are removed (its list, safeio.OwnedFolder), a user's own files stay
+    folder = safeio.OwnedFolder(out, force=True, option="--out")
+    folder.clear()
     for name in FILES:
-        (out / name).unlink(missing_ok=True)
-    for old in (out / "plots").glob("box_*.png") if (out / "plots").is_dir() else []:
-        old.unlink()
+        folder.add(name)
     plots = box_plots(result, out)
-    (out / "class.md").write_text(markdown(result, plots), encoding="utf-8")
-    with (out / "class.csv").open("w", newline="", encoding="utf-8") as fh:
+    for p in plots:
+        folder.add(p.relative_to(out).as_posix())
+    folder.write_text("class.md", markdown(result, plots))
+    with folder.open("class.csv", newline="") as fh:
         w = textsafe.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
         w.writeheader()
         for c in result["cells"]:
             row = {k: "" if c[k] is None else c[k] for k in CSV_COLUMNS}
             w.writerow({**row, "load": f"{c['load']:g}", "outliers": ";".join(c["outliers"])})
-    (out / "class.json").write_text(textsafe.dumps(_jsonable(result), indent=1, default=str) + "\n",
-                                    encoding="utf-8")
+    folder.write_text("class.json", textsafe.dumps(_jsonable(result), indent=1, default=str) + "\n")
     return [out / n for n in FILES] + plots

@@ -14,8 +14,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .. import textsafe
+from .. import safeio, textsafe
 from ..errors import ServeSystemError
+from ..experiment import records
 from .cells import cell, ms_cells
 
 COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",
@@ -29,11 +30,13 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     fix = f"re-run `serve-system report {run_dir}`"
     if not run_dir.is_dir():
         raise ServeSystemError(f"{run_dir}: no such run folder; give results/<experiment>/<run-id>")
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ServeSystemError(f"{path}: no summary; run `serve-system report {run_dir}` first")
+    # the one read path: a regular file inside the run folder, bounded (a pipe or a device is refused)
+    raw = safeio.read_bytes(path, kind="output", within=run_dir)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
     rows = doc.get("rows") if isinstance(doc, dict) else doc
     if not isinstance(rows, list):
@@ -83,11 +86,11 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     out: list[dict[str, Any]] = []
     for key in order:
         rs = groups[key]
-        ok = [r for r in rs if r.get("status") == "ok"]
+        ok = [r for r in rs if r.get("status") == records.OK]
         row: dict[str, Any] = dict(
             zip(("experiment", "run_id", "host", "variant", "mode"), key[1:6], strict=True))
         row["load"] = key[6]
-        row["status"] = "ok" if ok else (rs[0].get("status") or "failed")
+        row["status"] = records.OK if ok else (rs[0].get("status") or records.FAILED)
         row["repetitions"] = len(ok)
         for m in METRICS:
             vals = [float(r[m]) for r in ok if r.get(m) is not None]
@@ -119,7 +122,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with safeio.open_write(path, newline="") as fh:  # a temporary name, renamed: never through a link
         w = textsafe.DictWriter(fh, fieldnames=list(COLUMNS))
         w.writeheader()
         for r in rows:

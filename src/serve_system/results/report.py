@@ -18,12 +18,12 @@ A plot without data is not drawn; report.md says which and why.
 
 from __future__ import annotations
 
-import json
+import os
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from .. import textsafe
+from .. import safeio, textsafe
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment import records
@@ -51,16 +51,10 @@ AVG_AND_PERCENTILES = AVG + PERCENTILES
 
 def read_manifest(run: Path) -> dict[str, Any]:
     """The run's manifest.json, its objectives and smallest effect checked (the defaults without one)."""
-    path = run / "manifest.json"
-    if not path.exists():
+    path = run / records.MANIFEST_FILE
+    if not os.path.lexists(path):
         return {"objectives": list(DEFAULT_OBJECTIVES)}
-    fix = "restore it from the experiment's run or delete it"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
-    if not isinstance(data, dict):
-        raise ServeSystemError(f"{path}: expected a JSON object, found {type(data).__name__}; {fix}")
+    data = records.to_json(res.read_manifest(run))  # typed: one line naming the field
     # the spec's own rules for objectives (names, metrics, goals, loads, constraints); none: the default
     data["objectives"] = [o.as_record() for o in read_objectives(data.get("objectives"), path)]
     data["smallest_effect"] = _smallest_effect(data, path)
@@ -82,8 +76,19 @@ def _smallest_effect(data: dict[str, Any], path: Path) -> float:
     return DEFAULT_SMALLEST_EFFECT
 
 
+def _host_end(run: Path, host: str) -> str | None:
+    """When a host's part of the run ended (its host.json), None while it has none."""
+    path = run / host / records.HOST_FILE
+    if not os.path.lexists(path):
+        return None
+    try:
+        return records.read(path, records.HostRecord).end
+    except records.RecordError:
+        return None  # not the runner's record: the host reads as not finished
+
+
 def _host_dirs(run: Path) -> list[Path]:
-    return sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots")))
+    return res.host_dirs(run)
 
 
 def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
@@ -98,9 +103,9 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
         if str(h) not in hosts:
             out.append(f"{h}/ (a host of manifest.json without results)")
     for name, hdir in hosts.items():
-        plan = res.read_json(hdir / "plan.json")
+        plan = res.read_json(hdir / records.PLAN_FILE, kind="plan")
         if isinstance(plan, dict):
-            if not (hdir / "host.json").exists():
+            if not os.path.lexists(hdir / records.HOST_FILE):
                 out.append(f"{name}/host.json (the host never finished)")
             # a search measures the levels it picks; what it did not pick is not missing
             adaptive = plan.get("adaptive") if isinstance(plan.get("adaptive"), dict) else None
@@ -109,7 +114,7 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                 if not isinstance(v, dict):
                     continue
                 vdir = hdir / str(v.get("name"))
-                vmeta = res.read_json(vdir / "variant.json") or {}
+                vmeta = res.read_json(vdir / records.VARIANT_FILE) or {}
                 if vmeta.get("status") in records.NOT_MEASURED:
                     continue
                 for lv in v.get("levels") or []:
@@ -159,7 +164,7 @@ def check_run(run_dir: str | Path, partial: bool = False
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
     manifest = read_manifest(run)
-    if not (run / "manifest.json").exists() and not _host_dirs(run):
+    if not os.path.lexists(run / records.MANIFEST_FILE) and not _host_dirs(run):
         raise ServeSystemError(f"{run}: empty run folder (no manifest.json, no <host>/ folder); give "
                                "results/<experiment>/<run-id> as an experiment playbook wrote it")
     rows = res.collect(run)
@@ -182,7 +187,7 @@ def check_run(run_dir: str | Path, partial: bool = False
 
 
 def _csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with safeio.open_write(path, within=path.parent, newline="") as fh:
         w = textsafe.DictWriter(fh, fieldnames=list(columns))
         w.writeheader()
         for r in rows:
@@ -201,7 +206,7 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]],
     _csv(run_dir / "summary_stats.csv", res.STAT_COLUMNS, stats)
     doc = {"experiment": rows[0]["experiment"] if rows else None,
            "run_id": rows[0]["run_id"] if rows else None, "rows": rows, "stats": stats, **(extra or {})}
-    json_path.write_text(textsafe.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    safeio.write_text(json_path, textsafe.dumps(doc, indent=1, default=str) + "\n", within=run_dir)
     return csv_path, json_path
 
 
@@ -229,10 +234,10 @@ class _Plots:
         self.skipped: list[str] = []
 
     def save(self, fig: Any, name: str) -> None:
-        self.dir.mkdir(exist_ok=True)
         fig.tight_layout()
-        path = self.dir / name
-        fig.savefig(path, dpi=110)
+        path = self.dir / safeio.plain_name(name, str(self.dir), "plot name")
+        with safeio.open_write(path, within=self.dir.parent, binary=True) as fh:  # never through a link
+            fig.savefig(fh, dpi=110, format="png")
         self.plt.close(fig)
         self.made.append(path)
 
@@ -373,7 +378,7 @@ def _batch_sizes(p: _Plots, host: str, hr: list[dict[str, Any]]) -> None:
         means, err = _bars(shares)
         batches = [float(r["avg_batch_size"]) for r in rs if r.get("avg_batch_size") is not None]
         avg = cell(sum(batches) / len(batches) if batches else None, 2)
-        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != "ok"})
+        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != records.OK})
         ax.bar([k - 0.4 + (i + 0.5) * width for k in sizes], means, width=width, yerr=err, capsize=2,
                label=f"{variant} @ {load:g} (avg {avg}, n={len(rs)}{''.join(', ' + b for b in bad)})")
     ax.set_xticks(sizes, [str(k) for k in sizes])
@@ -481,10 +486,13 @@ def _over_time(p: _Plots, series: dict[tuple[str, str], list[dict[str, Any]]]) -
 
 def _fastapi_latency(p: _Plots, run: Path) -> None:
     found: dict[str, list[tuple[str, float, list[float]]]] = {}
-    for bench in sorted(run.glob("*/*/*/bench.json")):
-        ldir = bench.parent
-        lat = fastapi_results.latencies_s(ldir)
-        meta = res.read_json(ldir / "level.json") or {}
+    ldirs = [ld for h in _host_dirs(run) for v in res.subdirs(h) for ld in res.subdirs(v)]
+    for ldir in (ld for ld in ldirs if os.path.lexists(ld / "bench.json")):
+        try:
+            lat = fastapi_results.latencies_s(ldir)
+            meta = res.read_json(ldir / records.LEVEL_FILE) or {}
+        except ServeSystemError:
+            continue  # the level's row says what is wrong with it
         if lat:
             load = float(meta.get("load") or 0)
             found.setdefault(ldir.parent.parent.name, []).append((ldir.parent.name, load, lat))
@@ -516,7 +524,7 @@ def _fastapi_latency(p: _Plots, run: Path) -> None:
 def make_plots(run: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
     """Draw every plot with data; return (files, plots skipped with the reason)."""
     p = _Plots(run)
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("load") is not None]
+    ok = [r for r in rows if r.get("status") == records.OK and r.get("load") is not None]
     if not ok:
         p.skipped.append("every plot (no level was measured ok)")
     for host in sorted({r["host"] for r in ok}):
@@ -586,7 +594,7 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
              f"as well when it reaches {iv.NOISY_CV * 100:g} %.")
     windows: dict[tuple[str, str, str, Any], float] = {}
     for r in rows:
-        if r.get("status") == "ok" and r.get("window_cv") is not None:
+        if r.get("status") == records.OK and r.get("window_cv") is not None:
             k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
             windows[k] = max(windows.get(k, 0.0), float(r["window_cv"]))
     lines = ["## Per level", "", intro, "",
@@ -620,7 +628,7 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     sharded = False
     for hdir in _host_dirs(run):
-        plan = res.read_json(hdir / "plan.json")
+        plan = res.read_json(hdir / records.PLAN_FILE, kind="plan")
         rec = plan.get("search") if isinstance(plan, dict) else None
         if not isinstance(rec, dict):
             continue
@@ -670,11 +678,9 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     if manifest.get("start"):
         hosts = manifest.get("hosts") or sorted({r["host"] for r in rows})
         # each host writes host.json (with its end time) when its part of the run is over
-        ends = {h: (res.read_json(run / h / "host.json") or {}).get("end") for h in hosts}
+        ends = {h: _host_end(run, str(h)) for h in hosts}
         finished = [e for e in ends.values() if e]
-        if manifest.get("end"):
-            ended = str(manifest["end"])
-        elif finished and len(finished) == len(hosts):
+        if finished and len(finished) == len(hosts):
             ended = max(finished)
         else:
             ended = "(not finished on " + ", ".join(h for h, e in ends.items() if not e) + ")"
@@ -716,20 +722,14 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                      f"{ms('latency_avg_us')} | "
                      f"{ms('p95_us')} | {ms('p99_us')} | {ms('queue_us')} | {ms('compute_infer_us')} | "
                      f"{cell(r.get('avg_batch_size'), 2)} | {util_s} |")
-    problems = [r for r in rows if r["status"] != "ok"]
-    if problems or manifest.get("failures"):
+    problems = [r for r in rows if r["status"] != records.OK]
+    if problems:
         lines += ["", "## Not measured", ""]
         lines += [f"- {why_.level_failure(r)}" for r in problems]
-        for f in manifest.get("failures") or []:
-            lines.append(f"- {f}")
-    notes = res.read_json(run / "notes.json") or {}
-    for host_dir in _host_dirs(run):
-        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            vm = res.read_json(vdir / "variant.json") or {}
-            for n in vm.get("notes") or []:
-                notes.setdefault("adapted", []).append(f"{host_dir.name}/{vdir.name}: {why_.note(n)}")
-    if notes.get("adapted"):
-        lines += ["", "## Adapted to the host", ""] + [f"- {n}" for n in notes["adapted"]]
+    adapted = [f"{host}/{variant}: {why_.note(n)}"
+               for (host, variant), setup in res.variant_setups(run).items() for n in setup["notes"]]
+    if adapted:
+        lines += ["", "## Adapted to the host", ""] + [f"- {n}" for n in adapted]
     if plots or skipped:
         lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
         if skipped:
@@ -743,7 +743,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                    "findings with their effects and intervals). Raw perf_analyzer output, stats and metrics "
                    "are under each `<host>/<variant>/<level>/`."), ""]
     md = run / "report.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    safeio.write_text(md, "\n".join(lines), within=run)
     return {"rows": len(rows), "summary_csv": str(csv_path), "summary_json": str(json_path),
             "report": str(md),
             "plots": [str(p) for p in plots], "skipped": skipped, "best": winners, "findings": found,

@@ -10,12 +10,14 @@ snapshots (counters went down), the "after" snapshot alone is the delta.
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import safeio
 from ..errors import ServeSystemError
-from ..textfile import decode_utf8, read_bytes
 
 DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
 
@@ -71,16 +73,12 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
 
 
-def load_snapshot(path: str | Path) -> dict[str, Any]:
-    """Read a stats JSON file (as Triton returns it) and check its shape: every counter a
-    non-negative whole number, every model named. Errors name the file and the field."""
+def load_snapshot(path: str | Path, within: str | Path | None = None) -> dict[str, Any]:
+    """Read a stats JSON file (as Triton returns it; :func:`safeio.read_json`: a regular file, bounded,
+    inside ``within``) and check its shape: every counter a non-negative whole number, every model
+    named. Errors name the file and the field."""
     p = Path(path)
-    text = decode_utf8(read_bytes(p, "give the stats JSON file"), p, "give the JSON Triton returned")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ServeSystemError(f"{p}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg} (save the body of "
-                               "GET /v2/models/NAME/stats)") from None
+    data = safeio.read_json(p, kind="stats", within=within, fix="save the body of GET /v2/models/NAME/stats")
     if not isinstance(data, dict) or not isinstance(data.get("model_stats"), list):
         raise ServeSystemError(f"{p}: not a Triton stats document (no 'model_stats' list): save the body of "
                                "GET /v2/models/NAME/stats")
@@ -129,8 +127,11 @@ def _counter(obj: dict[str, Any], key: str, where: str) -> None:
     if key not in obj:
         return
     value = obj[key]
+    # ASCII digits only: str.isdigit() accepts superscripts and other digits int() refuses
     if isinstance(value, bool) or not isinstance(value, (int, str)) or (
-            isinstance(value, str) and not value.isdigit()) or (isinstance(value, int) and value < 0):
+            isinstance(value, str) and not (value.isascii() and value.isdigit()
+                                            and len(value) <= safeio.MAX_INT_DIGITS)) or (
+            isinstance(value, int) and value < 0):
         raise ServeSystemError(
             f"{where}.{key}: {json.dumps(value)[:30]} is not a counter (a whole number >= 0)")
 
@@ -233,8 +234,9 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
     out: list[tuple[str, dict[str, str], float]] = []
     try:
         for family in text_string_to_metric_families(text):
-            out.extend((s.name, dict(s.labels), float(s.value)) for s in family.samples)
-    except ValueError:
+            out.extend((s.name, dict(s.labels), float(s.value)) for s in family.samples
+                       if math.isfinite(float(s.value)))
+    except (ValueError, TypeError, IndexError, KeyError):
         return out
     return out
 
@@ -252,24 +254,29 @@ def utilisation(text: str) -> dict[str, Any]:
     return {"gpus": gpus, "cpu": cpu}
 
 
-def read_samples(path: str | Path) -> list[dict[str, Any]]:
-    """A sampler's JSON-lines file: one ``{"t": epoch_seconds, "text": metrics}`` per line.
+def read_samples(path: str | Path, within: str | Path | None = None) -> list[dict[str, Any]]:
+    """A sampler's JSON-lines file: one ``{"t": epoch_seconds, "text": metrics}`` per line, read through
+    :mod:`safeio` (a regular file, bounded, inside ``within``; anything else is one line naming it).
 
-    Returns ``{"t", "gpus", "cpu"}`` per sample; unreadable lines are skipped.
+    Returns ``{"t", "gpus", "cpu"}`` per sample; lines that are not such a sample are skipped (a torn
+    last line, a sample without a time).
     """
     out: list[dict[str, Any]] = []
     p = Path(path)
-    if not p.exists():
+    if not os.path.lexists(p):
         return out
-    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+    for n, line in enumerate(safeio.read_text(p, kind="metrics", within=within).splitlines(), 1):
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = safeio.loads_json(line, f"{p}:{n}")
+        except safeio.UnsafeFile:
             continue
-        if not isinstance(rec, dict) or "text" not in rec:
+        if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
             continue
-        u = utilisation(str(rec["text"]))
-        out.append({"t": float(rec.get("t", 0.0)), **u})
+        t = rec.get("t", 0.0)
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(float(t)):
+            continue
+        u = utilisation(rec["text"])
+        out.append({"t": float(t), **u})
     return out
 
 

@@ -6,7 +6,7 @@ computed; the records are :mod:`serve_system.experiment.records`)::
     results/<experiment>/<run-id>/
       manifest.json                 run: spec, start/end, hosts, versions, failures
       spec.yml                      the spec as run
-      <host>/facts.json             node facts (GPUs, OS, Triton and perf_analyzer versions)
+      <host>/plan.json              what the host measured (its GPU count); host.json at its end
       <host>/<variant>/variant.json status (measured | refused), Triton's error, adaptation notes
       <host>/<variant>/config.pbtxt, load_body.json   the exact config sent
       <host>/<variant>/<level>/     level.json (mode, load, repetition, attempts, start/end),
@@ -18,10 +18,11 @@ Rows are recomputed from these files every time, so a parser fix re-reports old 
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
+from .. import safeio
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment import records
@@ -57,7 +58,7 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("status") == "ok" and r.get("load") is not None:
+        if r.get("status") == records.OK and r.get("load") is not None:
             key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
                    r["load"])
             groups.setdefault(key, []).append(r)
@@ -74,19 +75,32 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file's data; None when it is missing or not JSON (a level not measured yet reads as absent)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+def read_json(path: Path, kind: str = "record", fix: str = "") -> Any:
+    """A JSON file of the run folder, through :mod:`safeio` (a regular file, bounded, finite numbers, no
+    link out of its own folder); None when it is missing. Anything else wrong is one line naming it."""
+    if not os.path.lexists(path):
         return None
+    return safeio.read_json(path, kind=kind, within=path.parent, fix=fix)
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    """A raw output file of a level (perf_analyzer's stdout or CSV): "" when missing; a regular file,
+    bounded, inside its folder (else one line naming it); bytes that are not UTF-8 replaced."""
+    if not os.path.lexists(path):
         return ""
+    return safeio.read_bytes(path, kind="output", within=path.parent).decode("utf-8", errors="replace")
+
+
+def subdirs(folder: Path) -> list[Path]:
+    """The folders in ``folder``, sorted, links and hidden ones left out (a link is never followed out of
+    a run folder)."""
+    return sorted(p for p in folder.iterdir()
+                  if not p.name.startswith(".") and not p.is_symlink() and p.is_dir())
+
+
+def host_dirs(run: Path) -> list[Path]:
+    """A run folder's host folders (not ``plots/``, not hidden, not links)."""
+    return [p for p in subdirs(run) if p.name != "plots"]
 
 
 _LEVEL_FIX = "re-run the experiment to measure this level again, or delete the level folder"
@@ -95,11 +109,7 @@ _LEVEL_FIX = "re-run the experiment to measure this level again, or delete the l
 def read_level_json(path: Path) -> dict[str, Any]:
     """A level.json, checked: a JSON object whose ``load`` is a positive number (else one-line error)."""
     fix = _LEVEL_FIX
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not valid UTF-8 JSON"
-        raise ServeSystemError(f"{path}: unreadable level record ({why}); {fix}") from None
+    meta = safeio.read_json(path, kind="record", within=path.parent, fix=fix)
     if not isinstance(meta, dict):
         raise ServeSystemError(f"{path}: expected a JSON object, found {type(meta).__name__}; {fix}")
     load = meta.get("load")
@@ -110,7 +120,7 @@ def read_level_json(path: Path) -> dict[str, Any]:
 
 def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     """One tidy row from a level folder (its level record, raw outputs, stats and metrics)."""
-    path = level_dir / "level.json"
+    path = level_dir / records.LEVEL_FILE
     meta = read_level_json(path)
     try:
         lrec = records.from_json(meta, records.LevelRecord, str(path))
@@ -129,32 +139,43 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
         row["contention"] = records.contention_cause(lrec.contention)
         row["other_cpu"] = lrec.contention.others
     if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
-        row.update(status="failed", error=lrec.error or "the level failed",
+        row.update(status=records.FAILED, error=lrec.error or "the level failed",
                    peak_rss_mb=peak_rss_mb(meta, lrec))
         return row
+    try:
+        return _raw_fields(level_dir, meta, lrec, row)
+    except ServeSystemError as exc:  # a raw file that is not what the runner writes: this level alone
+        row.update(status=records.FAILED, error=str(exc))
+        return row
+
+
+def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord,
+                row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` completed from a measured level's raw files (perf_analyzer's output, stats, metrics)."""
+    mode, load = lrec.mode, float(lrec.load)
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
-        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, "ok")
-                          else "failed",
+        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, records.OK)
+                          else records.FAILED,
                           "error": meta.get("error") or "the benchmark client wrote no bench.json"}
         row.update({k: v for k, v in bench.items() if k in COLUMNS})
-        if meta.get("status") == "failed" and row["status"] == "ok":
+        if meta.get("status") == records.FAILED and row["status"] == records.OK:
             row["error"] = meta.get("error")
         return row
-    stdout = _read_text(level_dir / "perf.stdout")
-    csv_text = _read_text(level_dir / "perf.csv")
+    stdout = _read_text(level_dir / records.PERF_STDOUT_FILE)
+    csv_text = _read_text(level_dir / records.PERF_CSV_FILE)
     batch = lrec.batch_size
     levels = perfmod.combine(perfmod.parse_csv(csv_text, batch) if csv_text.strip() else [],
                              perfmod.parse_stdout(stdout))
     match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
     if match is None:
-        row["status"] = meta.get("status") if meta.get("status") not in (None, "ok") else "failed"
+        row["status"] = meta.get("status") if meta.get("status") not in (None, records.OK) else records.FAILED
         row["error"] = (meta.get("error") or _last_error(stdout)
                         or "perf_analyzer reported nothing for this level")
     else:
         row["status"] = match.status
         row["error"] = match.error
-        if match.status == "ok":
+        if match.status == records.OK:
             for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
                       "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
                 row[k] = getattr(match, k)
@@ -162,21 +183,22 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
             row["windows"] = len(match.windows) or None
             cv = perfmod.window_cv(match)
             row["window_cv"] = None if cv is None else round(cv, 4)
-    before, after = level_dir / "stats_before.json", level_dir / "stats_after.json"
-    if after.exists():
-        deltas = statsmod.delta(read_json(before) if before.exists() else None, read_json(after) or {})
+    before, after = level_dir / records.STATS_BEFORE_FILE, level_dir / records.STATS_AFTER_FILE
+    if os.path.lexists(after):
+        deltas = statsmod.delta(statsmod.load_snapshot(before, within=level_dir) if os.path.lexists(before)
+                                else None, statsmod.load_snapshot(after, within=level_dir))
         d = next((x for x in deltas if x.name == row.get("model")), deltas[0] if len(deltas) == 1 else None)
         if d is not None:
             row["inference_count"] = d.inference_count
             row["execution_count"] = d.execution_count
             row["avg_batch_size"] = None if d.avg_batch_size is None else round(d.avg_batch_size, 4)
             row["batch_size_histogram"] = {str(k): v for k, v in sorted(d.histogram.items())}
-            if row["status"] == "ok" and row["queue_us"] is None:
+            if row["status"] == records.OK and row["queue_us"] is None:
                 row["queue_us"] = d.avg_us("queue")
                 row["compute_input_us"] = d.avg_us("compute_input")
                 row["compute_infer_us"] = d.avg_us("compute_infer")
                 row["compute_output_us"] = d.avg_us("compute_output")
-    samples = statsmod.read_samples(level_dir / "metrics.jsonl")
+    samples = statsmod.read_samples(level_dir / records.METRICS_FILE, within=level_dir)
     row["gpu_util"] = statsmod.mean_gpu_util(samples)
     row["gpu_util_max"] = statsmod.busiest_gpu_util(samples)
     row["gpu_mem_max_bytes"] = statsmod.max_gpu_mem(samples)
@@ -211,19 +233,19 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder (expected results/<experiment>/<run-id>)")
-    manifest = read_json(run / "manifest.json") or {}
-    experiment = manifest.get("experiment") or run.parent.name
-    run_id = manifest.get("run_id") or run.name
-    stand_in = manifest.get("stand_in")
+    manifest = read_manifest(run)
+    experiment = manifest.experiment or run.parent.name
+    run_id = manifest.run_id or run.name
+    stand_in = manifest.stand_in
     rows: list[dict[str, Any]] = []
-    for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots"))):
-        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for host_dir in host_dirs(run):
+        for vdir in subdirs(host_dir):
             vmeta = _variant(vdir)
             base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
                     "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
             # every level with a record, even one that level_done would re-measure: reading it says what
             # is wrong with it in one line instead of leaving it out of the report silently
-            levels = sorted(p for p in vdir.iterdir() if p.is_dir() and (p / "level.json").exists())
+            levels = [p for p in subdirs(vdir) if os.path.lexists(p / records.LEVEL_FILE)]
             if vmeta.get("status") in records.NOT_MEASURED and not levels:
                 row: dict[str, Any] = {c: None for c in COLUMNS}
                 row.update(base, status=vmeta["status"], error=vmeta.get("error"))
@@ -236,22 +258,35 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def _variant(vdir: Path) -> dict[str, Any]:
-    path = vdir / "variant.json"
-    if not path.exists():
+    path = vdir / records.VARIANT_FILE
+    if not os.path.lexists(path):
         return {}
-    try:
-        return records.to_json(records.read(path, records.VariantRecord))
-    except records.RecordError as exc:
-        raise ServeSystemError(str(exc)) from None
+    return records.to_json(records.read(path, records.VariantRecord, fix="run the experiment again with the "
+                                        "same run id to measure this variant again, or delete its folder"))
+
+
+def read_manifest(run: Path) -> records.Manifest:
+    """The run's manifest (:class:`records.Manifest`; an empty one where there is none)."""
+    path = run / records.MANIFEST_FILE
+    if not os.path.lexists(path):
+        return records.Manifest()
+    return records.read(path, records.Manifest,
+                        fix="restore it from the experiment's run or delete it")
 
 
 def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """(host, variant) -> metrics samples over the run, in time order (for the utilisation plot)."""
     run = Path(run_dir)
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for f in sorted(run.glob("*/*/*/metrics.jsonl")):
-        key = (f.parent.parent.parent.name, f.parent.parent.name)
-        out.setdefault(key, []).extend(statsmod.read_samples(f))
+    for host_dir in host_dirs(run):
+        for vdir in subdirs(host_dir):
+            for ldir in subdirs(vdir):
+                f = ldir / records.METRICS_FILE
+                try:
+                    samples = statsmod.read_samples(f, within=ldir)
+                except ServeSystemError:
+                    continue  # said once, as the level's error (level_row)
+                out.setdefault((host_dir.name, vdir.name), []).extend(samples)
     for v in out.values():
         v.sort(key=lambda s: s["t"])
     return out
@@ -263,29 +298,47 @@ def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]
     ``config_pbtxt`` (the exact config sent, or None), ``distribution`` and ``batch_size`` (from the
     first level's perf_analyzer argv and level.json), ``runtime`` (FastAPI variants), ``status``,
     ``error``, ``notes`` (how the host changed it, and who served it: the ONNX shim), and the host's
-    ``host_gpus`` / ``host_cpus`` (facts.json).
+    ``host_gpus`` (its plan.json) / ``host_cpus`` (the CPUs the runner counted, in the level
+    records' provenance). A record that does not read leaves its part empty (the rows say why).
     """
     run = Path(run_dir)
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for host_dir in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith((".", "plots"))):
-        facts = read_json(host_dir / "facts.json") or {}
-        for vdir in sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            vmeta = read_json(vdir / "variant.json") or {}
-            cfg = vdir / "config.pbtxt"
+    for host_dir in host_dirs(run):
+        plan = _quiet(lambda h=host_dir: read_json(h / records.PLAN_FILE, kind="plan"))
+        gpus = plan.get("gpus") if isinstance(plan, dict) else None
+        for vdir in subdirs(host_dir):
+            vmeta = _quiet(lambda v=vdir: _variant(v)) or {}
+            cfg = vdir / records.CONFIG_FILE
+            config = _quiet(lambda c=cfg: _read_text(c) if os.path.lexists(c) else None)
             setup: dict[str, Any] = {
-                "config_pbtxt": _read_text(cfg) if cfg.is_file() else None,
+                "config_pbtxt": config,
                 "runtime": vmeta.get("runtime"), "status": vmeta.get("status"), "error": vmeta.get("error"),
                 "notes": vmeta.get("notes") or [],
                 "distribution": None, "batch_size": 1,
-                "host_gpus": facts.get("gpus"), "host_cpus": facts.get("cpus"),
+                "host_gpus": gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+                "host_cpus": None,
             }
-            for lj in sorted(vdir.glob("*/level.json")):
-                meta = read_json(lj) or {}
-                setup["batch_size"] = meta.get("batch_size") or 1
-                for attempt in meta.get("attempts") or []:
-                    argv = [str(a) for a in (attempt or {}).get("argv") or []]
+            for ldir in subdirs(vdir):
+                lrec = _quiet(lambda d=ldir: records.read(d / records.LEVEL_FILE, records.LevelRecord)
+                              if os.path.lexists(d / records.LEVEL_FILE) else None)
+                if lrec is None:
+                    continue
+                setup["batch_size"] = lrec.batch_size or 1
+                cpus = lrec.provenance.get("cpus")
+                if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0:
+                    setup["host_cpus"] = cpus
+                for attempt in lrec.attempts:
+                    argv = [str(a) for a in attempt.argv]
                     if "--request-distribution" in argv[:-1]:
                         setup["distribution"] = argv[argv.index("--request-distribution") + 1]
                 break
             out[(host_dir.name, vdir.name)] = setup
     return out
+
+
+def _quiet(read: Any) -> Any:
+    """``read()``, or None where the file is not what the tool wrote (its rows already say so)."""
+    try:
+        return read()
+    except ServeSystemError:
+        return None

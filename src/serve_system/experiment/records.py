@@ -20,12 +20,14 @@ controller in JSON lines, one :class:`Event` per line (:func:`event_line` writes
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import stat as st
 import types
 import typing
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -694,33 +696,45 @@ PLAN_FIX = "plan the run again (serve-system plan SPEC --run-dir RUN --host ...)
 FETCHED = ".fetch/" + ARCHIVE
 
 
-def collect_run(run_dir: str | Path) -> list[tuple[str, int]]:
+def collect_run(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[tuple[str, int]]:
     """Put every host's fetched archive (``<host>/.fetch/results.tar.gz``) into the run's results
     (:func:`unpack`, checked against the host's plan), then remove it; (host, files) per archive.
+    ``hosts``: only those hosts' archives (one host's decision reads only its own records).
 
     The first bad archive is refused (:class:`RecordError`) and stays where it is, for a look.
 
     Under a lock on the run folder itself (``flock`` on the directory; no file is written): the role
-    asks ``decide`` of every host at once, and each call collects every host's archive (a sharded
-    search decides on all of them), so two calls would otherwise unpack one archive together and the
-    second find it gone."""
-    import fcntl
-
+    asks ``decide`` of every host at once, and a sharded search's calls each collect every host's
+    archive (the search is decided on all of them), so two calls would otherwise unpack one archive
+    together and the second find it gone."""
     run = Path(run_dir)
     if not run.is_dir():
         return []
     out = []
-    fd = os.open(run, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with run_lock(run):
         for archive in sorted(run.glob(f"*/{FETCHED}")):
             host_dir = archive.parent.parent
+            if hosts is not None and host_dir.name not in hosts:
+                continue
             plan = read(host_dir / PLAN_FILE, HostPlan, fix=PLAN_FIX)
             out.append((host_dir.name, unpack(archive, host_dir, plan)))
             archive.unlink()
+    return out
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: str | Path) -> Iterator[None]:
+    """Hold the run folder's lock (``flock`` on the folder itself: no file is written), for the
+    controller's calls that change or read the run's records at once. Not re-entrant: one process
+    takes it once at a time."""
+    import fcntl
+
+    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)  # the lock goes with it
-    return out
 
 
 def done_levels(host_dir: str | Path) -> set[tuple[str, str]]:

@@ -15,6 +15,13 @@ uncontended ones, within the same budget.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +69,13 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     Returns ``{"decided": bool, "text": what the role prints, "batch": a batch like ``plan --role``'s
     (None when decided)}``. The fetched archives are put into the results first.
     """
+    if host in ("", ".", "..") or "/" in host or "\0" in host:
+        raise ServeSystemError(f"--host {host!r}: not a host of the run (the name of its folder under "
+                               f"{run_dir}): give the inventory name the run was planned with")
     try:
-        records.collect_run(run_dir)
         hplan = records.read(run_dir / host / "plan.json", records.HostPlan)
+        # only the host's own records, but a sharded search's: it is decided on every host's
+        records.collect_run(run_dir, None if _sharded(hplan) else {host})
     except records.RecordError as exc:
         raise ServeSystemError(str(exc)) from None
     if hplan.search:
@@ -72,9 +83,9 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     if not hplan.adaptive:
         return {"decided": True, "text": f"{host}: every planned repetition is measured", "batch": None}
     manifest = read_manifest(run_dir)
-    every = [r for r in tree.collect(run_dir) if r["host"] == host]
+    every = tree.collect(run_dir, {host})  # the host is judged on its own levels: no other host's is read
     rows = fnd.counted(every)  # a level measured under contention does not count: it is measured again
-    setups = {k: v for k, v in tree.variant_setups(run_dir).items() if k[0] == host}
+    setups = tree.variant_setups(run_dir, {host})
     redo = contended(every, int(hplan.adaptive.get("start") or 1)) & {v.name for v in hplan.variants}
     found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"],
                          sequential.looks_of(hplan.adaptive))
@@ -122,14 +133,15 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
     """A search's next batch on a host (:func:`serve_system.experiment.search.step` on its records).
 
     Sharded: the search is decided on every host's records (the role asks every host's ``decide``
-    after every host's call has come home), and the host measures its share of the batch; a host
-    with no share in this round gets an empty batch (the role skips it) and is asked again."""
+    after every host's call has come home), once per round (:func:`shared_step`), and the host
+    measures its share of the batch; a host with no share in this round gets an empty batch (the
+    role skips it) and is asked again."""
     assert hplan.search is not None
     host = hplan.host
-    rows = tree.collect(run_dir)
-    if not hplan.search.get("shard"):
-        rows = [r for r in rows if r["host"] == host]
-    out = search.step(hplan.search, rows)
+    if _sharded(hplan):
+        out = shared_step(run_dir, hplan.search)
+    else:
+        out = search.step(hplan.search, tree.collect(run_dir, {host}))
     if out.decided:
         return {"decided": True, "batch": None, "text": f"{host}: {out.text}"}
     done = records.done_levels(run_dir / host)
@@ -148,3 +160,80 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
                                       "minutes so far)",
             "batch": {"variants": mine, "args": [*picked, *reps],
                       "explain_args": ["--triton-log", *picked], "runtime": None, "todo": todo}}
+
+
+def _sharded(hplan: records.HostPlan) -> bool:
+    return bool(hplan.search and hplan.search.get("shard"))
+
+
+#: where the controller keeps a sharded search's decision, under the run folder (its own, hidden folder)
+KEPT = ".decide"
+
+
+@dataclass
+class KeptStep:
+    """A sharded search's next batch as decided on the records in one state (what :func:`search_round`
+    uses of :class:`~serve_system.experiment.search.Outcome`)."""
+
+    #: :func:`tree.records_state` of the records it was decided on
+    records: str
+    decided: bool
+    text: str
+    variants: list[str]
+    repetitions: list[int]
+    runs: int
+    minutes: float
+
+
+def shared_step(run_dir: Path, rec: dict[str, Any]) -> search.Outcome:
+    """A sharded search's next batch, decided on every host's records once per state of them.
+
+    Every host's ``decide`` asks it each round: the first reads all the records and keeps the outcome
+    in ``<run>/.decide/search-<the search's digest>.json`` with the records' state
+    (:func:`tree.records_state`); the others, finding the records unchanged, read it there. Under the
+    run folder's lock, so that the calls made at once decide once. A kept file that is not the
+    controller's own (a link, not a regular file, malformed) is not used: the search is decided on the
+    records, as without one."""
+    # the search as every host's plan holds it (each host's share of the candidates left out)
+    same = {k: v for k, v in rec.items() if k != "share"}
+    key = hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    folder = run_dir / KEPT
+    path = folder / f"search-{key}.json"
+    with records.run_lock(run_dir):
+        state = tree.records_state(run_dir)
+        kept = _read_kept(path)
+        if kept is not None and kept.records == state:
+            return search.Outcome(decided=kept.decided, text=kept.text, variants=kept.variants,
+                                  repetitions=kept.repetitions, runs=kept.runs, minutes=kept.minutes)
+        out = search.step(rec, tree.collect(run_dir))
+        if _ours(folder, stat.S_ISDIR, missing_ok=True) and _ours(path, stat.S_ISREG, missing_ok=True):
+            with contextlib.suppress(OSError):  # not kept (a read-only run folder): decided again next time
+                records.write(path, KeptStep(records=state, decided=out.decided, text=out.text,
+                                             variants=out.variants, repetitions=out.repetitions,
+                                             runs=out.runs, minutes=out.minutes))
+    return out
+
+
+#: a kept decision is a few hundred bytes; anything much bigger is not one
+_KEPT_MAX_BYTES = 1 << 20
+
+
+def _ours(path: Path, kind: Callable[[int], bool], missing_ok: bool = False) -> bool:
+    """Whether ``path`` is a file of that kind itself (not a link to one) of a kept decision's size,
+    or absent (``missing_ok``)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return missing_ok
+    except OSError:
+        return False
+    return kind(st.st_mode) and st.st_size <= _KEPT_MAX_BYTES
+
+
+def _read_kept(path: Path) -> KeptStep | None:
+    if not (_ours(path.parent, stat.S_ISDIR) and _ours(path, stat.S_ISREG)):
+        return None
+    try:
+        return records.read(path, KeptStep)
+    except records.RecordError:
+        return None

@@ -18,7 +18,9 @@ Rows are recomputed from these files every time, so a parser fix re-reports old 
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -98,9 +100,9 @@ def subdirs(folder: Path) -> list[Path]:
                   if not p.name.startswith(".") and not p.is_symlink() and p.is_dir())
 
 
-def host_dirs(run: Path) -> list[Path]:
-    """A run folder's host folders (not ``plots/``, not hidden, not links)."""
-    return [p for p in subdirs(run) if p.name != "plots"]
+def host_dirs(run: Path, hosts: Collection[str] | None = None) -> list[Path]:
+    """A run folder's host folders (not ``plots/``, not hidden, not links; ``hosts``: only those)."""
+    return [p for p in subdirs(run) if p.name != "plots" and (hosts is None or p.name in hosts)]
 
 
 _LEVEL_FIX = "re-run the experiment to measure this level again, or delete the level folder"
@@ -228,8 +230,9 @@ def _num(v: float) -> float | int:
     return int(v) if float(v).is_integer() else v
 
 
-def collect(run_dir: str | Path) -> list[dict[str, Any]]:
-    """All rows of a run folder (refused or unavailable variants give one row with that status)."""
+def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """All rows of a run folder (refused or unavailable variants give one row with that status);
+    ``hosts``: only those hosts' rows (nothing of another host's folder is read)."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder (expected results/<experiment>/<run-id>)")
@@ -238,7 +241,7 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
     run_id = manifest.run_id or run.name
     stand_in = manifest.stand_in
     rows: list[dict[str, Any]] = []
-    for host_dir in host_dirs(run):
+    for host_dir in host_dirs(run, hosts):
         for vdir in subdirs(host_dir):
             vmeta = _variant(vdir)
             base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
@@ -255,6 +258,40 @@ def collect(run_dir: str | Path) -> list[dict[str, Any]]:
                 rows.append(level_row(ldir, base))
     rows.sort(key=lambda r: (r["host"], r["variant"], r["mode"] or "", r["load"] or 0, r["repetition"] or 0))
     return rows
+
+
+def records_state(run_dir: str | Path) -> str:
+    """A digest of the files :func:`collect` reads (the manifest, and every entry of each host's
+    variant and level folders: its name, size, modification and change times, inode): while it is
+    the same, so are the rows. For a view decided once and kept (a sharded search's next batch, which
+    every host's ``decide`` asks for)."""
+    run = Path(run_dir)
+    digest = hashlib.sha256()
+
+    def add(path: str, entry: os.DirEntry[str] | None = None) -> None:
+        try:
+            st = entry.stat() if entry is not None else os.stat(path)
+            digest.update(f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} ".encode())
+        except OSError:
+            digest.update(b"- ")
+        digest.update(os.fsencode(path) + b"\0")
+
+    def entries(path: str) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(path) as it:
+                return sorted(it, key=lambda e: e.name)
+        except OSError:
+            return []
+
+    add(str(run / records.MANIFEST_FILE))
+    for host_dir in host_dirs(run):
+        for vdir in subdirs(host_dir):
+            for e in entries(str(vdir)):
+                add(e.path, e)
+                if e.is_dir():
+                    for f in entries(e.path):
+                        add(f.path, f)
+    return digest.hexdigest()
 
 
 def _variant(vdir: Path) -> dict[str, Any]:
@@ -292,8 +329,10 @@ def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[s
     return out
 
 
-def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(host, variant) -> how it was set up, from the raw files (for the report's findings).
+def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
+                   ) -> dict[tuple[str, str], dict[str, Any]]:
+    """(host, variant) -> how it was set up, from the raw files (for the report's findings; ``hosts``:
+    only those hosts').
 
     ``config_pbtxt`` (the exact config sent, or None), ``distribution`` and ``batch_size`` (from the
     first level's perf_analyzer argv and level.json), ``runtime`` (FastAPI variants), ``status``,
@@ -303,7 +342,7 @@ def variant_setups(run_dir: str | Path) -> dict[tuple[str, str], dict[str, Any]]
     """
     run = Path(run_dir)
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for host_dir in host_dirs(run):
+    for host_dir in host_dirs(run, hosts):
         plan = _quiet(lambda h=host_dir: read_json(h / records.PLAN_FILE, kind="plan"))
         gpus = plan.get("gpus") if isinstance(plan, dict) else None
         for vdir in subdirs(host_dir):

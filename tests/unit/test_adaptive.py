@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from opened_files import watched
 from report_trees import lab_run
 
 from serve_system.cli import main
@@ -20,15 +22,15 @@ ROUNDS = [["dynbatch", "baseline", "onnx", "gpus01_4x2", "gpus01_2x2"],
           ["gpus01_2x2", "dynbatch", "onnx", "baseline", "gpus01_4x2"]]
 
 
-def _plan(run: Path, adaptive_: dict[str, object] | None) -> None:
+def _plan(run: Path, adaptive_: dict[str, object] | None, host: str = "node-1") -> None:
     variants = [records.VariantPlan(
         name=n, model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
         input_data=None,
         perf={}, levels=[records.LevelPlan(id=f"c{load}_r{r}", mode="concurrency", load=load, repetition=r,
                                            argv=["perf_analyzer"], retry_argv=[])
                          for r in range(1, 5) for load in loads]) for n, loads in LOADS.items()]
-    records.write(run / "node-1" / "plan.json", records.HostPlan(
-        host="node-1", gpus=2, experiment="lab", run_id=run.name, variants=variants, rounds=ROUNDS,
+    records.write(run / host / "plan.json", records.HostPlan(
+        host=host, gpus=2, experiment="lab", run_id=run.name, variants=variants, rounds=ROUNDS,
         adaptive=adaptive_))
 
 
@@ -100,3 +102,46 @@ def test_quiet_repetitions_decide_every_claim(tmp_path: Path) -> None:
     _plan(run, {"start": 3, "max": 4, "minutes": None})
     assert adaptive.next_round(run, "node-1") == {"decided": True, "batch": None,
                                                   "text": "node-1: every claim is decided"}
+
+
+def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A class of hosts: each is judged on its own levels, so a host's answer is the one it gets alone in
+    the run, and its decide opens and lists nothing of another host's folder (a broken record or a bad
+    archive fetched for another host does not stop it). The controller's cost of a round grows with the
+    class, not with its square."""
+    auto = {"start": 3, "max": 4, "minutes": None}
+    alone = lab_run(tmp_path / "alone" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
+    _plan(alone, auto)
+    want = adaptive.next_round(alone, "node-1")
+    assert not want["decided"]
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
+    quiet = lab_run(tmp_path / "quiet" / "r1", repetitions=3, spread=(1.0, 0.99, 1.01))
+    shutil.copytree(quiet / "node-1", run / "node-2")
+    shutil.copytree(run / "node-1", run / "node-3")
+    for host in ("node-1", "node-2", "node-3"):
+        _plan(run, auto, host)
+    with watched() as seen:
+        got = adaptive.next_round(run, "node-1")
+    assert got == want
+    assert [p for _, p in seen if "/node-1/" in p and p.endswith("perf.stdout")]  # it does read its own
+    others = [(e, p) for e, p in seen if "/node-2" in p or "/node-3" in p]
+    assert not others, others
+    assert adaptive.next_round(run, "node-2") == {"decided": True, "batch": None,
+                                                  "text": "node-2: every claim is decided"}
+    # another host's broken level and bad archive are that host's answer, not this one's
+    (run / "node-2" / "baseline" / "c1_r1" / "level.json").write_text("{not json")
+    bad = run / "node-3" / records.FETCHED
+    bad.parent.mkdir()
+    bad.write_bytes(b"not an archive")
+    assert adaptive.next_round(run, "node-1") == want
+    with pytest.raises(ServeSystemError, match=r"node-2/baseline/c1_r1/level.json: unreadable level record"):
+        adaptive.next_round(run, "node-2")
+    with pytest.raises(ServeSystemError, match=r"node-3/.fetch/results.tar.gz: not a readable archive"):
+        adaptive.next_round(run, "node-3")
+    assert bad.exists()
+    # a host name that is not a folder of the run: one line, nothing read outside it
+    for name in ("../alone/r1/node-1", "..", ""):
+        assert main(["decide", str(run), "--host", name]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not a host of the run" in err[0], err

@@ -4,14 +4,17 @@ from a checkpoint (what an interrupted run measured) measures nothing twice."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opened_files import watched
 
 from serve_system.cli import main
 from serve_system.experiment import search
@@ -639,3 +642,76 @@ def test_decide_drives_a_sharded_search_over_two_hosts_and_the_report_shows_one_
         for c in cs:
             assert f"| `{c}` | {host} |" in section
     assert "**Winner**: " in section or "**Result**: a tie of " in section, section
+
+
+def test_a_sharded_search_is_decided_once_a_round_for_every_host(tmp_path: Path, capsys: Any) -> None:
+    """Every host's decide asks for the sharded search's next batch each round: the first reads every
+    host's records and keeps the outcome (``<run>/.decide/``); the others open no other host's file and
+    answer as they would with nothing kept. Changed records are decided again; a kept file with other
+    records' state, or a link where the kept folder or file would be, is not used or written through."""
+    from report_trees import NB, level, variant
+
+    from serve_system.experiment import records
+    from serve_system.results import adaptive
+
+    small = SPEC.replace("grid: {instances: [24, 12, 5, 4], delay: [100, 150, 200, 500, 1000, 2000, 4000]}",
+                         "grid: {instances: [1, 4, 5], delay: [100, 500, 4000]}")
+    record(small + "shard: {reference: first}\n", tmp_path, strategy="halving", repetitions=2, rungs=2,
+           budget={"runs": 80})
+    run_dir = tmp_path / "results" / "surface" / "r1"
+    hosts = ("a", "b", "c")
+    assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir),
+                 *(x for h in hosts for x in ("--host", f"{h}=0")), "--quiet"]) == 0
+    capsys.readouterr()
+
+    def ask(host: str) -> dict[str, Any]:
+        assert main(["decide", str(run_dir), "--host", host]) == 0
+        out: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return out
+
+    def fresh() -> dict[str, dict[str, Any]]:  # each host's answer with nothing kept
+        out = {}
+        for h in hosts:
+            shutil.rmtree(run_dir / adaptive.KEPT, ignore_errors=True)
+            out[h] = ask(h)
+        return out
+
+    for h, a in {h: ask(h) for h in hosts}.items():  # rung 1, measured as asked
+        reps = [int(x.split("=")[1]) for x in a["batch"]["args"] if x.startswith("--repetition=")]
+        for n in a["batch"]["variants"]:
+            variant(run_dir, h, n, None)
+            for r in reps:
+                level(run_dir, h, n, f"c8_r{r}", load=8, stdout=NB / "notebook_02.txt", repetition=r,
+                      speed=1 + 0.1 * (len(n) + r % 2) + 0.05 * hosts.index(h), t0=1000.0 + 20 * r)
+    answers = {"a": ask("a")}
+    kept = list((run_dir / adaptive.KEPT).glob("search-*.json"))
+    assert len(kept) == 1 and records.read(kept[0], adaptive.KeptStep).text in answers["a"]["text"]
+    for h in ("b", "c"):
+        with watched() as seen:
+            answers[h] = ask(h)
+        others = [p for e, p in seen if e == "open" and any(f"/r1/{o}/" in p for o in hosts if o != h)]
+        assert not others, others
+    assert not any(a["decided"] for a in answers.values()) and answers == fresh()
+    # a level of host a changes (its minutes): the kept outcome is not used, every host sees the change
+    lj = run_dir / "a" / "i1_d100" / "c8_r1" / "level.json"
+    rec = records.read(lj, records.LevelRecord)
+    ask("a")
+    records.write(lj, dataclasses.replace(rec, end=rec.end + 600))
+    changed = ask("b")
+    assert changed != answers["b"] and changed == fresh()["b"]
+    # kept for other records: not used; a link for the folder or the file: nothing written through it
+    ask("a")
+    forged = records.read(kept[0], adaptive.KeptStep)
+    records.write(kept[0], dataclasses.replace(forged, records="0" * 64, text="forged"))
+    assert "forged" not in ask("b")["text"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(run_dir / adaptive.KEPT)
+    (run_dir / adaptive.KEPT).symlink_to(elsewhere, target_is_directory=True)
+    assert ask("b") == changed and not list(elsewhere.iterdir())
+    (run_dir / adaptive.KEPT).unlink()
+    (run_dir / adaptive.KEPT).mkdir()
+    target = elsewhere / "theirs.json"
+    target.write_text("theirs")
+    kept[0].symlink_to(target)
+    assert ask("b") == changed and target.read_text() == "theirs" and kept[0].is_symlink()

@@ -67,7 +67,9 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     """The host's next runner call, or why there is none.
 
     Returns ``{"decided": bool, "text": what the role prints, "batch": a batch like ``plan --role``'s
-    (None when decided)}``. The fetched archives are put into the results first.
+    (None when decided)}``. The host's fetched archive is put into the results first (a sharded
+    search's: every host's), and only what its decision needs is read: its own records, or a
+    sharded search's shared view (:func:`shared_step`).
     """
     if host in ("", ".", "..") or "/" in host or "\0" in host:
         raise ServeSystemError(f"--host {host!r}: not a host of the run (the name of its folder under "
@@ -219,7 +221,7 @@ _KEPT_MAX_BYTES = 1 << 20
 
 
 def _ours(path: Path, kind: Callable[[int], bool], missing_ok: bool = False) -> bool:
-    """Whether ``path`` is a file of that kind itself (not a link to one) of a kept decision's size,
+    """Whether ``path`` is of that kind itself (not a link to one; a file: of a kept decision's size),
     or absent (``missing_ok``)."""
     try:
         st = os.lstat(path)
@@ -227,7 +229,7 @@ def _ours(path: Path, kind: Callable[[int], bool], missing_ok: bool = False) -> 
         return missing_ok
     except OSError:
         return False
-    return kind(st.st_mode) and st.st_size <= _KEPT_MAX_BYTES
+    return kind(st.st_mode) and (not stat.S_ISREG(st.st_mode) or st.st_size <= _KEPT_MAX_BYTES)
 
 
 def _read_kept(path: Path) -> KeptStep | None:

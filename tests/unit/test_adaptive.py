@@ -135,7 +135,7 @@ def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
     bad.parent.mkdir()
     bad.write_bytes(b"not an archive")
     assert adaptive.next_round(run, "node-1") == want
-    with pytest.raises(ServeSystemError, match=r"node-2/baseline/c1_r1/level.json: unreadable level record"):
+    with pytest.raises(ServeSystemError, match=r"node-2/baseline/c1_r1/level.json:1:2: not JSON"):
         adaptive.next_round(run, "node-2")
     with pytest.raises(ServeSystemError, match=r"node-3/.fetch/results.tar.gz: not a readable archive"):
         adaptive.next_round(run, "node-3")

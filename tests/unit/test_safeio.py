@@ -235,6 +235,20 @@ def test_a_good_archive_lands_with_each_level_record_last(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz", "n1"]  # the temporary folder is gone
 
 
+def test_a_re_runs_archive_leaves_what_landed_before_untouched(tmp_path: Path) -> None:
+    """The same run id again: the node packs every record again; a level that landed is not rewritten
+    (its record keeps its time: the resume rule reads it as it was), a changed or new file lands."""
+    members = {"v/c1_r1/level.json": LEVEL, "v/variant.json": b"{}", "host.json": b"{}"}
+    records.unpack(_archive(tmp_path / "a.tar.gz", members), tmp_path / "n1", _plan())
+    level = tmp_path / "n1" / "v" / "c1_r1" / "level.json"
+    os.utime(level, (1_000_000, 1_000_000))
+    before = level.stat().st_mtime_ns
+    again = _archive(tmp_path / "b.tar.gz", {**members, "host.json": b'{"again": 1}'})
+    records.unpack(again, tmp_path / "n1", _plan())
+    assert level.stat().st_mtime_ns == before
+    assert (tmp_path / "n1" / "host.json").read_bytes() == b'{"again": 1}'
+
+
 def test_a_bomb_stops_at_the_budget_and_nothing_lands(tmp_path: Path) -> None:
     a = _archive(tmp_path / "bomb.tar.gz", {"v/c1_r1/perf.stdout": b"\0" * (8 * 2**20)})
     assert a.stat().st_size < 64 * 1024

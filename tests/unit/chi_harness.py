@@ -56,7 +56,10 @@ class LoopbackListener:
                 conn, _ = s.accept()
             except (TimeoutError, OSError):
                 continue
-            conn.close()
+            self._accepted(conn)
+
+    def _accepted(self, conn: socket.socket) -> None:
+        conn.close()
 
     def close(self) -> None:
         self._stop.set()
@@ -66,27 +69,18 @@ class LoopbackListener:
             s.close()
 
 
-class SilentListener:
+class SilentListener(LoopbackListener):
     """TCP listeners that accept and then never say a word: an SSH client waits there for the
     server's banner (a node whose sshd hangs), so a probe stays in flight until it is killed."""
 
     def __init__(self, addresses: list[str]) -> None:
-        self.socks, self.port = listen_all(addresses, backlog=16)
         self.conns: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._serve, args=(s,), daemon=True) for s in self.socks]
-        for t in self._threads:
-            t.start()
+        super().__init__(addresses)
 
-    def _serve(self, s: socket.socket) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = s.accept()
-            except (TimeoutError, OSError):
-                continue
-            with self._lock:
-                self.conns.append(conn)
+    def _accepted(self, conn: socket.socket) -> None:
+        with self._lock:
+            self.conns.append(conn)
 
     def accepted(self) -> int:
         with self._lock:
@@ -110,11 +104,9 @@ class SilentListener:
         return still
 
     def close(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=2)
-        for s in [*self.socks, *self.conns]:
-            s.close()
+        super().close()
+        for c in self.conns:
+            c.close()
 
 
 ADDRESSES = ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]

@@ -144,10 +144,14 @@ class Attempt:
     #: the command's peak resident memory as the kernel counted it (wait4's ru_maxrss), bytes;
     #: exact even when it was killed
     peak_rss_bytes: int | None = None
+    #: the CPU seconds (user + system) the command and its reaped children used (wait4's rusage): a
+    #: client that has exited is gone from /proc by the level's second reading
+    cpu_s: float | None = None
 
 
 #: a level counts as measured under contention when, over its span, processes other than Triton and
-#: the measuring client took at least this share of the node's CPU time, or (the CPU saturated: busy
+#: the measuring client (with the busy time no process the node shows accounts for: work outside the
+#: node's view) took at least this share of the node's CPU time, or (the CPU saturated: busy
 #: at least :data:`SATURATED_BUSY`) at least this share of the CPU time the node's processes got; or
 #: when the hypervisor stole at least :data:`CONTENDED_STEAL`. CPU pressure (/proc/pressure/cpu) is
 #: recorded and said with the cause, but is no cause alone: Triton's and perf_analyzer's own threads
@@ -176,6 +180,10 @@ class Contention:
     #: processes are not visible from the client container), and by Triton and the client
     others: float | None = None
     measuring: float | None = None
+    #: the busy share that no process the node shows accounts for (busy - others - measuring): work
+    #: outside the node's view (another tenant of the host, a rehearsal machine's other work), and
+    #: interrupts (None: the node's processes or /proc/stat not visible)
+    unseen: float | None = None
     #: the other processes that took the most CPU, ``"comm (pid) 12.3 CPU-s"``, most first
     top: list[str] = field(default_factory=list)
     #: why the level counts as contended (None: it does not)
@@ -198,13 +206,17 @@ def contention_cause(c: Contention) -> str | None:
     """Why a level's readings count as contention (the thresholds above), or None."""
     why = []
     who = f": {', '.join(_plain(t) for t in c.top[:3])}" if c.top else ""
-    used = (c.others or 0.0) + (c.measuring or 0.0)
-    if c.others is not None and c.others >= CONTENDED_OTHERS:
-        why.append(f"other processes took {c.others * 100:.0f} % of the node's CPU{who}")
-    elif c.others is not None and c.measuring is not None and c.busy is not None \
-            and c.busy >= SATURATED_BUSY and used > 0 and c.others / used >= CONTENDED_OTHERS:
+    unseen = c.unseen or 0.0
+    others = None if c.others is None else c.others + unseen
+    used = (others or 0.0) + (c.measuring or 0.0)
+    hidden = (f" ({unseen * 100:.0f} % by work the node's processes do not account for: another tenant "
+              "of the host, or the host's other work)") if unseen >= CONTENDED_OTHERS / 2 else ""
+    if others is not None and others >= CONTENDED_OTHERS:
+        why.append(f"other processes took {others * 100:.0f} % of the node's CPU{hidden}{who}")
+    elif others is not None and c.measuring is not None and c.busy is not None \
+            and c.busy >= SATURATED_BUSY and used > 0 and others / used >= CONTENDED_OTHERS:
         why.append(f"the CPU was saturated (busy {c.busy * 100:.0f} %) and other processes took "
-                   f"{c.others / used * 100:.0f} % of the CPU time the node's processes got{who}")
+                   f"{others / used * 100:.0f} % of the CPU time the node's processes got{hidden}{who}")
     if c.steal is not None and c.steal >= CONTENDED_STEAL:
         why.append(f"the hypervisor stole {c.steal * 100:.0f} % of the CPU time")
     if why and c.pressure is not None:

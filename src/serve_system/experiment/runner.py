@@ -207,8 +207,10 @@ def cpu_snapshot(root: Path) -> dict[str, Any]:
     return out
 
 
-def contention(before: dict[str, Any], after: dict[str, Any]) -> rec.Contention:
-    """What else used the node's CPU between two :func:`cpu_snapshot` readings (a level's span)."""
+def contention(before: dict[str, Any], after: dict[str, Any], client_cpu_s: float = 0.0) -> rec.Contention:
+    """What else used the node's CPU between two :func:`cpu_snapshot` readings (a level's span).
+    ``client_cpu_s``: the measuring client's CPU seconds as its rusage counted them (it has exited
+    by the second reading, so /proc no longer shows it)."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     seconds = max(1e-6, after["t"] - before["t"])
     cpus = max(1, int(after.get("cpus") or 1))
@@ -230,8 +232,11 @@ def contention(before: dict[str, Any], after: dict[str, Any]) -> rec.Contention:
                 measuring += max(0, delta) / tick
             elif delta > 0:
                 used[pid] = (comm, delta / tick)
+        measuring += max(0.0, client_cpu_s)
         c.others = round(sum(s for _, s in used.values()) / (cpus * seconds), 4)
         c.measuring = round(measuring / (cpus * seconds), 4)
+        if c.busy is not None:
+            c.unseen = round(max(0.0, c.busy - c.others - c.measuring), 4)
         c.top = [f"{comm} ({pid}) {sec:.1f} CPU-s" for pid, (comm, sec) in
                  sorted(used.items(), key=lambda kv: -kv[1][1])[:5]]
     c.cause = rec.contention_cause(c)
@@ -262,7 +267,7 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
         except OSError as exc:
             return rec.Attempt(argv=argv, rc=None, start=start, end=time.time(),
                                reason=f"could not start: {exc}"), ""
-        while (peak_kib := _reap(proc)) is None:
+        while (reaped := _reap(proc)) is None:
             rss = _rss_mb(proc.pid)
             if rss is not None:
                 peak = max(peak, rss)
@@ -273,7 +278,7 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
                 reason = f"killed by the runner: time cap {timeout_s:.0f} s reached"
             if reason:
                 os.killpg(proc.pid, signal.SIGKILL)
-                peak_kib = _reap(proc, block=True)
+                reaped = _reap(proc, block=True)
                 break
             time.sleep(0.2)
     rc = proc.returncode
@@ -285,17 +290,19 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
     out_path.unlink()
     return rec.Attempt(argv=argv, rc=rc, start=start, end=time.time(), reason=reason,
                        max_rss_mb=round(peak, 1) or None,
-                       peak_rss_bytes=None if peak_kib is None else peak_kib * 1024), text
+                       peak_rss_bytes=None if reaped is None else reaped[0] * 1024,
+                       cpu_s=None if reaped is None else round(reaped[1], 3)), text
 
 
-def _reap(proc: subprocess.Popen[bytes], block: bool = False) -> int | None:
+def _reap(proc: subprocess.Popen[bytes], block: bool = False) -> tuple[int, float] | None:
     """Reap ``proc`` if it ended (``block``: wait for it): its peak resident memory in KiB (the
-    kernel's ru_maxrss, its reaped children included), with ``proc.returncode`` set; None while it runs."""
+    kernel's ru_maxrss, its reaped children included) and its CPU seconds (user + system), with
+    ``proc.returncode`` set; None while it runs."""
     pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
     if pid == 0:
         return None
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return int(usage.ru_maxrss)
+    return int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
 def host_facts() -> dict[str, Any]:
@@ -639,7 +646,7 @@ class Runner:
                 break
             if not (triton and UNSTABLE.search(text)):
                 break
-        used = contention(node_before, cpu_snapshot(root))
+        used = contention(node_before, cpu_snapshot(root), sum(a.cpu_s or 0.0 for a in attempts))
         if sampler is not None:
             sampler.stop.set()
             sampler.join(timeout=10)

@@ -139,7 +139,8 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     row["client_peak_rss_bytes"] = lrec.client_peak_rss_bytes  # perf_analyzer's, failed levels too
     if lrec.contention is not None:  # what else used the node's CPU (the runner's /proc readings)
         row["contention"] = records.contention_cause(lrec.contention)
-        row["other_cpu"] = lrec.contention.others
+        row["other_cpu"] = (None if lrec.contention.others is None
+                            else round(lrec.contention.others + (lrec.contention.unseen or 0.0), 4))
     if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
         row.update(status=records.FAILED, error=lrec.error or "the level failed",
                    peak_rss_mb=peak_rss_mb(meta, lrec))

@@ -10,13 +10,18 @@ same node in one run. ``--run-dir`` only reads runs
 already made (each with its ``wall_s`` in bench.json or manifest start..host end).
 
     .venv/bin/python bench/orchestration_overhead.py -i inventory/hosts.yml --limit NODE \\
-        [--before-repo /work/main]
+        [--before-repo /work/main] [--shipped] [--pairs 3]
+
+``--shipped`` runs the spec as shipped (``repetitions: auto``: every round and decision it takes, the
+issue's "fixed cost" form); ``--pairs N`` alternates before and after N times and prints each side's
+median fixed cost (wall - perf_analyzer - warm-ups - Triton's loads and restore) with its spread.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -46,14 +51,42 @@ def triton_seconds(host_dir: Path) -> float | None:
     return float(sum(loads)) + float(restore)
 
 
-def fixed_spec(dest: Path, short: bool) -> Path:
+def fixed_spec(dest: Path, short: bool, shipped: bool = False) -> Path:
     """The shipped dynbatch spec with one repetition (what an older checkout can run too: the same
-    levels on both sides); ``short``: 2 s windows and a 60 % stability band."""
+    levels on both sides); ``short``: 2 s windows and a 60 % stability band; ``shipped``: as shipped
+    (``repetitions: auto`` with its budget: every round it takes)."""
     spec, path = dynbatch_copy(dest, **({"measurement_interval_ms": 2000, "stability_percentage": 60}
                                         if short else {}))
-    spec["repetitions"] = 1
-    spec.pop("budget", None)
+    if not shipped:
+        spec["repetitions"] = 1
+        spec.pop("budget", None)
     return write(spec, path)
+
+
+def measure(label: str, repo: Path, var: str, run_id: str, args: argparse.Namespace,
+            spec: Path) -> float | None:
+    """One playbook run of ``repo``'s engine, its times printed; its fixed cost (wall - perf_analyzer
+    - warm-ups - Triton's loads and restore; None where the records lack them)."""
+    wall = run_playbook(repo, "dynbatch.yml", args.inventory.resolve(), args.limit, args.results, run_id,
+                        ["-e", f"{var}_results_dir={args.results}", "-e", "fresh=true",
+                         "-e", f"{var}_spec={spec}"])
+    host_dir = args.results / "dynbatch" / run_id / args.limit
+    perf, n, warm = perf_seconds(host_dir)
+    print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "
+          f"overhead {wall - perf:.1f} s = {(wall - perf) / wall * 100:.1f} % of the wall time",
+          flush=True)
+    if warm is None:
+        return None
+    # the spec's warm-up requests are perf_analyzer runs too (not part of any level)
+    print(f"{'':>6}  with the warm-ups' perf_analyzer runs ({warm:.1f} s) counted as measurement: "
+          f"overhead {wall - perf - warm:.1f} s = {(wall - perf - warm) / wall * 100:.1f} %", flush=True)
+    loads = triton_seconds(host_dir)
+    if loads is None:
+        return None
+    # Triton loading each variant and the baseline again: the spec's own work
+    print(f"{'':>6}  and Triton's own loads and restore ({loads:.1f} s) too: orchestration "
+          f"{wall - perf - warm - loads:.1f} s (Ansible, the controller's commands, transfers)", flush=True)
+    return wall - perf - warm - loads
 
 
 def role_prefix(repo: Path) -> str:
@@ -69,36 +102,31 @@ def main() -> int:
     ap.add_argument("--results", type=Path, default=Path("/tmp/serve-system-bench-overhead"))
     ap.add_argument("--short", action="store_true",
                     help="2 s windows and a 60 %% stability band (a quicker, noisier comparison)")
+    ap.add_argument("--shipped", action="store_true",
+                    help="the spec as shipped (repetitions: auto, every round it takes) instead of one "
+                         "repetition")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="before/after pairs, alternating (the spread of each side is printed)")
     args = ap.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
-    spec = fixed_spec(args.results / "spec", args.short)
+    spec = fixed_spec(args.results / "spec", args.short, args.shipped)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    rows = []
     engines = ([("before", args.before_repo.resolve(), role_prefix(args.before_repo.resolve()))]
                if args.before_repo else []) + [("after", HERE, "experiment")]
-    for label, repo, var in engines:
-        run_id = f"bench-{label}-{stamp}"
-        wall = run_playbook(repo, "dynbatch.yml", args.inventory.resolve(), args.limit, args.results, run_id,
-                            ["-e", f"{var}_results_dir={args.results}", "-e", "fresh=true",
-                             "-e", f"{var}_spec={spec}"])
-        perf, n, warm = perf_seconds(args.results / "dynbatch" / run_id / args.limit)
-        rows.append((label, repo, wall, perf, n))
-        print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "
-              f"overhead {wall - perf:.1f} s = {(wall - perf) / wall * 100:.1f} % of the wall time",
-              flush=True)
-        if warm is not None:  # the spec's warm-up requests are perf_analyzer runs too (not part of any level)
-            print(f"{'':>6}  with the warm-ups' perf_analyzer runs ({warm:.1f} s) counted as measurement: "
-                  f"overhead {wall - perf - warm:.1f} s = {(wall - perf - warm) / wall * 100:.1f} %",
-                  flush=True)
-            loads = triton_seconds(args.results / "dynbatch" / run_id / args.limit)
-            if loads is not None:  # Triton loading each variant and the baseline again: the spec's own work
-                print(f"{'':>6}  and Triton's own loads and restore ({loads:.1f} s) too: orchestration "
-                      f"{wall - perf - warm - loads:.1f} s (Ansible, the controller's commands, transfers)",
-                      flush=True)
-    if len(rows) == 2:
-        (_, _, w0, p0, _), (_, _, w1, p1, _) = rows
-        print(f"overhead: {w0 - p0:.1f} s -> {w1 - p1:.1f} s ({(w1 - p1) / (w0 - p0):.2f}x); "
-              f"share {(w0 - p0) / w0 * 100:.1f} % -> {(w1 - p1) / w1 * 100:.1f} %")
+    fixed: dict[str, list[float]] = {label: [] for label, _, _ in engines}
+    for pair in range(args.pairs):  # alternating: before, after, before, after, ...
+        for label, repo, var in engines:
+            cost = measure(label, repo, var, f"bench-{label}-{stamp}-{pair}", args, spec)
+            if cost is not None:
+                fixed[label].append(cost)
+    for label, costs in fixed.items():
+        if costs:
+            print(f"{label:>6}: fixed cost median {statistics.median(costs):.1f} s (min {min(costs):.1f}, "
+                  f"max {max(costs):.1f}; {len(costs)} run(s))")
+    if all(fixed.get(k) for k in ("before", "after")):
+        b, a = statistics.median(fixed["before"]), statistics.median(fixed["after"])
+        print(f"fixed cost: {b:.1f} s -> {a:.1f} s ({a / b:.2f}x; target <= 8 s: "
+              f"{'PASS' if a <= 8 else 'MISS'})")
     return 0
 
 

@@ -25,6 +25,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import metrics
 from ..errors import ServeSystemError
 
 #: Level.mode values
@@ -390,21 +391,8 @@ def setattr_pct(lvl: Level, pct: int, value: float) -> None:
 
 # --------------------------------------------------------------------------------- CSV
 
-CSV_COLUMNS = {
-    "Inferences/Second": "throughput",
-    "Client Send": "client_send_us",
-    "Network+Server Send/Recv": "network_us",
-    "Server Queue": "queue_us",
-    "Server Compute Input": "compute_input_us",
-    "Server Compute Infer": "compute_infer_us",
-    "Server Compute Output": "compute_output_us",
-    "Client Recv": "client_recv_us",
-    "p50 latency": "p50_us",
-    "p90 latency": "p90_us",
-    "p95 latency": "p95_us",
-    "p99 latency": "p99_us",
-    "Avg latency": "latency_avg_us",
-}
+#: perf_analyzer's -f column -> the Level field (the metric table's)
+CSV_COLUMNS = metrics.CSV_COLUMNS
 
 
 #: other columns perf_analyzer's -f export may have (--verbose-csv, --collect-metrics, response cache)

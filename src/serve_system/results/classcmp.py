@@ -38,7 +38,7 @@ from typing import Any
 from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
 from . import findings as fnd
-from . import report
+from . import runs
 from . import tree as res
 
 #: the metrics compared across nodes (one box plot each per load)
@@ -122,7 +122,7 @@ def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node],
     manifest: dict[str, Any] = {}
     experiment: tuple[str, Path] | None = None
     for run in run_dirs:
-        _, man, rows, _gaps = report.check_run(run, partial)
+        _, man, rows, _gaps = runs.check_run(run, partial)
         if not manifest:
             manifest = man
         exp = next((str(r["experiment"]) for r in rows), run.parent.name)

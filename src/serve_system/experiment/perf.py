@@ -70,12 +70,12 @@ class Level:
         out: dict[str, Any] = {"mode": self.mode, "load": _num(self.load), "status": self.status}
         if self.status != "ok":
             out["error"] = self.error
-            for key in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us"):
+            for key in metrics.PER_LEVEL:
                 out[key] = None
             return out
-        for key in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us"):
+        for key in metrics.PER_LEVEL:
             out[key] = _num(getattr(self, key))
-        for key in ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
+        for key in (k for k in metrics.PERF_ROW if k not in metrics.PER_LEVEL):  # Triton's breakdown
             if getattr(self, key) is not None:
                 out[key] = _num(getattr(self, key))
         if self.batch_size is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import safeio, textsafe
+from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment import records
@@ -81,7 +81,7 @@ def best(rows: list[dict[str, Any]], objective: dict[str, Any]) -> dict[str, Any
 
 
 def _rule(o: dict[str, Any]) -> str:
-    rule = f"{o.get('goal', 'max')} {o.get('metric', 'throughput')}"
+    rule = f"{metrics.goal_of(o)} {metrics.metric_of(o)}"
     if o.get("at_load") is not None:
         rule += f" at load {float(o['at_load']):g}"
     if o.get("constraints"):
@@ -250,8 +250,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     found = fnd.evaluate(judged, res.variant_setups(run), objectives, smallest, looks)
     plots, skipped = plotsmod.make_plots(run, rows)
     shard = shardres.read(run, manifest)
-    metrics = list(dict.fromkeys(str(o.get("metric", "throughput")) for o in objectives))
-    sharded = shardres.analyse(rows, shard, metrics, smallest) if shard else None
+    ranked_by = list(dict.fromkeys(metrics.metric_of(o) for o in objectives))
+    sharded = shardres.analyse(rows, shard, ranked_by, smallest) if shard else None
     csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
                                                     "missing": gaps, "shard": sharded})
     stand_in = manifest.get("stand_in") or next((r["stand_in"] for r in rows if r.get("stand_in")), None)

@@ -25,6 +25,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import metrics
 from ..errors import ServeSystemError
 
 #: Level.mode values
@@ -69,12 +70,12 @@ class Level:
         out: dict[str, Any] = {"mode": self.mode, "load": _num(self.load), "status": self.status}
         if self.status != "ok":
             out["error"] = self.error
-            for key in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us"):
+            for key in metrics.PER_LEVEL:
                 out[key] = None
             return out
-        for key in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us"):
+        for key in metrics.PER_LEVEL:
             out[key] = _num(getattr(self, key))
-        for key in ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
+        for key in (k for k in metrics.PERF_ROW if k not in metrics.PER_LEVEL):  # Triton's breakdown
             if getattr(self, key) is not None:
                 out[key] = _num(getattr(self, key))
         if self.batch_size is not None:
@@ -390,21 +391,8 @@ def setattr_pct(lvl: Level, pct: int, value: float) -> None:
 
 # --------------------------------------------------------------------------------- CSV
 
-CSV_COLUMNS = {
-    "Inferences/Second": "throughput",
-    "Client Send": "client_send_us",
-    "Network+Server Send/Recv": "network_us",
-    "Server Queue": "queue_us",
-    "Server Compute Input": "compute_input_us",
-    "Server Compute Infer": "compute_infer_us",
-    "Server Compute Output": "compute_output_us",
-    "Client Recv": "client_recv_us",
-    "p50 latency": "p50_us",
-    "p90 latency": "p90_us",
-    "p95 latency": "p95_us",
-    "p99 latency": "p99_us",
-    "Avg latency": "latency_avg_us",
-}
+#: perf_analyzer's -f column -> the Level field (the metric table's)
+CSV_COLUMNS = metrics.CSV_COLUMNS
 
 
 #: other columns perf_analyzer's -f export may have (--verbose-csv, --collect-metrics, response cache)

@@ -82,6 +82,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import metrics
 from .spec.models import Search, SearchBudget, TritonSpec
 from .spec.sweeps import variant_name
 
@@ -427,7 +428,7 @@ class _View:
 def _ranked(view: _View, names: list[str], reps: set[int] | None) -> list[str]:
     """Names with measurements, best mean first (ties in plan order)."""
     means = {n: statistics.fmean(xs) for n in names if (xs := view.samples(n, reps))}
-    sign = -1.0 if view.goal.get("goal", "max") == "max" else 1.0
+    sign = -metrics.sign(metrics.goal_direction(metrics.goal_of(view.goal)))  # best first
     return sorted(means, key=lambda n: (sign * means[n], view.names.index(n)))
 
 
@@ -503,7 +504,8 @@ class _Judge:
         if not e.has_interval:
             return False, text
         assert e.low is not None and e.high is not None
-        return (e.high < 0 if self.view.goal.get("goal", "max") == "max" else e.low > 0), text
+        better = metrics.goal_direction(metrics.goal_of(self.view.goal))
+        return metrics.oriented(better, e.low, e.high)[1] < 0, text  # wholly on the worse side of zero
 
     def critical(self, k: int) -> str:
         """The drop rule's critical value among ``k`` ranked candidates, in words (the report's line)."""
@@ -557,7 +559,7 @@ def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome
         return judge
     best, runner = ranked[0], others[0]
     e, why = judge.effect(runner, best, iv.TWO_SIDED)
-    v = iv.lead(e, view.goal.get("goal", "max"), float(view.rec.get("smallest_effect") or 0.05))
+    v = iv.lead(e, metrics.goal_of(view.goal), float(view.rec.get("smallest_effect") or 0.05))
     out.lead = f"lead over `{runner}` {iv.effect_text(e)}" + (f" ({why})" if why else "")
     if v.word == iv.HELD:
         out.winner = best
@@ -705,10 +707,11 @@ def _study(rec: dict[str, Any], view: _View, done: list[str], reps: set[int]) ->
     choices = {k: list(dict.fromkeys(c["params"][k] for c in rec["candidates"])) for k in keys}
     dists: dict[str, optuna.distributions.BaseDistribution] = {
         str(k): optuna.distributions.CategoricalDistribution(v) for k, v in choices.items()}
-    goal = view.goal.get("goal", "max")
+    goal = metrics.goal_of(view.goal)
     sampler = optuna.samplers.TPESampler(seed=int(rec.get("seed") or 0), constant_liar=True,
                                          n_startup_trials=int(rec.get("startup") or 4))
-    study = optuna.create_study(direction="maximize" if goal == "max" else "minimize", sampler=sampler)
+    study = optuna.create_study(direction="maximize" if metrics.wants_higher(goal) else "minimize",
+                                sampler=sampler)
     params = {c["name"]: c["params"] for c in rec["candidates"]}
     for n in done:
         xs = view.samples(n, reps)

@@ -29,7 +29,7 @@ from ..errors import ServeSystemError
 from ..experiment import records, search
 from . import findings as fnd
 from . import sequential, tree
-from .report import read_manifest
+from .runs import read_manifest
 
 
 def undecided_variants(found: list[fnd.Finding]) -> set[str]:

@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import safeio, textsafe
+from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
 from . import findings as fnd
-from . import report
+from . import runs
 from . import tree as res
 
 #: the metrics compared across nodes (one box plot each per load)
-METRICS: tuple[str, ...] = ("throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us")
+METRICS: tuple[str, ...] = metrics.select("throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us")
 #: robust z beyond which a node's value is an outlier (Iglewicz and Hoaglin's modified z-score)
 OUTLIER_Z = 3.5
 #: a MAD times this is a normal sample's standard deviation
@@ -122,7 +122,7 @@ def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node],
     manifest: dict[str, Any] = {}
     experiment: tuple[str, Path] | None = None
     for run in run_dirs:
-        _, man, rows, _gaps = report.check_run(run, partial)
+        _, man, rows, _gaps = runs.check_run(run, partial)
         if not manifest:
             manifest = man
         exp = next((str(r["experiment"]) for r in rows), run.parent.name)
@@ -341,10 +341,8 @@ def _load(mode: str, load: float) -> str:
     return f"{'concurrency' if mode == 'concurrency' else mode.replace('_', ' ')} {load:g}"
 
 
-SHORT = {"throughput": "throughput", "latency_avg_us": "avg latency", "p50_us": "p50", "p95_us": "p95",
-         "p99_us": "p99"}
-METRIC_NAMES = {"throughput": "throughput (/s)", "latency_avg_us": "average latency (ms)",
-                "p50_us": "p50 (ms)", "p95_us": "p95 (ms)", "p99_us": "p99 (ms)"}
+SHORT = {m: metrics.get(m).short for m in METRICS}
+METRIC_NAMES = {m: metrics.get(m).axis for m in METRICS}
 
 
 def markdown(result: dict[str, Any], plots: list[Path]) -> str:
@@ -432,7 +430,7 @@ def box_plots(result: dict[str, Any], out: Path) -> list[Path]:
     made = []
     for (metric, mode, load), cs in sorted(groups.items(), key=lambda kv: (METRICS.index(kv[0][0]),
                                                                            kv[0][1], kv[0][2])):
-        scale = 1000.0 if metric.endswith("_us") else 1.0
+        scale = metrics.get(metric).scale
         fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(cs) + 2), 4.2))
         data = [[v / scale for v in c["values"].values()] for c in cs]
         ax.boxplot(data, showfliers=False)

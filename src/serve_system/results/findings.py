@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from .. import metrics
 from ..experiment import tritonconfig as tc
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from . import intervals as iv
@@ -136,8 +137,8 @@ def make_setup(host: str, variant: str, raw: dict[str, Any]) -> Setup | None:
 
 # -- measurements: each level's repetitions -----------------------------------------------------
 
-METRICS = ("throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us", "queue_us", "compute_infer_us",
-           "avg_batch_size", "gpu_util", "gpu_util_max", "cpu_util")
+METRICS = metrics.select("throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us", "queue_us",
+                         "compute_infer_us", "avg_batch_size", "gpu_util", "gpu_util_max", "cpu_util")
 
 
 def levels(rows: list[dict[str, Any]]) -> Levels:
@@ -420,7 +421,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                                   "batch_effect": _ev(batch)}
             if mode == "concurrency" and bm.get("throughput") and dm.get("throughput") is not None:
                 thr = _effect(bm, dm, "throughput", looks)
-                vt = iv.decide(thr, "up", smallest)
+                vt = iv.decide(thr, metrics.improves("throughput"), smallest)
                 text += (f"; throughput {bm['throughput']:.1f} -> {dm['throughput']:.1f}/s, "
                          f"{iv.effect_text(thr)}")
                 ev.update(throughput_without=bm["throughput"], throughput_with=dm["throughput"],
@@ -575,7 +576,8 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                 if not pm.get(lat) or om.get(lat) is None:
                     continue
                 thr, lt = _effect(pm, om, "throughput", looks), _effect(pm, om, lat, looks)
-                vt, vl = iv.decide(thr, "up", smallest), iv.decide(lt, "down", smallest)
+                vt, vl = (iv.decide(thr, metrics.improves("throughput"), smallest),
+                          iv.decide(lt, metrics.improves(lat), smallest))
                 verdict = _both(vt, vl)
                 verdicts.append(verdict)
                 what = "FastAPI" if py.rest == "fastapi" else "Triton"
@@ -597,7 +599,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
 def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str, Any]]:
     """Every (host, variant, mode, load) that qualifies for an objective, best first (by the mean over
     the repetitions; ``samples`` keeps each repetition's value)."""
-    metric, goal = objective.get("metric", "throughput"), objective.get("goal", "max")
+    metric, goal = metrics.metric_of(objective), metrics.goal_of(objective)
     at_load = objective.get("at_load")
     cons = objective.get("constraints") or {}
     groups: dict[tuple[str, str, Any, Any], list[dict[str, Any]]] = {}
@@ -624,7 +626,7 @@ def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str
                           "repetitions": len(rs), "samples": [float(r[metric]) for r in rs
                                                               if r.get(metric) is not None],
                           "at_load": at_load, "constraints": cons})
-    cands.sort(key=lambda c: c["value"], reverse=goal == "max")
+    cands.sort(key=lambda c: c["value"], reverse=metrics.wants_higher(goal))
     return cands
 
 

@@ -48,10 +48,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 # the t and F quantiles alone: scipy.stats takes 0.5 s to import
 from scipy.special import fdtri, stdtrit
+
+from .. import metrics
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = "held", "did not hold", "inconclusive", "not measurable here"
 #: the verdict words, in the report's order
@@ -80,7 +81,7 @@ SPREAD_LEVEL = 0.99
 #: the two-sided 95 % interval's t quantile
 TWO_SIDED = 0.5 + LEVEL / 2
 
-Direction = Literal["up", "down"]
+Direction = metrics.Direction
 
 
 def t_quantile(df: float, quantile: float = TWO_SIDED) -> float:
@@ -384,30 +385,30 @@ def _inconclusive(e: Effect, targets: Sequence[float], smallest: float) -> Verdi
 def decide(e: Effect, direction: Direction, smallest: float) -> Verdict:
     """held / did not hold / inconclusive for the claim "B moves the metric ``direction`` by at
     least ``smallest``" (see the module's text)."""
-    s = smallest if direction == "up" else -smallest
+    s = metrics.sign(direction) * smallest
     if e.has_interval:
         assert e.low is not None and e.high is not None
-        beyond = e.low > s if direction == "up" else e.high < s
-        short = e.high < s if direction == "up" else e.low > s
-        if beyond:
+        low, high = metrics.oriented(direction, e.low, e.high)  # positive: the claimed direction
+        if low > smallest:
             return Verdict(HELD)
-        if short:
+        if high < smallest:
             return Verdict(NOT_HELD)
     return _inconclusive(e, [s], smallest)
 
 
-def lead(e: Effect, goal: Literal["max", "min"], smallest: float) -> Verdict:
+def lead(e: Effect, goal: str, smallest: float) -> Verdict:
     """The winner's lead over the runner-up (``e``: the winner B against the runner-up A).
 
     did not hold: the interval lies within +-smallest (a tie, decided: they differ by less than what
     matters, even where the interval excludes zero: a difference inside the smallest effect of
     interest names no winner); held: otherwise, when it excludes zero (a winner); inconclusive else.
+    ``goal``: the objective's (``max``: the winner's values are higher, else lower).
     """
     if e.has_interval:
         assert e.low is not None and e.high is not None
         if e.low > -smallest and e.high < smallest:
             return Verdict(NOT_HELD)
-        if (e.low > 0) if goal == "max" else (e.high < 0):
+        if metrics.oriented(metrics.goal_direction(goal), e.low, e.high)[0] > 0:
             return Verdict(HELD)
     return _inconclusive(e, [0.0, smallest if e.d >= 0 else -smallest], smallest)
 

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import metrics
 from ..experiment import records
 from ..experiment import shard as shardmod
 from . import intervals as iv
@@ -174,7 +175,7 @@ def ranking(rows: list[dict[str, Any]], shard: shardmod.Shard, objective: dict[s
             smallest: float) -> str | None:
     """One line: the best variant by an objective across nodes, each variant divided by its own node's
     reference (the reference itself: 1), and its lead over the next with its interval."""
-    metric, goal = objective.get("metric", "throughput"), objective.get("goal", "max")
+    metric, goal = metrics.metric_of(objective), metrics.goal_of(objective)
     data = _samples(rows, metric)
     ref = shard.reference
     loads = sorted({k for (_, v, k) in data if v == ref}, key=lambda k: k[1])
@@ -193,7 +194,7 @@ def ranking(rows: list[dict[str, Any]], shard: shardmod.Shard, objective: dict[s
                 entries.append((_mean(xs) / _mean(rs), c, host, rs, xs))
     if not entries:
         return None
-    entries.sort(key=lambda t: t[0], reverse=goal == "max")
+    entries.sort(key=lambda t: t[0], reverse=metrics.wants_higher(goal))
     name = objective.get("name", f"{goal}_{metric}")
     ratio, best, host, rs, xs = entries[0]
     where = "every node" if best == ref else host
@@ -202,7 +203,7 @@ def ranking(rows: list[dict[str, Any]], shard: shardmod.Shard, objective: dict[s
     if len(entries) > 1:
         _, second, host2, rs2, xs2 = entries[1]
         e = cross_node(rs2, xs2, rs, xs)
-        v = iv.lead(e, "max" if goal == "max" else "min", smallest)
+        v = iv.lead(e, goal, smallest)
         across = "across nodes" if host2 != host and ref not in (best, second) else "on one node"
         word = "a clear lead" if v.word == iv.HELD else "no clear lead" if v.word == iv.NOT_HELD \
             else iv.explain(v) or "inconclusive"

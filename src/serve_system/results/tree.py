@@ -24,7 +24,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from .. import safeio
+from .. import metrics, safeio
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment import records
@@ -35,8 +35,7 @@ from . import stats as statsmod
 #: summary columns, in order
 COLUMNS: tuple[str, ...] = (
     "experiment", "run_id", "host", "variant", "model", "mode", "load", "repetition", "status", "error",
-    "throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
-    "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
+    *metrics.PERF_ROW,
     "inference_count", "execution_count", "avg_batch_size", "batch_size_histogram",
     "gpu_util", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util", "attempts", "retried", "duration_s",
     "windows", "window_cv",
@@ -46,7 +45,7 @@ COLUMNS: tuple[str, ...] = (
 )
 
 #: the metrics summarised per level over its repetitions (summary_stats.csv, error bars, noise)
-STAT_METRICS: tuple[str, ...] = ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us")
+STAT_METRICS: tuple[str, ...] = metrics.PER_LEVEL
 #: summary_stats.csv's columns: one row per host x variant x load level x metric (tidy)
 STAT_COLUMNS: tuple[str, ...] = (
     "experiment", "run_id", "host", "variant", "mode", "load", "metric", "n", "mean", "sd", "ci_low",
@@ -179,8 +178,7 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
         row["status"] = match.status
         row["error"] = match.error
         if match.status == records.OK:
-            for k in ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
-                      "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us"):
+            for k in metrics.PERF_ROW:
                 row[k] = getattr(match, k)
             # the windows the numbers rest on (perf_analyzer -v): how many, and how much they vary
             row["windows"] = len(match.windows) or None

@@ -1,0 +1,437 @@
+"""The report's plots: each a spec (a file name, panels with a title, axes and series: data) built from
+the results rows, and one function that draws a spec with matplotlib (Agg) into ``plots/``.
+
+Drawn, where there is data (report.md lists the rest, with why):
+
+- latency (p50 / p95 / p99, or the average without percentiles) against load, per host and mode;
+- throughput against latency, per host;
+- Triton's server-side latency breakdown and the batch sizes it formed (where Triton measured them);
+- utilisation over time per GPU (CPU where no GPU is reported), and GPU memory over time;
+- the FastAPI benchmark's latency distribution (every latency it kept).
+
+Aggregates are the mean over the repetitions, with the 95 % interval as error bars
+(:func:`serve_system.results.intervals.summarize`). Labels and units come from
+:mod:`serve_system.metrics`. Every file is written through :mod:`serve_system.safeio`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import metrics, safeio
+from ..errors import ServeSystemError
+from ..experiment import records
+from . import fastapi_tree as fastapi_results
+from . import intervals as iv
+from . import tree as res
+from .cells import cell
+
+#: how every aggregate plot's bars read
+BARS = "bars: 95 % interval over repetitions"
+#: (metric, line style, legend) of the latency lines
+PERCENTILES = (("p50_us", "-", "p50"), ("p95_us", "--", "p95"), ("p99_us", ":", "p99"))
+#: drawn for a variant whose perf_analyzer output had no percentiles
+AVG = (("latency_avg_us", "-.", "avg (no percentiles)"),)
+AVG_AND_PERCENTILES = AVG + PERCENTILES
+#: the parts of Triton's server-side time per request, stacked
+BREAKDOWN = metrics.select("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+_TIME = "seconds since the first sample"
+
+Kind = Literal["errorbar", "line", "step", "bar", "box", "hline", "span"]
+
+
+@dataclass
+class Series:
+    """One thing drawn on a panel; ``style``: matplotlib's keyword arguments for it."""
+
+    kind: Kind
+    x: list[Any] = field(default_factory=list)
+    y: list[Any] = field(default_factory=list)
+    label: str | None = None
+    xerr: Any = None
+    yerr: Any = None
+    style: dict[str, Any] = field(default_factory=dict)
+    #: (text, x, y): a small label beside a point
+    notes: list[tuple[str, float, float]] = field(default_factory=list)
+
+
+@dataclass
+class Panel:
+    """One set of axes: its title, axis labels and scales, ticks and series."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[Series]
+    title_style: dict[str, Any] = field(default_factory=dict)
+    xscale: tuple[str, dict[str, Any]] | None = None
+    yscale: tuple[str, dict[str, Any]] | None = None
+    #: (positions, labels, font size or None)
+    xticks: tuple[Sequence[float], list[str], float | None] | None = None
+    ylim: dict[str, float] | None = None
+    grid: dict[str, Any] | None = field(default_factory=lambda: {"alpha": 0.3})
+    legend: dict[str, Any] | None = None
+
+
+@dataclass
+class Plot:
+    """One PNG file: its panels side by side."""
+
+    name: str
+    size: tuple[float, float]
+    panels: list[Panel]
+    widths: list[float] | None = None
+
+
+def _draw_series(ax: Any, s: Series) -> None:
+    if s.kind == "errorbar":
+        ax.errorbar(s.x, s.y, xerr=s.xerr, yerr=s.yerr, label=s.label, **s.style)
+    elif s.kind == "line":
+        ax.plot(s.x, s.y, label=s.label, **s.style)
+    elif s.kind == "step":
+        ax.step(s.x, s.y, where="post", label=s.label, **s.style)
+    elif s.kind == "bar":
+        ax.bar(s.x, s.y, yerr=s.yerr, label=s.label, **s.style)
+    elif s.kind == "box":
+        ax.boxplot(s.y, **s.style)
+    elif s.kind == "hline":
+        ax.axhline(s.y[0], label=s.label, **s.style)
+    elif s.kind == "span":  # a named stretch of the x axis
+        ax.axvspan(s.x[0], s.x[1], lw=0, **s.style)
+        ax.text((s.x[0] + s.x[1]) / 2, 1.0, s.label, transform=ax.get_xaxis_transform(), ha="center",
+                va="bottom", fontsize=7)
+    for text, x, y in s.notes:
+        ax.annotate(text, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+
+
+def draw(plot: Plot, folder: Path) -> Path:
+    """Draw a plot spec into ``folder`` (never through a link); return the file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(plot.panels), figsize=plot.size, squeeze=False,
+                             gridspec_kw={"width_ratios": plot.widths} if plot.widths else None)
+    for ax, p in zip(axes[0], plot.panels, strict=True):
+        for s in p.series:
+            _draw_series(ax, s)
+        if p.xscale:
+            ax.set_xscale(p.xscale[0], **p.xscale[1])
+        if p.yscale:
+            ax.set_yscale(p.yscale[0], **p.yscale[1])
+        if p.xticks:
+            ax.set_xticks(p.xticks[0], p.xticks[1], **({"fontsize": p.xticks[2]} if p.xticks[2] else {}))
+        if p.ylim:
+            ax.set_ylim(**p.ylim)
+        ax.set_xlabel(p.xlabel)
+        ax.set_ylabel(p.ylabel)
+        ax.set_title(p.title, **p.title_style)
+        if p.grid is not None:
+            ax.grid(**p.grid)
+        if p.legend is not None:
+            ax.legend(**p.legend)
+    fig.tight_layout()
+    path = folder / safeio.plain_name(plot.name, str(folder), "plot name")
+    with safeio.open_write(path, within=folder.parent, binary=True) as fh:
+        fig.savefig(fh, dpi=110, format="png")
+    plt.close(fig)
+    return path
+
+
+# -- the specs: rows -> plots (or why not) ------------------------------------------------------
+
+Built = tuple[list[Plot], list[str]]
+
+
+def _bars(samples: list[list[float]]) -> tuple[list[float], list[list[float]]]:
+    """Means and matplotlib's asymmetric error bars (the 95 % t interval; none with one repetition)."""
+    means, low, high = [], [], []
+    for xs in samples:
+        sm = iv.summarize(xs, floor=iv.METRIC_FLOOR)
+        mean = sm.mean if sm.mean is not None else float("nan")
+        means.append(mean)
+        low.append(mean - sm.ci_low if sm.ci_low is not None else 0.0)
+        high.append(sm.ci_high - mean if sm.ci_high is not None else 0.0)
+    return means, [low, high]
+
+
+def _latency_series(vr: list[dict[str, Any]], colour: str, variant: str) -> list[Series]:
+    keys = PERCENTILES if any(r.get(k) is not None for r in vr for k, _, _ in PERCENTILES) else AVG
+    out = []
+    for key, style, label in keys:
+        by_load: dict[float, list[float]] = {}
+        for r in vr:
+            if r.get(key) is not None:
+                by_load.setdefault(float(r["load"]), []).append(float(r[key]) / metrics.get(key).scale)
+        if by_load:
+            xs = sorted(by_load)
+            ys, err = _bars([by_load[x] for x in xs])
+            out.append(Series("errorbar", xs, ys, f"{variant} {label}", yerr=err,
+                              style={"linestyle": style, "marker": "o", "markersize": 4, "capsize": 3,
+                                     "color": colour}))
+    return out
+
+
+def latency_vs_load(host: str, hr: list[dict[str, Any]]) -> Built:
+    plots, skipped = [], []
+    for mode in sorted({r["mode"] for r in hr if r.get("mode")}):
+        mr = [r for r in hr
+              if r["mode"] == mode and any(r.get(k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
+        if not mr:
+            skipped.append(f"{host}: latency against {mode} (no latency measured)")
+            continue
+        variants = sorted({r["variant"] for r in mr})
+        series = [s for i, v in enumerate(variants)
+                  for s in _latency_series([r for r in mr if r["variant"] == v], f"C{i % 10}", v)]
+        loads = sorted({float(r["load"]) for r in mr})
+        wide = len(loads) > 1 and loads[-1] / loads[0] >= 8
+        plots.append(Plot(f"{host}_latency_vs_{mode}.png", (8, 4.8), [Panel(
+            f"{host}: latency against load: p50 solid, p95 dashed, p99 dotted ({BARS})",
+            "concurrent clients" if mode == "concurrency" else "requests per second (request rate)",
+            "latency (ms)", series, title_style={"fontsize": 9},
+            xscale=("log", {"base": 2}) if wide else None, xticks=(loads, [f"{x:g}" for x in loads], None),
+            legend={"fontsize": 7, "ncol": max(1, len(variants) // 4 + 1)})]))
+    return plots, skipped
+
+
+def throughput_latency(host: str, hr: list[dict[str, Any]]) -> Built:
+    def lat(r: dict[str, Any]) -> float | None:
+        v = r.get("p95_us") or r.get("latency_avg_us")
+        return None if v is None else float(v) / metrics.get("p95_us").scale
+
+    pts_by_v: dict[str, dict[float, list[dict[str, Any]]]] = {}
+    for r in hr:
+        if r.get("throughput") is not None and lat(r) is not None:
+            pts_by_v.setdefault(r["variant"], {}).setdefault(float(r["load"]), []).append(r)
+    if not pts_by_v:
+        return [], [f"{host}: throughput against latency (no level with both)"]
+    series = []
+    for v, by_load in sorted(pts_by_v.items()):
+        loads = sorted(by_load)
+        ys, yerr = _bars([[float(r["throughput"]) for r in by_load[x]] for x in loads])
+        xs, xerr = _bars([[lat(r) or 0.0 for r in by_load[x]] for x in loads])
+        series.append(Series("errorbar", xs, ys, v, xerr=xerr, yerr=yerr, style={"marker": "o", "capsize": 3},
+                             notes=[(f"{load:g}", x, y) for load, x, y in zip(loads, xs, ys, strict=True)]))
+    return [Plot(f"{host}_throughput_latency.png", (7, 4.5), [Panel(
+        f"{host}: throughput against latency (labels: load level; {BARS})",
+        "latency p95 (ms; average where p95 is missing)", "throughput (infer/s)", series,
+        title_style={"fontsize": 10}, legend={"fontsize": 8})])], []
+
+
+def breakdown(host: str, hr: list[dict[str, Any]]) -> Built:
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for r in hr:
+        if any(r.get(k) is not None for k in BREAKDOWN):
+            groups.setdefault((r["variant"], r["mode"] or "", float(r["load"])), []).append(r)
+    if not groups:
+        why = f"{host}: server-side latency breakdown (no Triton statistics: e.g. the FastAPI benchmark)"
+        return [], [why]
+    keys = sorted(groups)
+    at = list(range(len(keys)))
+    series, bottoms = [], [0.0] * len(keys)
+    for part in BREAKDOWN:
+        scale = metrics.get(part).scale
+        vals = [sum((r.get(part) or 0) / scale for r in groups[k]) / len(groups[k]) for k in keys]
+        series.append(Series("bar", at, vals, metrics.get(part).label, style={"bottom": bottoms}))
+        bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
+    totals, err = _bars([[sum((r.get(k) or 0) / metrics.get(k).scale for k in BREAKDOWN) for r in groups[key]]
+                         for key in keys])
+    series.append(Series("errorbar", at, totals, yerr=err,
+                         style={"fmt": "none", "ecolor": "black", "capsize": 4}))
+    ticks = [f"{v}\n{load:g} (n={len(groups[(v, m, load)])})" for v, m, load in keys]
+    return [Plot(f"{host}_latency_breakdown.png", (max(6, 0.6 * len(keys) + 2), 4.5), [Panel(
+        f"{host}: server-side latency breakdown (mean; {BARS}, on the total)", "",
+        "server time per request (ms)", series, title_style={"fontsize": 10}, xticks=(at, ticks, 7),
+        grid=None, legend={"fontsize": 8})])], []
+
+
+def batch_sizes(host: str, hr: list[dict[str, Any]]) -> Built:
+    """Share of requests served in each batch size, per variant and load (Triton's own statistics),
+    the mean over repetitions with its interval."""
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for r in hr:
+        if r.get("batch_size_histogram"):
+            groups.setdefault((r["variant"], float(r["load"])), []).append(r)
+    if not groups:
+        return [], [f"{host}: batch sizes (no Triton statistics)"]
+    sizes = sorted({int(k) for rs in groups.values() for r in rs for k in r["batch_size_histogram"]})
+    width = 0.8 / len(groups)
+    series = []
+    for i, ((variant, load), rs) in enumerate(sorted(groups.items())):
+        shares: list[list[float]] = [[] for _ in sizes]
+        for r in rs:
+            h = {int(k): int(v) for k, v in r["batch_size_histogram"].items()}
+            served = sum(k * v for k, v in h.items()) or 1
+            for j, k in enumerate(sizes):
+                shares[j].append(100 * k * h.get(k, 0) / served)
+        means, err = _bars(shares)
+        batches = [float(r["avg_batch_size"]) for r in rs if r.get("avg_batch_size") is not None]
+        avg = cell(sum(batches) / len(batches) if batches else None, 2)
+        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != records.OK})
+        series.append(Series("bar", [k - 0.4 + (i + 0.5) * width for k in sizes], means,
+                             f"{variant} @ {load:g} (avg {avg}, n={len(rs)}{''.join(', ' + b for b in bad)})",
+                             yerr=err, style={"width": width, "capsize": 2}))
+    return [Plot(f"{host}_batch_sizes.png", (min(13.0, max(7.0, 0.5 * len(sizes) + 4)), 4.5), [Panel(
+        f"{host}: batch sizes formed by Triton ({BARS})", "batch size executed by Triton",
+        "share of requests (%)", series, title_style={"fontsize": 10},
+        xticks=(sizes, [str(k) for k in sizes], None),
+        grid={"alpha": 0.3, "axis": "y"}, legend={"fontsize": 7})])], []
+
+
+def _spans(samples: dict[str, list[dict[str, Any]]], t0: float) -> list[Series]:
+    """Each variant's time span on a time axis, shaded and named."""
+    return [Series("span", [ss[0]["t"] - t0, ss[-1]["t"] - t0], label=variant,
+                   style={"color": "grey", "alpha": 0.08 if i % 2 else 0.16})
+            for i, (variant, ss) in enumerate(sorted(samples.items(), key=lambda kv: kv[1][0]["t"]))]
+
+
+def _gapped(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """x and y of a time series, broken (NaN) where sampling paused, e.g. between variants."""
+    if len(pts) < 2:
+        return [q[0] for q in pts], [q[1] for q in pts]
+    steps = sorted(b[0] - a[0] for a, b in pairwise(pts))
+    gap = max(5.0, 3 * steps[len(steps) // 2])
+    xs, ys = [pts[0][0]], [pts[0][1]]
+    for a, b in pairwise(pts):
+        if b[0] - a[0] > gap:
+            xs.append((a[0] + b[0]) / 2)
+            ys.append(float("nan"))
+        xs.append(b[0])
+        ys.append(b[1])
+    return xs, ys
+
+
+def _trace(samples: list[dict[str, Any]], t0: float, gpu: str, key: str,
+           scale: float) -> list[tuple[float, float]]:
+    """One GPU's metric over time (seconds since ``t0``), scaled."""
+    return [(s["t"] - t0, s["gpus"][gpu][key] * scale) for s in samples if key in s["gpus"].get(gpu, {})]
+
+
+_LINE = {"lw": 1.2, "marker": ".", "markersize": 3}
+
+
+def _utilisation(host: str, samples: list[dict[str, Any]], spans: list[Series], t0: float) -> Built:
+    gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_utilization" in m})
+    if gpus:
+        lines = [Series("line", *_gapped(_trace(samples, t0, g, "nv_gpu_utilization", 100)), g, style=_LINE)
+                 for g in gpus]
+        return [Plot(f"{host}_gpu_utilisation.png", (9, 4.2), [Panel(
+            f"{host}: utilisation per GPU (sampled from :8002/metrics)", _TIME, "GPU utilisation (%)",
+            lines + spans, title_style={"pad": 14}, ylim={"bottom": 0, "top": 105},
+            legend={"fontsize": 7})])], []
+    cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"] * 100) for s in samples
+           if "nv_cpu_utilization" in s["cpu"]]
+    if not cpu:
+        return [], [f"{host}: utilisation (its metrics samples report neither GPU nor CPU utilisation)"]
+    return [Plot(f"{host}_cpu_utilisation.png", (9, 4.2), [Panel(
+        f"{host}: CPU utilisation (Triton reported no GPU)", _TIME, "CPU utilisation (%)",
+        [Series("line", *_gapped(cpu), "CPU (whole host)", style=_LINE), *spans], title_style={"pad": 14},
+        ylim={"bottom": 0, "top": 105})])], []
+
+
+def _memory(host: str, samples: list[dict[str, Any]], spans: list[Series], t0: float) -> list[Plot]:
+    mem_gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_memory_used_bytes" in m})
+    if not mem_gpus:
+        return []
+    series = []
+    for i, g in enumerate(mem_gpus):
+        colour = f"C{i % 10}"
+        series.append(Series("line", *_gapped(_trace(samples, t0, g, "nv_gpu_memory_used_bytes", 2**-20)),
+                             f"{g} used", style={**_LINE, "color": colour}))
+        totals = [s["gpus"][g]["nv_gpu_memory_total_bytes"] / 2**20 for s in samples
+                  if "nv_gpu_memory_total_bytes" in s["gpus"].get(g, {})]
+        if totals:
+            series.append(Series("hline", y=[max(totals)], label=f"{g} total",
+                                 style={"color": colour, "ls": ":", "lw": 1}))
+    return [Plot(f"{host}_gpu_memory.png", (9, 4.2), [Panel(
+        f"{host}: GPU memory over time", _TIME, "GPU memory (MiB)", series + spans, title_style={"pad": 14},
+        ylim={"bottom": 0}, legend={"fontsize": 7})])]
+
+
+def over_time(series: dict[tuple[str, str], list[dict[str, Any]]]) -> Built:
+    """Utilisation (per GPU, else the host's CPU) and GPU memory over the run, per host."""
+    plots: list[Plot] = []
+    skipped: list[str] = []
+    for host in sorted({h for h, _ in series}):
+        per_v = {v: ss for (h, v), ss in series.items() if h == host and ss}
+        if not per_v:
+            continue
+        t0 = min(ss[0]["t"] for ss in per_v.values())
+        samples = sorted((s for ss in per_v.values() for s in ss), key=lambda s: s["t"])
+        made, why = _utilisation(host, samples, _spans(per_v, t0), t0)
+        plots += made + _memory(host, samples, _spans(per_v, t0), t0)
+        skipped += why
+    if not series:
+        skipped.append("utilisation and GPU memory over time (no metrics.jsonl samples in the run)")
+    elif not any(p.name.endswith("_gpu_utilisation.png") for p in plots):
+        skipped.append("utilisation per GPU and GPU memory over time (Triton reported no GPU: CPU "
+                       "utilisation drawn instead)")
+    return plots, skipped
+
+
+def fastapi_latency(run: Path) -> Built:
+    """Per host: the FastAPI benchmark's latency distribution (every latency it kept) and its boxes."""
+    found: dict[str, list[tuple[str, float, list[float]]]] = {}
+    ldirs = [ld for h in res.host_dirs(run) for v in res.subdirs(h) for ld in res.subdirs(v)]
+    for ldir in (ld for ld in ldirs if os.path.lexists(ld / "bench.json")):
+        try:
+            lat = fastapi_results.latencies_s(ldir)
+            meta = res.read_json(ldir / records.LEVEL_FILE) or {}
+        except ServeSystemError:
+            continue  # the level's row says what is wrong with it
+        if lat:
+            load = float(meta.get("load") or 0)
+            found.setdefault(ldir.parent.parent.name, []).append((ldir.parent.name, load, lat))
+    plots = []
+    for host, series in sorted(found.items()):
+        series.sort(key=lambda s: (s[1], s[0]))
+        steps = []
+        for variant, load, lat in series:
+            ms = sorted(x * 1000 for x in lat)
+            steps.append(Series("step", ms, [(i + 1) / len(ms) for i in range(len(ms))],
+                                f"{variant}, {load:g} sender{'s' if load != 1 else ''} (n={len(ms)})"))
+        steps += [Series("hline", y=[q], style={"color": "grey", "lw": 0.6, "ls": ":"})
+                  for q in (0.5, 0.95, 0.99)]
+        boxes = Series("box", y=[[x * 1000 for x in lat] for _, _, lat in series],
+                       style={"whis": (1, 99), "showfliers": False})
+        plots.append(Plot(f"{host}_fastapi_latency.png", (11, 4.5), [
+            Panel(f"{host}: FastAPI latency distribution", "latency (ms, log scale)",
+                  "fraction of requests at or below", steps, xscale=("log", {}),
+                  legend={"fontsize": 7, "loc": "lower right"}),
+            Panel("per variant and senders", "", "latency (ms; box p25-p75, whiskers p1-p99)", [boxes],
+                  yscale=("log", {}), grid={"alpha": 0.3, "axis": "y"},
+                  xticks=(list(range(1, len(series) + 1)), [f"{v}\n{load:g}" for v, load, _ in series], 7))],
+            widths=[3, 2]))
+    return plots, []
+
+
+def specs(run: Path, rows: list[dict[str, Any]]) -> Built:
+    """Every plot with data, as specs; and the plots skipped with the reason."""
+    plots: list[Plot] = []
+    skipped: list[str] = []
+    ok = [r for r in rows if r.get("status") == records.OK and r.get("load") is not None]
+    if not ok:
+        skipped.append("every plot (no level was measured ok)")
+    built: list[Built] = []
+    for host in sorted({r["host"] for r in ok}):
+        hr = [r for r in ok if r["host"] == host]
+        built += [latency_vs_load(host, hr), throughput_latency(host, hr), breakdown(host, hr),
+                  # Triton's statistics are real even where perf_analyzer found no stable measurement
+                  batch_sizes(host, [r for r in rows if r["host"] == host and r.get("load") is not None])]
+    built += [over_time(res.utilisation_series(run)), fastapi_latency(run)]
+    for made, why in built:
+        plots += made
+        skipped += why
+    return plots, skipped
+
+
+def make_plots(run: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
+    """Draw every plot with data into ``run/plots/``; return (files, plots skipped with the reason)."""
+    plots, skipped = specs(run, rows)
+    return [draw(p, run / "plots") for p in plots], skipped

@@ -1,0 +1,55 @@
+"""The report's plots as specs (:mod:`serve_system.results.plots`): data built from a run's rows, drawn
+by one function."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+from report_trees import fastapi_run, lab_run
+
+from serve_system import safeio
+from serve_system.results import plots, tree
+
+
+def test_latency_against_load_is_one_series_per_variant_and_percentile_in_ms(tmp_path: Path) -> None:
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    rows = tree.collect(run)
+    made, skipped = plots.specs(run, rows)
+    by_name = {p.name: p for p in made}
+    assert not [s for s in skipped if "latency against" in s]
+    (panel,) = by_name["node-1_latency_vs_concurrency.png"].panels
+    assert panel.ylabel == "latency (ms)" and panel.xlabel == "concurrent clients"
+    # the notebook's perf_analyzer printed no percentiles: the average is drawn, and said
+    base = next(s for s in panel.series if s.label == "baseline avg (no percentiles)")
+    assert base.x == [1.0, 8.0, 16.0] and base.style["linestyle"] == "-."
+    at8 = [r["latency_avg_us"] / 1000 for r in rows if r["variant"] == "baseline" and r["load"] == 8]
+    assert len(at8) == 3 and base.y[1] == pytest.approx(statistics.fmean(at8))
+    assert base.yerr[0][1] > 0  # three repetitions: an interval
+    colours = {s.style["color"] for s in panel.series if s.label and s.label.startswith("baseline ")}
+    assert len(colours) == 1  # one colour per variant, a line style per percentile
+    (bd,) = by_name["node-1_latency_breakdown.png"].panels
+    assert [s.label for s in bd.series if s.kind == "bar"] == ["queue", "compute input", "compute infer",
+                                                                "compute output"]
+
+
+def test_every_spec_is_drawn_to_its_file_and_nothing_is_drawn_through_a_link(tmp_path: Path) -> None:
+    run = fastapi_run(tmp_path / "fastapi" / "r1")
+    made, skipped = plots.specs(run, tree.collect(run))
+    assert [p.name for p in made] == ["node-1_latency_vs_concurrency.png", "node-1_throughput_latency.png",
+                                      "node-1_fastapi_latency.png"]
+    assert any("server-side latency breakdown" in s for s in skipped)
+    fastapi = made[-1]
+    assert [p.title for p in fastapi.panels] == ["node-1: FastAPI latency distribution",
+                                                 "per variant and senders"]
+    path = plots.draw(fastapi, run / "plots")
+    assert path == run / "plots" / "node-1_fastapi_latency.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "fastapi" / "r2").mkdir()
+    (tmp_path / "fastapi" / "r2" / "plots").symlink_to(elsewhere)
+    with pytest.raises(safeio.UnsafeFile):
+        plots.draw(fastapi, tmp_path / "fastapi" / "r2" / "plots")
+    assert list(elsewhere.iterdir()) == []

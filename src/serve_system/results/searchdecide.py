@@ -1,0 +1,678 @@
+"""A search's decisions (stage 4): on what is measured, the next batch of a halving or optuna search, or
+its end with a winner or a tie, and its ``### Search`` lines. What each strategy measures, its rungs and
+its budget are planned in stage 3 (:mod:`serve_system.experiment.search`).
+
+**One spread for all (halving)**: every candidate of a search is the same model at the same load level
+measured the same way, so their run-to-run spread on the log scale is estimated once, pooled over
+every candidate measured in the rungs so far (the dropped ones too: their measurements are as good a
+sample of the spread): one-way ANOVA's residual variance ``s_p**2``, with ``df = sum(n_i - 1)``
+(:func:`~serve_system.results.intervals.pooled`). The effect of candidate C against leader L has the
+standard error ``s_p * sqrt(1/n_L + 1/n_C)`` on the log difference, with the pool's df
+(:func:`~serve_system.results.intervals.effect_pooled`). With 28 candidates measured twice the pool has
+df 28, where each pair's own spread (Welch's t) has df 1 to 2 (t 12.7 to 4.3) and decides little;
+so two repetitions per rung decide, and the first rung (every candidate, each measurement a fresh
+model load) costs two loads per candidate, not three. Pooling assumes the spreads are alike: a
+candidate whose own log variance is far larger than the rest's (an F test: ``s_i**2 / s_rest**2``
+above the 0.99 quantile of F(n_i - 1, df_rest), :func:`~serve_system.results.intervals.spread_test`)
+is compared by Welch's t on the two candidates' own samples instead (the leader too: then every
+comparison of the rung is), and its path says so. It stays in the pool: leaving the largest spreads
+out would bias the pool low where the spreads are in fact alike (the F test flags about 1 in 100 such
+candidates), while keeping them errs on the wide side. The pool mixes the rungs' windows (a longer
+window spreads less), which also errs on the wide side in the later rungs.
+
+**The drop rule** (halving): a candidate of the worse half is dropped when its effect against the rung's
+leader is decidedly worse: the one-sided bound of that effect (goal ``max``: its upper bound, ``min``:
+its lower bound) at the level ``1 - 0.05 / (R (k - 1))``, k the candidates the rung ranked and R the
+search's planned rungs (:func:`drop_quantile`), lies on the worse side of zero. Why adjusted: the leader
+is the sample best of k, and the rung makes k - 1 comparisons against it (multiple comparisons with the
+best, Hsu's MCB); and the search drops in up to R rungs, each another chance to drop a candidate tied
+for the best. A candidate truly tied for the best is dropped in a rung only if some other candidate's
+sample mean beats it by the critical value; by the union (Bonferroni) bound over the k - 1 others and
+the R rungs (each rung spends 0.05 / R: :func:`serve_system.results.sequential.rung_level`) that
+happens with a chance of at most 5 % over the whole search, whichever candidate leads. Bonferroni is
+conservative (the comparisons share the leader and the pool, so they are correlated) but simple and
+valid whatever that correlation. Where the interval
+reaches zero the candidate survives (a tie). A candidate whose constraint is decidedly violated (the
+95 % interval of the constrained metric lies wholly beyond its bound) is dropped at any rank; Triton
+refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
+are pooled per candidate: a throughput or latency averaged over a window does not depend on its length,
+only its spread does.
+
+**The standing** (the end of either search): the lead of the winner over the runner-up is a two-sided
+95 % interval with the pooled spread (Welch's t where either candidate's own spread is far larger); a
+tie lists the leader and every survivor not decidedly worse than it, each judged at the drop rule's
+level or at two-sided 95 %, whichever is the stricter, so that a runner-up whose lead interval reaches
+zero is always in the tie. Optuna's trials are measured alike (the same model, load and window), so
+its standing pools their spread too: with two measurements a trial, each pair's own spread would name
+a winner on two samples that happened to agree. The report's ``### Search`` section states the pool
+(s, df) and, for halving, each rung's critical value.
+
+**Checkpoints**: every measured level is a record of the run folder, and a search's state is a pure
+function of those records: :func:`step` replays the search from the start on what is measured (the
+halving rungs; optuna's study rebuilt batch by batch, its sampler seeded, trials added in the same
+order), so a re-run with the same run id goes on where it stopped and measures nothing twice. The
+role asks ``serve-system decide`` (:mod:`serve_system.results.adaptive`) for each next batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..experiment.search import HALVING, OPTUNA
+from . import intervals as iv
+from .intervals import Effect, Pool
+from .sequential import rung_level
+
+
+@dataclass
+class Entry:
+    """One candidate's line of the search path."""
+
+    name: str
+    #: halving: the last rung it was measured in; optuna: its batch
+    rung: int
+    n: int = 0
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    #: the rung (halving) or batch (optuna) after which it was dropped; None: it survived
+    dropped: int | None = None
+    why: str = ""
+    #: a sharded search: the host that measured it ("every host": the reference)
+    host: str = ""
+
+
+@dataclass
+class Outcome:
+    """What the search does next (``decided``: nothing), and where it stands."""
+
+    decided: bool
+    text: str
+    variants: list[str] = field(default_factory=list)
+    repetitions: list[int] = field(default_factory=list)
+    path: list[Entry] = field(default_factory=list)
+    #: the winner (its lead over the runner-up excludes zero), else None and ``tie`` holds the leaders
+    winner: str | None = None
+    tie: list[str] = field(default_factory=list)
+    lead: str = ""
+    runs: int = 0
+    minutes: float = 0.0
+    #: how halving decided (the pooled spread, each rung's adjusted critical value): the report's line
+    rule: str = ""
+
+
+class _View:
+    """The measurements of the search's candidates at its load level: one host's, or a sharded
+    search's over all its hosts (each candidate on its own host, the reference on every host).
+
+    **Sharded** (``rec["shard"]``): the objective's samples of a candidate on host h are read relative
+    to h's reference, on the log scale: ``log x - (r_h - R)``, with ``r_h`` the mean log of the
+    reference's samples on h (in the repetitions judged) and ``R`` the mean of the ``r_h`` over the
+    hosts; the reference's own samples alike (so its mean is ``R``). Two candidates of one host are
+    compared on their own samples (the correction cancels); a candidate against the reference on the
+    candidate's host's reference samples; two candidates of different hosts A and B on corrected
+    samples, with the two corrections' variance ``s**2 (1/m_A + 1/m_B)`` added (``m``: the reference's
+    samples on that host). The pool is the spread within a host: every candidate's samples, and the
+    reference's per host."""
+
+    def __init__(self, rec: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        self.rec = rec
+        self.goal = rec["objective"]
+        self.names = [c["name"] for c in rec["candidates"]]
+        at = float(self.goal["at_load"])
+        self.rows: dict[str, dict[int, dict[str, Any]]] = {n: {} for n in self.names}
+        self.refused: dict[str, str] = {}  # never measured: why (refused by Triton, or it did not answer)
+        shard = rec.get("shard") or None
+        self.reference: str | None = shard["reference"] if shard else None
+        #: a sharded search: each candidate's host; the reference's rows per host
+        self.home: dict[str, str] = ({c: h for h, cs in shard["assignment"].items() for c in cs}
+                                     if shard else {})
+        self.ref_rows: dict[str, dict[int, dict[str, Any]]] = {h: {} for h in shard["hosts"]} if shard else {}
+        known = set(self.names)
+        for r in rows:
+            name = r.get("variant")
+            if not isinstance(name, str) or name not in known:
+                continue
+            if shard and name != self.reference and r.get("host") != self.home.get(name):
+                continue  # not where the shard puts it
+            if r.get("status") == "refused":
+                self.refused[name] = "Triton refused its configuration"
+            elif r.get("status") == "unavailable":
+                why = r.get("error") or "its runtime was unavailable"
+                self.refused[name] = f"not measured: {why}"
+            elif r.get("load") is not None and float(r["load"]) == at and r.get("repetition") is not None:
+                if name == self.reference and shard:
+                    if r.get("host") in self.ref_rows:
+                        self.ref_rows[r["host"]][int(r["repetition"])] = r
+                else:
+                    self.rows[name][int(r["repetition"])] = r
+
+    @property
+    def sharded(self) -> bool:
+        return self.reference is not None
+
+    def has(self, name: str, rep: int) -> bool:
+        if name in self.refused:
+            return True
+        if name == self.reference and self.sharded:
+            return all(rep in rs for rs in self.ref_rows.values())
+        return rep in self.rows[name]
+
+    def missing(self, name: str, rep: int) -> int:
+        """The runs that measuring ``name``'s repetition ``rep`` takes (sharded, the reference: one per
+        host that lacks it)."""
+        if name == self.reference and self.sharded:
+            return sum(rep not in rs for rs in self.ref_rows.values())
+        return 0 if self.has(name, rep) else 1
+
+    def measured(self, name: str) -> bool:
+        if name == self.reference and self.sharded:
+            return any(self.ref_rows.values())
+        return bool(self.rows[name])
+
+    def _rows_of(self, name: str) -> list[tuple[str | None, int, dict[str, Any]]]:
+        """(host, repetition, row) of a candidate's measurements (the reference's on every host)."""
+        if name == self.reference and self.sharded:
+            return [(h, rep, r) for h, rs in self.ref_rows.items() for rep, r in sorted(rs.items())]
+        return [(self.home.get(name), rep, r) for rep, r in sorted(self.rows[name].items())]
+
+    def raw(self, name: str, reps: set[int] | None = None, metric: str | None = None,
+            host: str | None = None) -> list[float]:
+        """The samples as measured (``host``: the reference's on that host only)."""
+        m = metric or self.goal["metric"]
+        return [float(r[m]) for h, rep, r in self._rows_of(name)
+                if (host is None or h == host) and (reps is None or rep in reps)
+                and r.get("status") == "ok" and r.get(m) is not None]
+
+    def offsets(self, reps: set[int] | None) -> dict[str, float]:
+        """A sharded search's correction per host, ``r_h - R`` (hosts without a reference sample: 0)."""
+        if not self.sharded:
+            return {}
+        assert self.reference is not None
+        means = {h: statistics.fmean(math.log(x) for x in xs) for h in self.ref_rows
+                 if (xs := [x for x in self.raw(self.reference, reps, host=h) if x > 0])}
+        grand = statistics.fmean(means.values()) if means else 0.0
+        return {h: means[h] - grand if h in means else 0.0 for h in self.ref_rows}
+
+    def samples(self, name: str, reps: set[int] | None = None, metric: str | None = None) -> list[float]:
+        """The samples the search ranks by: as measured, or (sharded, the objective's metric) each
+        relative to its host's reference."""
+        m = metric or self.goal["metric"]
+        if not self.sharded or m != self.goal["metric"]:
+            return self.raw(name, reps, m)
+        off = self.offsets(reps)
+        return [float(r[m]) * math.exp(-off.get(h or "", 0.0)) for h, rep, r in self._rows_of(name)
+                if (reps is None or rep in reps) and r.get("status") == "ok" and r.get(m) is not None]
+
+    def groups(self, reps: set[int] | None) -> dict[str, list[float]]:
+        """The pool's groups: each candidate's own samples (sharded: within its host, the reference's
+        per host), keyed by candidate (or ``reference@host``)."""
+        out = {n: xs for n in self.names if not (self.sharded and n == self.reference)
+               and (xs := self.raw(n, reps))}
+        if self.sharded:
+            assert self.reference is not None
+            out.update({f"{self.reference}@{h}": xs for h in self.ref_rows
+                        if (xs := self.raw(self.reference, reps, host=h))})
+        return out
+
+    def pair(self, a: str, b: str, reps: set[int] | None) -> tuple[list[float], list[float], float]:
+        """The samples that compare A and B, and the extra variance they carry (the class text)."""
+        if not self.sharded:
+            return self.samples(a, reps), self.samples(b, reps), 0.0
+        ha, hb = self.home.get(a), self.home.get(b)
+        if a == self.reference and hb is not None:
+            return self.raw(a, reps, host=hb), self.raw(b, reps), 0.0
+        if b == self.reference and ha is not None:
+            return self.raw(a, reps), self.raw(b, reps, host=ha), 0.0
+        if ha == hb:
+            return self.raw(a, reps), self.raw(b, reps), 0.0
+        assert self.reference is not None and ha is not None and hb is not None
+        ma, mb = (len(self.raw(self.reference, reps, host=h)) for h in (ha, hb))
+        extra = (1 / ma if ma else 0.0) + (1 / mb if mb else 0.0)
+        return self.samples(a, reps), self.samples(b, reps), extra
+
+    def spent(self, names: set[str], reps: set[int] | None = None) -> tuple[int, float]:
+        """(runs, measured minutes) of these candidates' measurements (of these repetitions)."""
+        rs = [r for n in names for _, rep, r in self._rows_of(n) if reps is None or rep in reps]
+        return len(rs), sum(float(r.get("duration_s") or 0) for r in rs) / 60
+
+    def violated(self, name: str, reps: set[int] | None) -> str | None:
+        """A constraint the candidate decidedly breaks: the metric's 95 % interval beyond the bound."""
+        for metric, bound in (self.goal.get("constraints") or {}).items():
+            s = iv.summarize(self.raw(name, reps, metric), floor=iv.METRIC_FLOOR)
+            if s.ci_low is None or s.ci_high is None:
+                continue
+            if bound.get("max") is not None and s.ci_low > float(bound["max"]):
+                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies above its max {bound['max']:g}"
+            if bound.get("min") is not None and s.ci_high < float(bound["min"]):
+                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies below its min {bound['min']:g}"
+        return None
+
+    def entry(self, e: Entry, reps: set[int] | None = None) -> Entry:
+        s = iv.summarize(self.samples(e.name, reps), floor=iv.METRIC_FLOOR)
+        e.n, e.mean, e.low, e.high = s.n, s.mean, s.ci_low, s.ci_high
+        e.host = self.home.get(e.name, "every host" if e.name == self.reference and self.sharded else "")
+        return e
+
+
+def _ranked(view: _View, names: list[str], reps: set[int] | None) -> list[str]:
+    """Names with measurements, best mean first (ties in plan order)."""
+    means = {n: statistics.fmean(xs) for n in names if (xs := view.samples(n, reps))}
+    sign = -1.0 if view.goal.get("goal", "max") == "max" else 1.0
+    return sorted(means, key=lambda n: (sign * means[n], view.names.index(n)))
+
+
+#: the drop rule's familywise level over the whole search: the chance of dropping a candidate tied
+#: for the best, at most
+FAMILY_LEVEL = 0.05
+#: a search record's key that, set false, spends :data:`FAMILY_LEVEL` in every rung (the rule before
+#: the level was split over the rungs: at most 5 % a rung, not over the search; bench/sequential.py)
+SPLIT_KEY = "split_over_rungs"
+
+
+def rung_family_level(rec: dict[str, Any]) -> float:
+    """The familywise level one rung of ``rec``'s search may spend: 0.05 split over its planned rungs
+    (:func:`serve_system.results.sequential.rung_level`), or 0.05 where ``rec[SPLIT_KEY]`` is false."""
+    if rec.get(SPLIT_KEY, True) is False:
+        return FAMILY_LEVEL
+    return rung_level(len(rec.get("rungs") or [None]), FAMILY_LEVEL)
+
+
+def drop_quantile(k: int, level: float = FAMILY_LEVEL) -> float:
+    """The t quantile of the drop rule among ``k`` ranked candidates: one-sided, Bonferroni-adjusted
+    over the k - 1 comparisons with the leader (``1 - level / (k - 1)``; ``level``: the rung's share,
+    :func:`rung_family_level`)."""
+    return 1 - level / max(1, k - 1)
+
+
+class _Judge:
+    """How two candidates are compared on the measurements of ``reps``: halving (``pooled``) with the
+    run-to-run spread pooled over every candidate measured (the module's text), a candidate whose own
+    spread is far larger than the rest's by Welch's t on its own (``pooled`` false: Welch's t
+    throughout)."""
+
+    def __init__(self, view: _View, reps: set[int] | None, pooled: bool) -> None:
+        self.view, self.reps = view, reps
+        #: the familywise level of one rung's drops (:func:`rung_family_level`)
+        self.level = rung_family_level(view.rec)
+        self.pool: Pool | None = None
+        #: candidates whose own spread is far larger than the pool's: why (the F test)
+        self.wide: dict[str, str] = {}
+        if not pooled:
+            return
+        groups = view.groups(reps)
+        self.pool = iv.pooled(groups.values())
+        for key, xs in groups.items():
+            test = iv.spread_test(xs, self.pool)
+            if test is not None and test.larger:
+                n = key.split("@")[0]  # the reference's group on a host: the reference
+                self.wide.setdefault(n, f"`{key}`'s own spread is far larger than the others' (F = "
+                                        f"{test.f:.1f} > {test.critical:.1f}, F({test.df_own}, "
+                                        f"{test.df_rest}) at 99 %): Welch's t")
+
+    def effect(self, a: str, b: str, quantile: float) -> tuple[Effect, str]:
+        """B against A (an :class:`~serve_system.results.intervals.Effect`) and, where Welch's t judged
+        it instead of the pool, why."""
+        xa, xb, extra = self.view.pair(a, b, self.reps)
+        if self.pool is None:
+            return iv.effect(xa, xb, quantile), ""
+        why = "; ".join(self.wide[n] for n in (a, b) if n in self.wide)
+        if why:
+            return iv.effect(xa, xb, quantile), why
+        return iv.effect_pooled(xa, xb, self.pool, quantile, extra), ""
+
+    def worse(self, leader: str, name: str, k: int, at_least: float = 0.0) -> tuple[bool, str]:
+        """Whether ``name`` is decidedly worse than ``leader`` among ``k`` ranked candidates (the drop
+        rule; its quantile raised to ``at_least``), and the effect's text (with why Welch's t judged it,
+        if it did)."""
+        e, why = self.effect(leader, name, max(drop_quantile(k, self.level), at_least))
+        text = iv.effect_text(e) + (f" ({why})" if why else "")
+        if not e.has_interval:
+            return False, text
+        assert e.low is not None and e.high is not None
+        return (e.high < 0 if self.view.goal.get("goal", "max") == "max" else e.low > 0), text
+
+    def critical(self, k: int) -> str:
+        """The drop rule's critical value among ``k`` ranked candidates, in words (the report's line)."""
+        if self.pool is None or self.pool.df < 1 or k < 2:
+            return f"k = {k}"
+        return (f"k = {k}, t = {iv.t_quantile(self.pool.df, drop_quantile(k, self.level)):.2f} with df = "
+                f"{self.pool.df}")
+
+    def _split(self) -> str:
+        """How the search's 5 % is split over its rungs, in words ('' when it is not)."""
+        n = len(self.view.rec.get("rungs") or [])
+        if self.level >= FAMILY_LEVEL or n < 2:
+            return ""
+        return (f" (the search's {FAMILY_LEVEL * 100:g} % split over its {n} rungs, so that a candidate "
+                f"tied for the best is dropped at most {FAMILY_LEVEL * 100:g} % of the time over the whole "
+                "search)")
+
+    def rule(self, rungs: list[str]) -> str:
+        """The report's line on how halving decided (``rungs``: each ranked rung's critical value)."""
+        if self.pool is None:
+            return ""
+        if self.pool.df < 1:
+            return "Decided by a pooled run-to-run spread: none yet (no candidate has two measurements)."
+        wide = (f"; far wider than the pool at the end (an F test at 99 %), so judged by Welch's t on "
+                f"their own spread: {', '.join(f'`{n}`' for n in self.wide)}" if self.wide else "")
+        return (f"Decided by a pooled run-to-run spread: s = {self.pool.sd * 100:.1f} % on the log scale, "
+                f"df = {self.pool.df}; drops at a Bonferroni-adjusted {(1 - self.level) * 100:.3g} % over "
+                f"the rung's k - 1 comparisons with its leader{self._split()} "
+                f"({'; '.join(rungs) or 'no rung ranked'}); "
+                f"the lead's interval two-sided {iv.LEVEL * 100:.0f} %{wide}.")
+
+
+def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome,
+              dropped_last: list[str] | None = None, pooled: bool = False) -> _Judge:
+    """The winner, or the tie: the leader and every survivor not decidedly worse than it. With one
+    survivor, its lead is over the best of those the last rung dropped (``dropped_last``). The lead's
+    interval is two-sided 95 %; the tie's members pass the drop rule against the leader."""
+    judge = _Judge(view, reps, pooled)
+    ranked = _ranked(view, alive, reps)
+    if not ranked:
+        out.tie = []
+        out.lead = "no candidate was measured"
+        return judge
+    others = _ranked(view, dropped_last or [], reps) if len(ranked) == 1 else ranked[1:]
+    if not others:
+        out.winner = ranked[0]
+        out.lead = "the only candidate measured"
+        return judge
+    best, runner = ranked[0], others[0]
+    e, why = judge.effect(runner, best, iv.TWO_SIDED)
+    v = iv.lead(e, view.goal.get("goal", "max"), float(view.rec.get("smallest_effect") or 0.05))
+    out.lead = f"lead over `{runner}` {iv.effect_text(e)}" + (f" ({why})" if why else "")
+    if v.word == iv.HELD:
+        out.winner = best
+    elif v.word == iv.NOT_HELD:  # decided, but by less than the smallest effect of interest
+        out.tie = [best, runner]
+        out.lead += f": they differ by less than the smallest effect ({view.rec.get('smallest_effect')})"
+    else:
+        k = len(others) + 1
+        out.tie = [best] + [n for n in others if not judge.worse(best, n, k, iv.TWO_SIDED)[0]]
+    return judge
+
+
+def _budget_left(view: _View, spent_runs: int, spent_min: float, need: int, per_run_min: float | None
+                 ) -> str | None:
+    """Why a batch of ``need`` runs does not fit the budget (None: it does)."""
+    budget = view.rec["budget"]
+    runs, minutes = budget.get("runs"), budget.get("minutes")
+    if runs is not None and spent_runs + need > runs:
+        return f"it needs {need} run(s), {runs - spent_runs} of {runs} are left"
+    if minutes is not None:
+        if spent_min >= minutes:
+            return f"{spent_min:.1f} of {minutes:g} measured minutes are spent"
+        if per_run_min is not None and spent_min + need * per_run_min > minutes:
+            return (f"it would take about {need * per_run_min:.1f} measured minutes, "
+                    f"{minutes - spent_min:.1f} of {minutes:g} are left")
+    return None
+
+
+def step(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+    """The search's next batch on what is measured (``rows``: the host's summary rows), or its end."""
+    if rec["strategy"] == HALVING:
+        return _halving(rec, rows)
+    if rec["strategy"] == OPTUNA:
+        return _optuna(rec, rows)
+    raise ValueError(f"search strategy {rec['strategy']!r}: use grid, halving or optuna")
+
+
+def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+    view = _View(rec, rows)
+    alive = list(view.names)
+    path = {n: Entry(n, 1) for n in view.names}
+    seen: set[int] = set()  # the repetitions of the rungs done so far
+    last_mean: float | None = None  # the measured minutes of one run in the last rung
+    dropped_last: list[str] = []  # those the last rung dropped (the runner-up of a lone survivor)
+    ranks: list[str] = []  # each ranked rung's critical value: the report's line
+    rungs = rec["rungs"]
+    for k, rung in enumerate(rungs, 1):
+        reps = set(rung["repetitions"])
+        for n in list(alive):
+            if n in view.refused:
+                alive.remove(n)
+                path[n].dropped, path[n].why = k, view.refused[n]
+        # sharded: the reference is measured in every rung on every host, dropped or not (the hosts'
+        # corrections come from it)
+        measure = alive + [n for n in [view.reference] if n is not None and n not in alive
+                           and n not in view.refused]
+        pending = [(n, r) for n in measure for r in sorted(reps) if not view.has(n, r)]
+        if pending:
+            runs, minutes = view.spent(set(view.names))
+            started = view.spent(set(measure), reps)[0] > 0
+            per_run = None if last_mean is None else last_mean * 2
+            need = sum(view.missing(n, r) for n, r in pending)
+            why = None if started else _budget_left(view, runs, minutes, need, per_run)
+            if why is None:
+                names = list(dict.fromkeys(n for n, _ in pending))
+                out = Outcome(False, f"rung {k} of {len(rungs)}: {len(names)} candidate(s) x "
+                                     f"{len(reps)} measurement(s), {rung['window_ms']} ms windows"
+                                     + (" (resumed)" if started else ""),
+                              names, sorted({r for _, r in pending}), runs=runs, minutes=minutes)
+                out.path = [view.entry(path[n]) for n in view.names]
+                if seen:
+                    out.rule = _Judge(view, seen, True).rule(ranks)
+                return out
+            return _end(view, alive, path, seen, f"the budget stops rung {k}: {why}", dropped_last, ranks)
+        seen |= reps
+        runs_k, min_k = view.spent(set(alive), reps)
+        last_mean = min_k / runs_k if runs_k else last_mean
+        for n in alive:
+            path[n].rung = k
+        before = alive
+        alive = _drop(view, alive, k, seen, path, ranks)
+        dropped_last = [n for n in before if n not in alive]
+        if len(alive) <= 1:
+            return _end(view, alive, path, seen, f"one candidate is left after rung {k}", dropped_last, ranks)
+    return _end(view, alive, path, seen, f"all {len(rungs)} rungs are measured", dropped_last, ranks)
+
+
+def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str, Entry],
+          ranks: list[str]) -> list[str]:
+    """The rung's survivors (the drop rule of the module's text); ``ranks`` gets its critical value."""
+    keep = []
+    for n in alive:
+        if not view.samples(n, seen):
+            path[n].dropped, path[n].why = k, "no measurement succeeded"
+        elif (bad := view.violated(n, seen)) is not None:
+            path[n].dropped, path[n].why = k, f"constraint: {bad}"
+        else:
+            keep.append(n)
+    ranked = _ranked(view, keep, seen)
+    judge = _Judge(view, seen, True)
+    ranks.append(f"rung {k}: {judge.critical(len(ranked))}")
+    if not ranked:
+        return []
+    leader = ranked[0]
+    half = math.ceil(len(ranked) / 2)
+    path[leader].why = f"leader of rung {k}"
+    for n in ranked[1:half]:
+        path[n].why = f"better half of rung {k}"
+    for n in ranked[half:]:
+        worse, text = judge.worse(leader, n, len(ranked))
+        if worse:
+            path[n].dropped, path[n].why = k, f"decidedly worse than `{leader}`: {text}"
+        else:
+            path[n].why = f"worse half of rung {k}, but a tie with `{leader}`: {text}"
+    return [n for n in ranked if path[n].dropped is None]
+
+
+def _end(view: _View, alive: list[str], path: dict[str, Entry], reps: set[int], why: str,
+         dropped_last: list[str], ranks: list[str]) -> Outcome:
+    runs, minutes = view.spent(set(view.names))
+    out = Outcome(True, "", runs=runs, minutes=minutes)
+    out.rule = _standing(view, alive, reps or None, out, dropped_last, pooled=True).rule(ranks)
+    out.path = [view.entry(path[n]) for n in view.names if view.measured(n) or n in view.refused]
+    out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
+    return out
+
+
+def _result_text(out: Outcome) -> str:
+    if out.winner:
+        return f"`{out.winner}` wins ({out.lead})"
+    if out.tie:
+        return f"a tie of {', '.join(f'`{n}`' for n in out.tie)} ({out.lead})"
+    return out.lead
+
+
+# ------------------------------------------------------------------------------------ optuna
+
+def _study(rec: dict[str, Any], view: _View, done: list[str], reps: set[int]) -> Any:
+    """The TPE study rebuilt from the measured trials (in the order they were drawn), seeded."""
+    import optuna  # the strategy's own import: plan, report and decide of other specs stay fast
+
+    optuna.logging.set_verbosity(logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    keys = list(rec["candidates"][0]["params"])
+    choices = {k: list(dict.fromkeys(c["params"][k] for c in rec["candidates"])) for k in keys}
+    dists: dict[str, optuna.distributions.BaseDistribution] = {
+        str(k): optuna.distributions.CategoricalDistribution(v) for k, v in choices.items()}
+    goal = view.goal.get("goal", "max")
+    sampler = optuna.samplers.TPESampler(seed=int(rec.get("seed") or 0), constant_liar=True,
+                                         n_startup_trials=int(rec.get("startup") or 4))
+    study = optuna.create_study(direction="maximize" if goal == "max" else "minimize", sampler=sampler)
+    params = {c["name"]: c["params"] for c in rec["candidates"]}
+    for n in done:
+        xs = view.samples(n, reps)
+        ok = bool(xs) and view.violated(n, reps) is None
+        study.add_trial(optuna.trial.create_trial(
+            params=params[n], distributions=dists, value=statistics.fmean(xs) if ok else None,
+            state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL))
+    return study, dists, keys
+
+
+def _draw(rec: dict[str, Any], view: _View, done: list[str], reps: set[int], k: int) -> list[str]:
+    """``k`` new candidates drawn by TPE (a drawn point measured already is drawn again; after many
+    tries the first unmeasured ones in plan order)."""
+    import optuna
+
+    study, dists, keys = _study(rec, view, done, reps)
+    by_point = {tuple(c["params"][x] for x in keys): c["name"] for c in rec["candidates"]}
+    picked: list[str] = []
+    for _ in range(50 * k):
+        if len(picked) == k:
+            break
+        trial = study.ask(dists)
+        name = by_point.get(tuple(trial.params[x] for x in keys))
+        if name is None or name in done or name in picked:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            picked.append(name)  # left running: the constant liar keeps the batch spread out
+    rest = [n for n in view.names if n not in done and n not in picked]
+    return picked + rest[:k - len(picked)]
+
+
+def _optuna(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+    view = _View(rec, rows)
+    reps = set(rec["rungs"][0]["repetitions"])
+    batch = int(rec.get("batch") or 4)
+    budget = rec["budget"]
+    done: list[str] = []
+    path: dict[str, Entry] = {}
+    spent_runs, spent_min = 0, 0.0
+    b = 0
+    while len(done) < len(view.names):
+        b += 1
+        per_trial = len(reps)
+        left = len(view.names) - len(done)
+        k = min(batch, left)
+        if budget.get("runs") is not None:
+            k = min(k, (budget["runs"] - spent_runs) // per_trial)
+        runs_done = spent_runs
+        per_run = spent_min / runs_done if runs_done else None
+        if budget.get("minutes") is not None and per_run is not None:
+            k = min(k, int((budget["minutes"] - spent_min) / (per_run * per_trial)))
+        why = None
+        if k < 1:
+            why = _budget_left(view, spent_runs, spent_min, per_trial, per_run) or "the budget is spent"
+            return _optuna_end(view, done, path, reps, f"the budget stops batch {b}: {why}")
+        picks = _draw(rec, view, done, reps, k)
+        pending = [(n, r) for n in picks for r in sorted(reps) if not view.has(n, r)]
+        if pending:
+            started = any(view.has(n, r) for n in picks for r in reps)
+            names = list(dict.fromkeys(n for n, _ in pending))
+            out = Outcome(False, f"optuna batch {b}: {len(picks)} trial(s) x {len(reps)} measurement(s)"
+                                 + (" (resumed)" if started else ""),
+                          names, sorted({r for _, r in pending}), runs=spent_runs, minutes=spent_min)
+            out.path = [view.entry(path[n], reps) for n in done]
+            return out
+        for n in picks:
+            path[n] = Entry(n, b)
+            if n in view.refused:
+                path[n].dropped, path[n].why = b, view.refused[n]
+            elif not view.samples(n, reps):
+                path[n].dropped, path[n].why = b, "no measurement succeeded"
+            elif (bad := view.violated(n, reps)) is not None:
+                path[n].dropped, path[n].why = b, f"constraint: {bad}"
+            else:
+                path[n].why = f"trial of batch {b}"
+        done += picks
+        r, m = view.spent(set(picks), reps)
+        spent_runs, spent_min = spent_runs + r, spent_min + m
+    return _optuna_end(view, done, path, reps, f"all {len(view.names)} candidates are measured")
+
+
+def _optuna_end(view: _View, done: list[str], path: dict[str, Entry], reps: set[int], why: str) -> Outcome:
+    runs, minutes = view.spent(set(done), reps)
+    out = Outcome(True, "", runs=runs, minutes=minutes)
+    alive = [n for n in done if path[n].dropped is None]
+    judge = _standing(view, alive, reps, out, pooled=True)
+    if judge.pool is not None and judge.pool.df >= 1:
+        wide = ", ".join(f"`{n}`" for n in judge.wide)
+        out.rule = (f"Decided by a pooled run-to-run spread: s = {judge.pool.sd * 100:.1f} % on the log "
+                    f"scale, df = {judge.pool.df}, over the {len(done)} trials; the lead's interval "
+                    "two-sided 95 %" + (f"; judged by Welch's t on their own spread: {wide}" if wide else "")
+                    + ".")
+    out.path = [view.entry(path[n], reps) for n in done]
+    out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
+    return out
+
+
+# ------------------------------------------------------------------------------------ the report
+
+def markdown(host: str, rec: dict[str, Any], out: Outcome) -> list[str]:
+    """A host's ``### Search`` lines: the path (each candidate, its rung, value, why dropped or kept),
+    then the winner with its interval, or the tie."""
+    goal = rec["objective"]
+    metric = goal["metric"]
+    cons = goal.get("constraints") or {}
+    bound = "; ".join(f"{m} {k} {v:g}" for m, b in cons.items() for k, v in b.items())
+    budget = ", ".join(f"{v:g} {k}" for k, v in (rec.get("budget") or {}).items() if v is not None)
+    unit = "batch" if rec["strategy"] == OPTUNA else "rung"
+    lines = [f"### {host}: {rec['strategy']}", "",
+             f"{goal['goal']} {metric} at load {float(goal['at_load']):g}"
+             + (f" subject to {bound}" if bound else "") + f"; budget {budget or 'none'}; "
+             f"{len(rec['candidates'])} candidates; used {out.runs} perf_analyzer run(s), "
+             f"{out.minutes:.1f} measured minutes. "
+             + ("Status: **decided**." if out.decided else f"Status: under way ({out.text})."), "",
+             *([out.rule, ""] if out.rule else [])]
+    shard = rec.get("shard")
+    if shard:
+        lines += [(f"Each candidate measured on one host, the reference `{shard['reference']}` on every "
+                   f"host in every rung; a candidate's {metric} is read relative to its own host's reference "
+                   "(on the log scale, scaled to the reference's mean over the hosts), and a comparison "
+                   "across hosts carries the two references' uncertainty too."), ""]
+    lines += [(f"| candidate |{' host |' if shard else ''} {unit} | n | {metric} mean [95 % interval] | "
+               "dropped after | why |"), "|---|" + ("---|" if shard else "") + "---|---|---|---|---|"]
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.1f}"
+
+    for e in sorted(out.path, key=lambda e: (e.dropped is not None, -(e.dropped or 0), -e.rung, e.name)):
+        ci = f" [{num(e.low)}, {num(e.high)}]" if e.low is not None else ""
+        where = f" {e.host} |" if shard else ""
+        lines.append(f"| `{e.name}` |{where} {e.rung} | {e.n} | {num(e.mean)}{ci} | "
+                     f"{'-' if e.dropped is None else f'{unit} {e.dropped}'} | {e.why.replace('|', '/')} |")
+    if out.decided:
+        lines += ["", ("**Winner**: " if out.winner else "**Result**: ") + _result_text(out) + "."]
+        if out.winner:
+            w = next(e for e in out.path if e.name == out.winner)
+            lines[-1] += f" Its {metric}: {num(w.mean)} [{num(w.low)}, {num(w.high)}], n = {w.n}."
+    return lines + [""]

@@ -19,7 +19,7 @@ from opened_files import watched
 from serve_system.cli import main
 from serve_system.experiment import search
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.results import searchdecide
+from serve_system.results import searchdecide, searchview
 
 INSTANCES = [24, 12, 5, 4]
 DELAYS = [100, 150, 200, 500, 1000, 2000, 4000]
@@ -584,8 +584,8 @@ def test_sharded_halving_reads_each_candidate_against_its_hosts_reference(tmp_pa
     # the same measurements without the shard (one host's): the fast host's candidates lead
     plain = {k: v for k, v in rec.items() if k not in ("shard", "share")}
     rung1 = {r["repetition"] for r in rows if r["repetition"] <= 2}
-    view = searchdecide._View(plain, [r for r in rows if r["repetition"] in rung1])
-    top = searchdecide._ranked(view, view.names, rung1)[:3]
+    view = searchview.SearchView(plain, [r for r in rows if r["repetition"] in rung1])
+    top = searchview.best_first(view, view.names, rung1)[:3]
     assert all(home.get(n) == "n3" for n in top), top
     assert best not in top
 

@@ -66,6 +66,7 @@ from typing import Any
 from ..experiment.search import HALVING, OPTUNA
 from . import intervals as iv
 from .intervals import Effect, Pool
+from .searchview import SearchView, best_first
 from .sequential import rung_level
 
 
@@ -106,165 +107,12 @@ class Outcome:
     rule: str = ""
 
 
-class _View:
-    """The measurements of the search's candidates at its load level: one host's, or a sharded
-    search's over all its hosts (each candidate on its own host, the reference on every host).
-
-    **Sharded** (``rec["shard"]``): the objective's samples of a candidate on host h are read relative
-    to h's reference, on the log scale: ``log x - (r_h - R)``, with ``r_h`` the mean log of the
-    reference's samples on h (in the repetitions judged) and ``R`` the mean of the ``r_h`` over the
-    hosts; the reference's own samples alike (so its mean is ``R``). Two candidates of one host are
-    compared on their own samples (the correction cancels); a candidate against the reference on the
-    candidate's host's reference samples; two candidates of different hosts A and B on corrected
-    samples, with the two corrections' variance ``s**2 (1/m_A + 1/m_B)`` added (``m``: the reference's
-    samples on that host). The pool is the spread within a host: every candidate's samples, and the
-    reference's per host."""
-
-    def __init__(self, rec: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-        self.rec = rec
-        self.goal = rec["objective"]
-        self.names = [c["name"] for c in rec["candidates"]]
-        at = float(self.goal["at_load"])
-        self.rows: dict[str, dict[int, dict[str, Any]]] = {n: {} for n in self.names}
-        self.refused: dict[str, str] = {}  # never measured: why (refused by Triton, or it did not answer)
-        shard = rec.get("shard") or None
-        self.reference: str | None = shard["reference"] if shard else None
-        #: a sharded search: each candidate's host; the reference's rows per host
-        self.home: dict[str, str] = ({c: h for h, cs in shard["assignment"].items() for c in cs}
-                                     if shard else {})
-        self.ref_rows: dict[str, dict[int, dict[str, Any]]] = {h: {} for h in shard["hosts"]} if shard else {}
-        known = set(self.names)
-        for r in rows:
-            name = r.get("variant")
-            if not isinstance(name, str) or name not in known:
-                continue
-            if shard and name != self.reference and r.get("host") != self.home.get(name):
-                continue  # not where the shard puts it
-            if r.get("status") == "refused":
-                self.refused[name] = "Triton refused its configuration"
-            elif r.get("status") == "unavailable":
-                why = r.get("error") or "its runtime was unavailable"
-                self.refused[name] = f"not measured: {why}"
-            elif r.get("load") is not None and float(r["load"]) == at and r.get("repetition") is not None:
-                if name == self.reference and shard:
-                    if r.get("host") in self.ref_rows:
-                        self.ref_rows[r["host"]][int(r["repetition"])] = r
-                else:
-                    self.rows[name][int(r["repetition"])] = r
-
-    @property
-    def sharded(self) -> bool:
-        return self.reference is not None
-
-    def has(self, name: str, rep: int) -> bool:
-        if name in self.refused:
-            return True
-        if name == self.reference and self.sharded:
-            return all(rep in rs for rs in self.ref_rows.values())
-        return rep in self.rows[name]
-
-    def missing(self, name: str, rep: int) -> int:
-        """The runs that measuring ``name``'s repetition ``rep`` takes (sharded, the reference: one per
-        host that lacks it)."""
-        if name == self.reference and self.sharded:
-            return sum(rep not in rs for rs in self.ref_rows.values())
-        return 0 if self.has(name, rep) else 1
-
-    def measured(self, name: str) -> bool:
-        if name == self.reference and self.sharded:
-            return any(self.ref_rows.values())
-        return bool(self.rows[name])
-
-    def _rows_of(self, name: str) -> list[tuple[str | None, int, dict[str, Any]]]:
-        """(host, repetition, row) of a candidate's measurements (the reference's on every host)."""
-        if name == self.reference and self.sharded:
-            return [(h, rep, r) for h, rs in self.ref_rows.items() for rep, r in sorted(rs.items())]
-        return [(self.home.get(name), rep, r) for rep, r in sorted(self.rows[name].items())]
-
-    def raw(self, name: str, reps: set[int] | None = None, metric: str | None = None,
-            host: str | None = None) -> list[float]:
-        """The samples as measured (``host``: the reference's on that host only)."""
-        m = metric or self.goal["metric"]
-        return [float(r[m]) for h, rep, r in self._rows_of(name)
-                if (host is None or h == host) and (reps is None or rep in reps)
-                and r.get("status") == "ok" and r.get(m) is not None]
-
-    def offsets(self, reps: set[int] | None) -> dict[str, float]:
-        """A sharded search's correction per host, ``r_h - R`` (hosts without a reference sample: 0)."""
-        if not self.sharded:
-            return {}
-        assert self.reference is not None
-        means = {h: statistics.fmean(math.log(x) for x in xs) for h in self.ref_rows
-                 if (xs := [x for x in self.raw(self.reference, reps, host=h) if x > 0])}
-        grand = statistics.fmean(means.values()) if means else 0.0
-        return {h: means[h] - grand if h in means else 0.0 for h in self.ref_rows}
-
-    def samples(self, name: str, reps: set[int] | None = None, metric: str | None = None) -> list[float]:
-        """The samples the search ranks by: as measured, or (sharded, the objective's metric) each
-        relative to its host's reference."""
-        m = metric or self.goal["metric"]
-        if not self.sharded or m != self.goal["metric"]:
-            return self.raw(name, reps, m)
-        off = self.offsets(reps)
-        return [float(r[m]) * math.exp(-off.get(h or "", 0.0)) for h, rep, r in self._rows_of(name)
-                if (reps is None or rep in reps) and r.get("status") == "ok" and r.get(m) is not None]
-
-    def groups(self, reps: set[int] | None) -> dict[str, list[float]]:
-        """The pool's groups: each candidate's own samples (sharded: within its host, the reference's
-        per host), keyed by candidate (or ``reference@host``)."""
-        out = {n: xs for n in self.names if not (self.sharded and n == self.reference)
-               and (xs := self.raw(n, reps))}
-        if self.sharded:
-            assert self.reference is not None
-            out.update({f"{self.reference}@{h}": xs for h in self.ref_rows
-                        if (xs := self.raw(self.reference, reps, host=h))})
-        return out
-
-    def pair(self, a: str, b: str, reps: set[int] | None) -> tuple[list[float], list[float], float]:
-        """The samples that compare A and B, and the extra variance they carry (the class text)."""
-        if not self.sharded:
-            return self.samples(a, reps), self.samples(b, reps), 0.0
-        ha, hb = self.home.get(a), self.home.get(b)
-        if a == self.reference and hb is not None:
-            return self.raw(a, reps, host=hb), self.raw(b, reps), 0.0
-        if b == self.reference and ha is not None:
-            return self.raw(a, reps), self.raw(b, reps, host=ha), 0.0
-        if ha == hb:
-            return self.raw(a, reps), self.raw(b, reps), 0.0
-        assert self.reference is not None and ha is not None and hb is not None
-        ma, mb = (len(self.raw(self.reference, reps, host=h)) for h in (ha, hb))
-        extra = (1 / ma if ma else 0.0) + (1 / mb if mb else 0.0)
-        return self.samples(a, reps), self.samples(b, reps), extra
-
-    def spent(self, names: set[str], reps: set[int] | None = None) -> tuple[int, float]:
-        """(runs, measured minutes) of these candidates' measurements (of these repetitions)."""
-        rs = [r for n in names for _, rep, r in self._rows_of(n) if reps is None or rep in reps]
-        return len(rs), sum(float(r.get("duration_s") or 0) for r in rs) / 60
-
-    def violated(self, name: str, reps: set[int] | None) -> str | None:
-        """A constraint the candidate decidedly breaks: the metric's 95 % interval beyond the bound."""
-        for metric, bound in (self.goal.get("constraints") or {}).items():
-            s = iv.summarize(self.raw(name, reps, metric), floor=iv.METRIC_FLOOR)
-            if s.ci_low is None or s.ci_high is None:
-                continue
-            if bound.get("max") is not None and s.ci_low > float(bound["max"]):
-                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies above its max {bound['max']:g}"
-            if bound.get("min") is not None and s.ci_high < float(bound["min"]):
-                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies below its min {bound['min']:g}"
-        return None
-
-    def entry(self, e: Entry, reps: set[int] | None = None) -> Entry:
-        s = iv.summarize(self.samples(e.name, reps), floor=iv.METRIC_FLOOR)
-        e.n, e.mean, e.low, e.high = s.n, s.mean, s.ci_low, s.ci_high
-        e.host = self.home.get(e.name, "every host" if e.name == self.reference and self.sharded else "")
-        return e
-
-
-def _ranked(view: _View, names: list[str], reps: set[int] | None) -> list[str]:
-    """Names with measurements, best mean first (ties in plan order)."""
-    means = {n: statistics.fmean(xs) for n in names if (xs := view.samples(n, reps))}
-    sign = -1.0 if view.goal.get("goal", "max") == "max" else 1.0
-    return sorted(means, key=lambda n: (sign * means[n], view.names.index(n)))
+def _entry(view: SearchView, e: Entry, reps: set[int] | None = None) -> Entry:
+    """``e`` with the candidate's samples summarized (n, mean, 95 % interval) and its host."""
+    s = iv.summarize(view.samples(e.name, reps), floor=iv.METRIC_FLOOR)
+    e.n, e.mean, e.low, e.high = s.n, s.mean, s.ci_low, s.ci_high
+    e.host = view.home.get(e.name, "every host" if e.name == view.reference and view.sharded else "")
+    return e
 
 
 #: the drop rule's familywise level over the whole search: the chance of dropping a candidate tied
@@ -296,7 +144,7 @@ class _Judge:
     spread is far larger than the rest's by Welch's t on its own (``pooled`` false: Welch's t
     throughout)."""
 
-    def __init__(self, view: _View, reps: set[int] | None, pooled: bool) -> None:
+    def __init__(self, view: SearchView, reps: set[int] | None, pooled: bool) -> None:
         self.view, self.reps = view, reps
         #: the familywise level of one rung's drops (:func:`rung_family_level`)
         self.level = rung_family_level(view.rec)
@@ -368,18 +216,18 @@ class _Judge:
                 f"the lead's interval two-sided {iv.LEVEL * 100:.0f} %{wide}.")
 
 
-def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome,
+def _standing(view: SearchView, alive: list[str], reps: set[int] | None, out: Outcome,
               dropped_last: list[str] | None = None, pooled: bool = False) -> _Judge:
     """The winner, or the tie: the leader and every survivor not decidedly worse than it. With one
     survivor, its lead is over the best of those the last rung dropped (``dropped_last``). The lead's
     interval is two-sided 95 %; the tie's members pass the drop rule against the leader."""
     judge = _Judge(view, reps, pooled)
-    ranked = _ranked(view, alive, reps)
+    ranked = best_first(view, alive, reps)
     if not ranked:
         out.tie = []
         out.lead = "no candidate was measured"
         return judge
-    others = _ranked(view, dropped_last or [], reps) if len(ranked) == 1 else ranked[1:]
+    others = best_first(view, dropped_last or [], reps) if len(ranked) == 1 else ranked[1:]
     if not others:
         out.winner = ranked[0]
         out.lead = "the only candidate measured"
@@ -399,7 +247,7 @@ def _standing(view: _View, alive: list[str], reps: set[int] | None, out: Outcome
     return judge
 
 
-def _budget_left(view: _View, spent_runs: int, spent_min: float, need: int, per_run_min: float | None
+def _budget_left(view: SearchView, spent_runs: int, spent_min: float, need: int, per_run_min: float | None
                  ) -> str | None:
     """Why a batch of ``need`` runs does not fit the budget (None: it does)."""
     budget = view.rec["budget"]
@@ -425,7 +273,7 @@ def step(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
 
 
 def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
-    view = _View(rec, rows)
+    view = SearchView(rec, rows)
     alive = list(view.names)
     path = {n: Entry(n, 1) for n in view.names}
     seen: set[int] = set()  # the repetitions of the rungs done so far
@@ -456,7 +304,7 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
                                      f"{len(reps)} measurement(s), {rung['window_ms']} ms windows"
                                      + (" (resumed)" if started else ""),
                               names, sorted({r for _, r in pending}), runs=runs, minutes=minutes)
-                out.path = [view.entry(path[n]) for n in view.names]
+                out.path = [_entry(view, path[n]) for n in view.names]
                 if seen:
                     out.rule = _Judge(view, seen, True).rule(ranks)
                 return out
@@ -474,7 +322,7 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
     return _end(view, alive, path, seen, f"all {len(rungs)} rungs are measured", dropped_last, ranks)
 
 
-def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str, Entry],
+def _drop(view: SearchView, alive: list[str], k: int, seen: set[int], path: dict[str, Entry],
           ranks: list[str]) -> list[str]:
     """The rung's survivors (the drop rule of the module's text); ``ranks`` gets its critical value."""
     keep = []
@@ -485,7 +333,7 @@ def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str,
             path[n].dropped, path[n].why = k, f"constraint: {bad}"
         else:
             keep.append(n)
-    ranked = _ranked(view, keep, seen)
+    ranked = best_first(view, keep, seen)
     judge = _Judge(view, seen, True)
     ranks.append(f"rung {k}: {judge.critical(len(ranked))}")
     if not ranked:
@@ -504,12 +352,12 @@ def _drop(view: _View, alive: list[str], k: int, seen: set[int], path: dict[str,
     return [n for n in ranked if path[n].dropped is None]
 
 
-def _end(view: _View, alive: list[str], path: dict[str, Entry], reps: set[int], why: str,
+def _end(view: SearchView, alive: list[str], path: dict[str, Entry], reps: set[int], why: str,
          dropped_last: list[str], ranks: list[str]) -> Outcome:
     runs, minutes = view.spent(set(view.names))
     out = Outcome(True, "", runs=runs, minutes=minutes)
     out.rule = _standing(view, alive, reps or None, out, dropped_last, pooled=True).rule(ranks)
-    out.path = [view.entry(path[n]) for n in view.names if view.measured(n) or n in view.refused]
+    out.path = [_entry(view, path[n]) for n in view.names if view.measured(n) or n in view.refused]
     out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
     return out
 
@@ -524,7 +372,7 @@ def _result_text(out: Outcome) -> str:
 
 # ------------------------------------------------------------------------------------ optuna
 
-def _study(rec: dict[str, Any], view: _View, done: list[str], reps: set[int]) -> Any:
+def _study(rec: dict[str, Any], view: SearchView, done: list[str], reps: set[int]) -> Any:
     """The TPE study rebuilt from the measured trials (in the order they were drawn), seeded."""
     import optuna  # the strategy's own import: plan, report and decide of other specs stay fast
 
@@ -548,7 +396,7 @@ def _study(rec: dict[str, Any], view: _View, done: list[str], reps: set[int]) ->
     return study, dists, keys
 
 
-def _draw(rec: dict[str, Any], view: _View, done: list[str], reps: set[int], k: int) -> list[str]:
+def _draw(rec: dict[str, Any], view: SearchView, done: list[str], reps: set[int], k: int) -> list[str]:
     """``k`` new candidates drawn by TPE (a drawn point measured already is drawn again; after many
     tries the first unmeasured ones in plan order)."""
     import optuna
@@ -570,7 +418,7 @@ def _draw(rec: dict[str, Any], view: _View, done: list[str], reps: set[int], k: 
 
 
 def _optuna(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
-    view = _View(rec, rows)
+    view = SearchView(rec, rows)
     reps = set(rec["rungs"][0]["repetitions"])
     batch = int(rec.get("batch") or 4)
     budget = rec["budget"]
@@ -601,7 +449,7 @@ def _optuna(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
             out = Outcome(False, f"optuna batch {b}: {len(picks)} trial(s) x {len(reps)} measurement(s)"
                                  + (" (resumed)" if started else ""),
                           names, sorted({r for _, r in pending}), runs=spent_runs, minutes=spent_min)
-            out.path = [view.entry(path[n], reps) for n in done]
+            out.path = [_entry(view, path[n], reps) for n in done]
             return out
         for n in picks:
             path[n] = Entry(n, b)
@@ -619,7 +467,8 @@ def _optuna(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
     return _optuna_end(view, done, path, reps, f"all {len(view.names)} candidates are measured")
 
 
-def _optuna_end(view: _View, done: list[str], path: dict[str, Entry], reps: set[int], why: str) -> Outcome:
+def _optuna_end(view: SearchView, done: list[str], path: dict[str, Entry], reps: set[int],
+                why: str) -> Outcome:
     runs, minutes = view.spent(set(done), reps)
     out = Outcome(True, "", runs=runs, minutes=minutes)
     alive = [n for n in done if path[n].dropped is None]
@@ -630,7 +479,7 @@ def _optuna_end(view: _View, done: list[str], path: dict[str, Entry], reps: set[
                     f"scale, df = {judge.pool.df}, over the {len(done)} trials; the lead's interval "
                     "two-sided 95 %" + (f"; judged by Welch's t on their own spread: {wide}" if wide else "")
                     + ".")
-    out.path = [view.entry(path[n], reps) for n in done]
+    out.path = [_entry(view, path[n], reps) for n in done]
     out.text = f"search decided ({why}): {_result_text(out)}; {runs} run(s), {minutes:.1f} measured min"
     return out
 

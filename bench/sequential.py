@@ -15,8 +15,8 @@ interleaved rounds are), judged by the project's own functions, thousands of tim
   held or as did not hold), *power* (held, and the right winner, at true effects of 5, 10, 20 %), and
   the repetitions a side spent;
 - **halving** (``experiments/specs/mnist_cpu_sweep.yml``'s ``search:``: its rungs and repetitions,
-  ``--candidates`` candidates, no runs budget so every rung can run): :func:`serve_system.experiment
-  .search.step` on synthetic rows until it decides. Rows: *tied-best dropped* (all candidates alike:
+  ``--candidates`` candidates, no runs budget so every rung can run): :func:`serve_system.results
+  .searchdecide.step` on synthetic rows until it decides. Rows: *tied-best dropped* (all candidates alike:
   the share of candidates dropped, each one tied for the best), *false best* (a winner named under
   A/A), *power* (one candidate better by 5/10/20 %: named the winner).
 
@@ -52,6 +52,7 @@ from serve_system.experiment.spec.models import Budget
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.results import findings as fnd
 from serve_system.results import intervals as iv
+from serve_system.results import searchdecide
 from serve_system.results import sequential as sq
 
 EFFECTS = (0.05, 0.10, 0.20)
@@ -109,7 +110,7 @@ def halving_run(rng: np.random.Generator, rec: dict[str, Any], cv: float, drift:
     shift = rng.normal(0.0, drift, reps + 1) if drift > 0 else np.zeros(reps + 1)
     rows: list[dict[str, Any]] = []
     for _ in range(len(rec["rungs"]) + 2):
-        out = search.step(rec, rows)
+        out = searchdecide.step(rec, rows)
         if out.decided:
             return [e.name for e in out.path if e.dropped is not None], out.winner
         for n in out.variants:
@@ -172,7 +173,7 @@ def halving_table(runs: int, cvs: list[float], drift: float, seed: int, k: int) 
     base = shipped_search()
     rec = {**base, "candidates": [{"name": f"c{i}", "params": {}} for i in range(k)],
            "budget": {"runs": None, "minutes": None}}
-    policies = {"before (5 % in every rung)": {**rec, search.SPLIT_KEY: False},
+    policies = {"before (5 % in every rung)": {**rec, searchdecide.SPLIT_KEY: False},
                 "after (5 % split over the rungs)": rec}
     reps = len(rec["rungs"][0]["repetitions"])
     lines = [(f"## halving ({len(rec['rungs'])} rungs x {reps} repetitions, {k} candidates, no runs "

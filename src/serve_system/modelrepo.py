@@ -58,9 +58,10 @@ def render_model(
     src: Path, *, gpus: int, onnx_serving: str, standin: bool
 ) -> tuple[dict[str, bytes], ModelRow]:
     """The files (relative path -> bytes) of one rendered model, and its table row."""
-    from .experiment import tritonconfig as tc  # protobuf and tritonclient: loaded only to render
+    from .triton.host import adapt_to_host  # protobuf and tritonclient: loaded only to render
+    from .triton.pbtxt import kind_name, load_pbtxt, render_pbtxt
 
-    config = tc.load_pbtxt(src / "config.pbtxt")
+    config = load_pbtxt(src / "config.pbtxt")
     name = src.name
     if config.name and config.name != name:
         raise ServeSystemError(
@@ -90,10 +91,10 @@ def render_model(
                    "onnx_python_shim: Triton has no onnxruntime backend here")
         files["1/model.py"] = SHIM.read_bytes()
 
-    config, moved = tc.adapt_to_host(config, gpus)
+    config, moved = adapt_to_host(config, gpus)
     if moved:
         _set_param(config, "serve_system_instances", "; ".join(moved))
-    kinds = [f"{g.count or 1}x{tc.kind_name(g.kind)}"
+    kinds = [f"{g.count or 1}x{kind_name(g.kind)}"
              for g in config.instance_group]
 
     if standin:
@@ -108,7 +109,7 @@ def render_model(
     else:
         raise ServeSystemError(f"{src}: model {name!r} has no weights (no 1/model.onnx) and no stand-in was "
                                "asked for: put its weights there, or deploy it with its stand-in")
-    files["config.pbtxt"] = tc.render_pbtxt(config).encode("utf-8")
+    files["config.pbtxt"] = render_pbtxt(config).encode("utf-8")
     row = ModelRow(name, config.backend or config.platform, served_by, ",".join(kinds) or "default", weights)
     return files, row
 

@@ -34,6 +34,9 @@ from rich.markup import escape as _rich_escape
 #: controls, and Unicode's format controls that reorder or hide text
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 _LINE_BREAKS = re.compile("[\n\t\u2028\u2029\x85]")
+#: what starts a Jinja expression, statement or comment: Ansible templates any string holding one (an
+#: end delimiter alone is inert text, and ``}}`` is common in compact config.pbtxt text)
+JINJA_RE = re.compile(r"\{\{|\{%|\{#")
 #: OWASP's formula triggers: a cell starting with one of these is read as a formula by spreadsheets
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")

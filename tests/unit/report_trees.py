@@ -15,20 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from serve_system.experiment import records
-from serve_system.experiment import tritonconfig as tc
+from serve_system.triton.pbtxt import apply_overrides, load_pbtxt, render_pbtxt
 
 FIX = Path(__file__).parent / "fixtures"
 NB = FIX / "perf"
 P260 = FIX / "perf260"
 
-FOOD = tc.load_pbtxt(FIX / "model_repository" / "food_classifier" / "config.pbtxt")
-FOOD_ONNX = tc.load_pbtxt(FIX / "model_repository" / "food_classifier_onnx" / "config.pbtxt")
+FOOD = load_pbtxt(FIX / "model_repository" / "food_classifier" / "config.pbtxt")
+FOOD_ONNX = load_pbtxt(FIX / "model_repository" / "food_classifier_onnx" / "config.pbtxt")
 DYN = {"preferred_batch_size": [4, 6, 8, 10], "max_queue_delay_microseconds": 100}
 
 
 def config(base: Any = FOOD, **overrides: Any) -> str:
     """config.pbtxt text of a variant, rendered as `serve-system plan` renders it."""
-    return tc.render_pbtxt(tc.apply_overrides(base, overrides, "test"))
+    return render_pbtxt(apply_overrides(base, overrides, "test"))
 
 
 def instances(*counts: int) -> list[dict[str, Any]]:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from serve_system.errors import ServeSystemError
-from serve_system.experiment.tritonconfig import load_pbtxt as parse_config
 from serve_system.modelrepo import SHIM, render
 from serve_system.standin import is_standin
+from serve_system.triton.pbtxt import load_pbtxt as parse_config
 
 REPO = Path(__file__).resolve().parents[2] / "model_repository"
 MODELS = ["food_classifier", "food_classifier_onnx"]

@@ -11,16 +11,18 @@ import pytest
 
 from serve_system.cli import main
 from serve_system.experiment import plan as exp
-from serve_system.experiment import tritonconfig as tc
 from serve_system.experiment.spec.messages import SpecError
 from serve_system.experiment.spec.reader import load_spec
+from serve_system.triton.host import adapt_to_host, needs_adapting
+from serve_system.triton.pbtxt import KIND_GPU, ModelConfig, parse_pbtxt
+from serve_system.triton.problems import check
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "experiments" / "specs"
 DROPPED = ("optimization: GPU accelerator tensorrt dropped (TensorRT 10 needs compute capability 7.0; "
            "the host's GPUs have 6.0)")
 
-TRT = tc.parse_pbtxt('''
+TRT = parse_pbtxt('''
 name: "m" backend: "onnxruntime" max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: [4] } ]
 output [ { name: "y" data_type: TYPE_FP32 dims: [4] } ]
@@ -31,33 +33,33 @@ optimization { execution_accelerators {
 ''')
 
 
-def _accelerators(cfg: tc.ModelConfig) -> list[str]:
+def _accelerators(cfg: ModelConfig) -> list[str]:
     return [a.name for a in cfg.optimization.execution_accelerators.gpu_execution_accelerator]
 
 
 def test_tensorrt_accelerator_dropped_below_7_0_only() -> None:
-    out, notes = tc.adapt_to_host(TRT, 2, 6.0)
+    out, notes = adapt_to_host(TRT, 2, 6.0)
     assert notes == [DROPPED]
     assert _accelerators(out) == ["cuda"]  # the other accelerator and the GPU instances stay
-    assert out.instance_group[0].kind == tc.KIND_GPU and list(out.instance_group[0].gpus) == [0]
+    assert out.instance_group[0].kind == KIND_GPU and list(out.instance_group[0].gpus) == [0]
     assert _accelerators(TRT) == ["tensorrt", "cuda"]  # the input is not changed
     for cc in (7.0, 8.6, None):
-        same, notes = tc.adapt_to_host(TRT, 2, cc)
+        same, notes = adapt_to_host(TRT, 2, cc)
         assert notes == [] and _accelerators(same) == ["tensorrt", "cuda"]
-    assert tc.needs_adapting(TRT, 2, 6.0) and tc.needs_adapting(TRT, 2, 6.1)
-    assert not tc.needs_adapting(TRT, 2, 7.0) and not tc.needs_adapting(TRT, 2, None)
+    assert needs_adapting(TRT, 2, 6.0) and needs_adapting(TRT, 2, 6.1)
+    assert not needs_adapting(TRT, 2, 7.0) and not needs_adapting(TRT, 2, None)
 
 
 def test_check_names_tensorrt_on_pascal() -> None:
-    problems = tc.check(TRT, 2, compute_capability=6.0)
+    problems = check(TRT, 2, compute_capability=6.0)
     assert [p.field for p in problems] == ["optimization.execution_accelerators.gpu_execution_accelerator"]
     assert "compute capability 6.0: TensorRT 10 needs 7.0" in problems[0].message
-    assert tc.check(TRT, 2, compute_capability=7.5) == []
-    plan_cfg = tc.parse_pbtxt('name: "p" platform: "tensorrt_plan" max_batch_size: 8\n'
+    assert check(TRT, 2, compute_capability=7.5) == []
+    plan_cfg = parse_pbtxt('name: "p" platform: "tensorrt_plan" max_batch_size: 8\n'
                               'input [ { name: "x" data_type: TYPE_FP32 dims: [4] } ]\n'
                               'output [ { name: "y" data_type: TYPE_FP32 dims: [4] } ]\n')
-    assert [p.field for p in tc.check(plan_cfg, 2, compute_capability=6.0)] == ["platform"]
-    assert tc.check(plan_cfg, 2, compute_capability=8.0) == []
+    assert [p.field for p in check(plan_cfg, 2, compute_capability=6.0)] == ["platform"]
+    assert check(plan_cfg, 2, compute_capability=8.0) == []
 
 
 def test_shipped_tensorrt_variants_on_a_p100_node() -> None:

@@ -19,6 +19,7 @@ from opened_files import watched
 from serve_system.cli import main
 from serve_system.experiment import search
 from serve_system.experiment.spec.reader import load_spec
+from serve_system.results import searchdecide, searchview
 
 INSTANCES = [24, 12, 5, 4]
 DELAYS = [100, 150, 200, 500, 1000, 2000, 4000]
@@ -77,14 +78,14 @@ def row(name: str, rep: int, true: float, seed: int = 1, cv: float = 0.03, **ext
 
 
 def run(rec: dict[str, Any], truth: Any = surface, rows: list[dict[str, Any]] | None = None,
-        stop_after: int | None = None, **kw: Any) -> tuple[search.Outcome, list[dict[str, Any]],
+        stop_after: int | None = None, **kw: Any) -> tuple[searchdecide.Outcome, list[dict[str, Any]],
                                                          list[list[tuple[str, int]]]]:
     """Measure what the search asks until it decides (or ``stop_after`` measurements: an interruption);
     returns its outcome, every row and each batch's (candidate, repetition) pairs."""
     rows = list(rows or [])
     batches: list[list[tuple[str, int]]] = []
     for _ in range(100):
-        out = search.step(rec, rows)
+        out = searchdecide.step(rec, rows)
         if out.decided:
             return out, rows, batches
         have = {(r["variant"], r["repetition"]) for r in rows}
@@ -155,7 +156,7 @@ def test_halving_resumes_from_a_checkpoint_without_measuring_again(tmp_path: Pat
     for cut in cuts:  # inside rung 1, right after it, inside rung 2
         _, part, _ = run(rec, stop_after=cut)
         assert len(part) == cut
-        nxt = search.step(rec, part)
+        nxt = searchdecide.step(rec, part)
         have = {(r["variant"], r["repetition"]) for r in part}
         asked = {(n, r) for n in nxt.variants for r in nxt.repetitions}
         # the runner measures only a batch's pending levels; the batch names nothing beyond the rung
@@ -197,7 +198,7 @@ def test_halving_with_two_repetitions_drops_by_the_pooled_spread(tmp_path: Path)
     assert best_name() in ([out.winner] if out.winner else out.tie), out.text
     every = [[r["throughput"] for r in rows if r["variant"] == n] for n in first]
     assert f"df = {iv.pooled(every).df};" in out.rule  # the standing: every measurement pooled
-    assert out.rule in search.markdown("h", rec, out)
+    assert out.rule in searchdecide.markdown("h", rec, out)
 
 
 def test_halving_drops_a_candidate_tied_for_the_best_at_most_5_in_100(tmp_path: Path) -> None:
@@ -216,7 +217,7 @@ def test_halving_drops_a_candidate_tied_for_the_best_at_most_5_in_100(tmp_path: 
     seeds, false, true = 200, 0, 0
     for seed in range(seeds):
         rows = [row(n, r, truth(n), seed=seed, cv=0.05) for n in names for r in (1, 2)]
-        out = search.step(rec, rows)
+        out = searchdecide.step(rec, rows)
         assert not out.decided and out.repetitions == [3, 4]
         false += sum(e.dropped == 1 for e in out.path if e.name in tied)
         true += sum(e.dropped == 1 for e in out.path if e.name not in tied)
@@ -235,7 +236,7 @@ def test_a_candidate_with_a_far_larger_spread_is_judged_by_welch(tmp_path: Path)
     wild = "i12_d4000"
     rows = [row(n, r, surface(n), seed=3, cv=0.03) for n in names for r in (1, 2) if n != wild]
     rows += [{**row(wild, r, 1.0), "throughput": 300.0 * f} for r, f in ((1, 0.7), (2, 1.3))]
-    out = search.step(rec, rows)
+    out = searchdecide.step(rec, rows)
     entry = next(e for e in out.path if e.name == wild)
     assert entry.dropped is None and "worse half of rung 1, but a tie" in entry.why, entry.why
     assert f"`{wild}`'s own spread is far larger than the others'" in entry.why and "Welch's t" in entry.why
@@ -262,7 +263,7 @@ def test_halving_on_a_latency_drops_the_decidedly_slower(tmp_path: Path) -> None
     names = [f"i{i}_d{d}" for i in INSTANCES for d in DELAYS]
     rows = [{**row(n, r, 1.0), "latency_avg_us": 1e6 / gentle(n) * noise(n, r, 5, 0.03)}
             for n in names for r in (1, 2)]
-    out = search.step(rec, rows)
+    out = searchdecide.step(rec, rows)
     samples = {n: [r["latency_avg_us"] for r in rows if r["variant"] == n] for n in names}
     ranked = sorted(names, key=lambda n: sum(samples[n]))
     leader, slower = ranked[0], ranked[14:]
@@ -291,7 +292,7 @@ def test_halving_drops_a_candidate_that_decidedly_breaks_a_constraint(tmp_path: 
     best = best_name()
     rows: list[dict[str, Any]] = []
     for _ in range(20):
-        out = search.step(rec, rows)
+        out = searchdecide.step(rec, rows)
         if out.decided:
             break
         for n in out.variants:
@@ -326,7 +327,7 @@ def test_a_tie_holds_the_runner_up_whose_lead_interval_reaches_zero() -> None:
     was left out, and the result read "a tie of `i1_d500`", one candidate."""
     fixture = Path(__file__).parent / "fixtures" / "search" / "halving_rehearsal_bench.json"
     data = json.loads(fixture.read_text())
-    out = search.step(data["search"], data["rows"])
+    out = searchdecide.step(data["search"], data["rows"])
     assert out.decided and out.winner is None
     assert out.tie[:2] == ["i1_d500", "i1_d100"], (out.tie, out.lead)
     assert out.lead.startswith("lead over `i1_d100` +6 % [-1 %, +14 %]")
@@ -387,10 +388,10 @@ def test_optuna_names_no_winner_on_two_samples_that_happen_to_agree(tmp_path: Pa
         return 0.6 * surface(name) * (1.25 if rep % 2 else 0.75)
 
     rows: list[dict[str, Any]] = []
-    out = search.step(rec, rows)
+    out = searchdecide.step(rec, rows)
     while not out.decided:
         rows += [{**row(n, r, 1.0), "throughput": value(n, r)} for n in out.variants for r in out.repetitions]
-        out = search.step(rec, rows)
+        out = searchdecide.step(rec, rows)
     welch = iv.effect([value(second, r) for r in (1, 2)], [value(top, r) for r in (1, 2)])
     assert welch.low is not None and welch.low > 0.05  # decided by the pair's own spread
     assert out.winner is None and out.tie[:2] == [top, second], (out.winner, out.tie, out.lead)
@@ -533,8 +534,8 @@ def sharded_record(tmp: Path, reference: str, hosts: list[str], best_on: str,
     return rec
 
 
-def run_sharded(rec: dict[str, Any], seed: int = 1, cv: float = 0.03
-                ) -> tuple[search.Outcome, list[dict[str, Any]], list[dict[str, list[tuple[str, int]]]]]:
+def run_sharded(rec: dict[str, Any], seed: int = 1, cv: float = 0.03) -> tuple[
+        searchdecide.Outcome, list[dict[str, Any]], list[dict[str, list[tuple[str, int]]]]]:
     """As :func:`run`, each host measuring its share of every batch (the reference: every host), its
     measurements scaled by the host's speed; returns each batch's asks per host."""
     shard = rec["shard"]
@@ -542,7 +543,7 @@ def run_sharded(rec: dict[str, Any], seed: int = 1, cv: float = 0.03
     rows: list[dict[str, Any]] = []
     batches: list[dict[str, list[tuple[str, int]]]] = []
     for _ in range(100):
-        out = search.step(rec, rows)
+        out = searchdecide.step(rec, rows)
         if out.decided:
             return out, rows, batches
         have = {(r["host"], r["variant"], r["repetition"]) for r in rows}
@@ -583,8 +584,8 @@ def test_sharded_halving_reads_each_candidate_against_its_hosts_reference(tmp_pa
     # the same measurements without the shard (one host's): the fast host's candidates lead
     plain = {k: v for k, v in rec.items() if k not in ("shard", "share")}
     rung1 = {r["repetition"] for r in rows if r["repetition"] <= 2}
-    view = search._View(plain, [r for r in rows if r["repetition"] in rung1])
-    top = search._ranked(view, view.names, rung1)[:3]
+    view = searchview.SearchView(plain, [r for r in rows if r["repetition"] in rung1])
+    top = searchview.best_first(view, view.names, rung1)[:3]
     assert all(home.get(n) == "n3" for n in top), top
     assert best not in top
 

@@ -11,12 +11,13 @@ import pytest
 import yaml
 
 from serve_system.experiment import plan as exp
-from serve_system.experiment import tritonconfig as tc
 from serve_system.experiment.spec.messages import SpecError
 from serve_system.experiment.spec.models import MAX_LOAD, data_problems, expand_levels
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.experiment.spec.sweeps import fill, name_problem
 from serve_system.secretfiles import secret_reason
+from serve_system.triton.pbtxt import parse_pbtxt
+from serve_system.triton.problems import check, jinja_in
 
 BASE = 'name: "m"\nplatform: "onnxruntime_onnx"\n'
 TRITON = {"name": "t", "model": "m", "base_config_text": BASE, "load": {"levels": [1, 8]},
@@ -67,9 +68,9 @@ def test_binary_jinja_in_a_spec_is_refused(tmp_path: Path) -> None:
 def test_protobuf_escapes_are_read_before_the_jinja_check(tmp_path: Path) -> None:
     for escaped in (r"\173\173 x \175\175", r"\x7b\x7b x", r"{\043 c #}", r"\173%"):
         text = BASE + f'parameters {{ key: "k" value {{ string_value: "{escaped}" }} }}\n'
-        cfg = tc.parse_pbtxt(text)
-        assert [p.field for p in tc.jinja_in(cfg)] == ["parameters.k.string_value"], escaped
-        assert [p.field for p in tc.check(cfg)][:1] == ["parameters.k.string_value"]
+        cfg = parse_pbtxt(text)
+        assert [p.field for p in jinja_in(cfg)] == ["parameters.k.string_value"], escaped
+        assert [p.field for p in check(cfg)][:1] == ["parameters.k.string_value"]
         p = _write(tmp_path, {**TRITON, "base_config_text": text})
         with pytest.raises(SpecError) as exc:
             exp.plan(load_spec(p), 0)

@@ -9,8 +9,8 @@ import pytest
 
 from serve_system import standin
 from serve_system.errors import ServeSystemError
-from serve_system.experiment.tritonconfig import load_pbtxt as parse_config
 from serve_system.standin import CLASSES, STANDINS, is_standin, standin_bytes, write_onnx_standin
+from serve_system.triton.pbtxt import load_pbtxt as parse_config
 
 REPO = Path(__file__).resolve().parents[2] / "model_repository"
 NP_TYPES = {"TYPE_FP32": np.float32, "TYPE_INT64": np.int64}

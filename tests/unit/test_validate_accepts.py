@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from serve_system.cli import main
-from serve_system.experiment import tritonconfig as tc
+from serve_system.triton.pbtxt import load_pbtxt, parse_pbtxt
+from serve_system.triton.problems import advice_file, check, check_file
 
 ROOT = Path(__file__).resolve().parents[2]
 # the configs the repository ships (git's list: a run's results/ or .cache/ hold variant configs
@@ -30,7 +31,7 @@ def test_every_repository_config_is_found() -> None:
 
 @pytest.mark.parametrize("path", REPO_CONFIGS, ids=[str(p.relative_to(ROOT)) for p in REPO_CONFIGS])
 def test_repository_and_seed_configs_validate_clean(path: Path) -> None:
-    assert tc.check_file(path) == []
+    assert check_file(path) == []
 
 
 def test_validate_command_accepts_the_model_repository(capsys: pytest.CaptureFixture[str]) -> None:
@@ -112,8 +113,8 @@ instance_group [ { kind: KIND_GPU profile: [ "0", "1" ] } ]''',
 
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_rarer_schema_parts_used_correctly_are_accepted(name: str) -> None:
-    cfg = tc.parse_pbtxt(VALID[name])
-    assert tc.check(cfg, folder=cfg.name) == [], name
+    cfg = parse_pbtxt(VALID[name])
+    assert check(cfg, folder=cfg.name) == [], name
 
 
 def test_with_triton_where_no_tritonserver_can_run(tmp_path: Path,
@@ -205,10 +206,10 @@ def test_custom_backends_are_accepted_with_a_note(folder: str, tmp_path: Path,
     cfg = tmp_path / folder / "config.pbtxt"
     cfg.parent.mkdir()
     cfg.write_text(f'name: "{folder}"\n' + CUSTOM[folder])
-    assert tc.check_file(cfg) == []
+    assert check_file(cfg) == []
     assert main(["validate", str(cfg)]) == 0
     out = capsys.readouterr().out
-    backend = tc.load_pbtxt(cfg).backend
+    backend = load_pbtxt(cfg).backend
     (note,) = [ln for ln in out.splitlines() if ln.startswith(f"note: {cfg}: backend: ")]
     assert f"libtriton_{backend}.so" in note and f"/{backend}/model.py" in note and "--with-triton" in note
 
@@ -218,17 +219,17 @@ def test_a_folder_named_model_dot_backend_gives_the_backend(tmp_path: Path) -> N
     empty = tmp_path / "add.identity" / "config.pbtxt"
     empty.parent.mkdir()
     empty.write_text("")
-    assert tc.check_file(empty) == []
+    assert check_file(empty) == []
     custom = tmp_path / "add.adder" / "config.pbtxt"
     custom.parent.mkdir()
     custom.write_text(SEQ_IO)
-    assert tc.check_file(custom) == []
-    (note,) = [n for n in tc.advice_file(custom) if ": backend: " in n]
+    assert check_file(custom) == []
+    (note,) = [n for n in advice_file(custom) if ": backend: " in n]
     assert "'adder' (from the folder name" in note
     plain = tmp_path / "add" / "config.pbtxt"  # no dot, no files: Triton cannot tell the backend
     plain.parent.mkdir()
     plain.write_text(SEQ_IO)
-    (prob,) = tc.check_file(plain)
+    (prob,) = check_file(plain)
     assert "must specify 'platform' or 'backend'" in prob
 
 
@@ -286,9 +287,9 @@ def test_what_triton_does_not_enforce_is_a_note(case: str, tmp_path: Path) -> No
     cfg = tmp_path / "m" / "config.pbtxt"
     cfg.parent.mkdir()
     cfg.write_text(text)
-    assert tc.check_file(cfg) == [], case
-    notes = [n for n in tc.advice_file(cfg) if n.startswith(f"{cfg}: {field}: ")]
-    assert any(words in n for n in notes), (case, tc.advice_file(cfg))
+    assert check_file(cfg) == [], case
+    notes = [n for n in advice_file(cfg) if n.startswith(f"{cfg}: {field}: ")]
+    assert any(words in n for n in notes), (case, advice_file(cfg))
 
 
 def test_python_model_that_fills_its_config_in_may_leave_dims_out(tmp_path: Path) -> None:
@@ -296,11 +297,11 @@ def test_python_model_that_fills_its_config_in_may_leave_dims_out(tmp_path: Path
     (cfg.parent / "1").mkdir(parents=True)
     cfg.write_text('name: "m"\nbackend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 } ]\n')
     (cfg.parent / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
-    (prob,) = tc.check_file(cfg)  # a plain model.py fills nothing in: Triton refuses it
+    (prob,) = check_file(cfg)  # a plain model.py fills nothing in: Triton refuses it
     assert prob.endswith("input[0].dims: model input 'IN' must specify 'dims' (without the batch "
                          "dimension; -1 for a variable-size dimension; [ 1 ] for a scalar per batch item)")
     (cfg.parent / "1" / "model.py").write_text(
         "class TritonPythonModel:\n    @staticmethod\n"
         "    def auto_complete_config(config):\n        return config\n")
-    assert tc.check_file(cfg) == []
-    assert any("input[0].dims: " in n and "python backend fills it in" in n for n in tc.advice_file(cfg))
+    assert check_file(cfg) == []
+    assert any("input[0].dims: " in n and "python backend fills it in" in n for n in advice_file(cfg))

@@ -13,11 +13,13 @@ from pathlib import Path
 
 from ..errors import ServeSystemError, UsageError
 from ..experiment import plan as exp
-from ..experiment import tritonconfig as tc
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import TritonSpec
 from ..experiment.spec.reader import load_spec
 from ..textsafe import echo
+from ..triton.host import gpus_needed
+from ..triton.pbtxt import ModelConfig, apply_overrides
+from ..triton.problems import advice_file, check_file
 
 #: exit statuses of ``--with-triton``: no tritonserver can run here; Triton and we differ
 NO_TRITON_EXIT = 3
@@ -79,13 +81,13 @@ def expand(paths: list[Path]) -> list[Path]:
 def problems(path: Path, gpus: int | None) -> list[str]:
     """Problems of one file, one line each (empty: valid)."""
     if path.suffix == ".pbtxt":
-        return tc.check_file(path, gpus)
+        return check_file(path, gpus)
     try:
         spec = load_spec(path)
         if isinstance(spec, TritonSpec):
             # without --gpus a spec is checked as written: the GPUs its variants name are assumed present
             host = gpus if gpus is not None else max(
-                [tc.gpus_needed(_cfg) for _cfg in _configs(spec)] or [0])
+                [gpus_needed(_cfg) for _cfg in _configs(spec)] or [0])
             exp.plan(spec, host)
     except SpecError as exc:
         return exc.lines
@@ -94,11 +96,11 @@ def problems(path: Path, gpus: int | None) -> list[str]:
     return []
 
 
-def _configs(spec: TritonSpec) -> list[tc.ModelConfig]:
+def _configs(spec: TritonSpec) -> list[ModelConfig]:
     out = []
     for v in spec.all_variants:
         try:
-            out.append(tc.apply_overrides(exp.base_config(spec, v), v.config, "-"))
+            out.append(apply_overrides(exp.base_config(spec, v), v.config, "-"))
         except ServeSystemError:
             continue
     return out
@@ -113,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
             echo(line, file=sys.stderr)
         bad += bool(lines)
         if not lines and path.suffix == ".pbtxt":
-            for note in tc.advice_file(path):
+            for note in advice_file(path):
                 echo(f"note: {note}")
     if bad == 0:
         echo(f"{len(files)} file(s) valid")

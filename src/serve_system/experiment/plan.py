@@ -26,11 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from .. import safeio
+from ..triton.host import adapt_to_host, gpus_needed, needs_adapting
+from ..triton.inputs import check_shapes, request_bytes
+from ..triton.pbtxt import (
+    ConfigError,
+    ModelConfig,
+    apply_overrides,
+    load_api_body,
+    load_pbtxt,
+    parse_pbtxt,
+    render_pbtxt,
+)
+from ..triton.problems import check, jinja_in
 from . import perf as perfmod
 from . import records as rec
 from . import search
 from . import shard as shardmod
-from . import tritonconfig as tc
 from .records import LevelPlan, VariantPlan
 from .runner import BUNDLE_MAIN
 from .spec.messages import SpecError
@@ -59,7 +70,7 @@ NODE_WORK_DIR = "/work"
 # ------------------------------------------------------------------------------------ planning
 
 def base_config(spec: TritonSpec, variant: Variant | None = None,
-                repository: Path | None = None) -> tc.ModelConfig:
+                repository: Path | None = None) -> ModelConfig:
     """The base ModelConfig for a variant (its own base, else the spec's; no variant: the spec's)."""
     if variant is None:
         variant = Variant(name="baseline")
@@ -67,15 +78,15 @@ def base_config(spec: TritonSpec, variant: Variant | None = None,
     if text is None and variant.base_config is None:
         text = spec.base_config_text
     if text is not None:
-        return tc.parse_pbtxt(text, f"{spec.path}:base_config_text")
+        return parse_pbtxt(text, f"{spec.path}:base_config_text")
     rel = variant.base_config or spec.base_config
     model = variant.model or spec.model
     if repository is not None:
-        return tc.load_pbtxt(repository / model / "config.pbtxt")
+        return load_pbtxt(repository / model / "config.pbtxt")
     try:
-        return tc.load_pbtxt(resolve(spec.path, str(rel)))
+        return load_pbtxt(resolve(spec.path, str(rel)))
     except ValueError as exc:
-        raise tc.ConfigError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
 
 
 def level_id(mode: str, load: float, repetition: int) -> str:
@@ -114,15 +125,15 @@ def plan(
         vname = v.name
         try:
             base = base_config(spec, v, repository)
-        except tc.ConfigError as exc:
+        except ConfigError as exc:
             errs.append(f"{where}: {vname}: base_config: {exc}")
             continue
         # a base shared by variants says its own problems once, under its own field
-        in_base = {str(p) for p in tc.jinja_in(base)}
+        in_base = {str(p) for p in jinja_in(base)}
         errs += [f"{where}: {_base_field(spec, v)}: {p}" for p in sorted(in_base)]
         try:
-            cfg = tc.apply_overrides(base, v.config, f"{where}: {vname}: config")
-        except tc.ConfigError as exc:
+            cfg = apply_overrides(base, v.config, f"{where}: {vname}: config")
+        except ConfigError as exc:
             errs.append(str(exc))
             continue
         model = v.model or spec.model
@@ -139,21 +150,21 @@ def plan(
         if "serve_system_instances" in params and "instance_group" not in (v.config or {}):
             # the node's base config was moved off GPUs when it was deployed; this variant runs it as is
             notes += params["serve_system_instances"].string_value.split("; ")
-        if tc.needs_adapting(cfg, host_gpus, compute_capability):
+        if needs_adapting(cfg, host_gpus, compute_capability):
             if policy == "adapt":
-                cfg, adapted = tc.adapt_to_host(cfg, host_gpus, compute_capability)
+                cfg, adapted = adapt_to_host(cfg, host_gpus, compute_capability)
                 notes += adapted
-            elif tc.gpus_needed(cfg) > host_gpus:
-                errs.append(f"{where}: {vname}: instance_group: uses {tc.gpus_needed(cfg)} GPU(s), the host "
+            elif gpus_needed(cfg) > host_gpus:
+                errs.append(f"{where}: {vname}: instance_group: uses {gpus_needed(cfg)} GPU(s), the host "
                             f"has {host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
                 continue
-        for prob in tc.check(cfg, host_gpus, compute_capability=compute_capability):
+        for prob in check(cfg, host_gpus, compute_capability=compute_capability):
             if str(prob) in in_base:
                 continue
             errs.append(f"{where}: {vname}: config.{prob.field}: {prob.message}")
         perf = spec.merged_perf(v)
         load = spec.merged_load(v)
-        for prob in tc.check_shapes(cfg, perf.get("shapes") or {}):
+        for prob in check_shapes(cfg, perf.get("shapes") or {}):
             errs.append(
                 f"{where}: {_perf_field(v, 'shapes')}{prob.field.removeprefix('shapes')}: {prob.message}")
         batch = int(perf.get("batch_size", 1))
@@ -176,7 +187,7 @@ def plan(
             input_data = str(src)
             perf["input_data"] = f"{node_work_dir}/{src.name}"
         if input_data is None:  # generated inputs: large ones get a request count (perf_analyzer's memory)
-            perf, bound = perfmod.bound_requests(perf, tc.request_bytes(cfg, perf.get("shapes") or {}, batch))
+            perf, bound = perfmod.bound_requests(perf, request_bytes(cfg, perf.get("shapes") or {}, batch))
             notes += [bound] if bound else []
         if "distribution" in load:
             perf["distribution"] = load["distribution"]
@@ -206,8 +217,8 @@ def plan(
                          request_count=max(warm_n, 1), verbose_csv=False)
         warmup_argv = perfmod.build_argv(model=model, url=purl, mode=perfmod.CONCURRENCY, load=1,
                                          perf=warm_perf) if warm_n > 0 else []
-        out.append(VariantPlan(name=vname, model=model, version=version, config_pbtxt=tc.render_pbtxt(cfg),
-                               load_body=tc.load_api_body(cfg), notes=notes, levels=lplans,
+        out.append(VariantPlan(name=vname, model=model, version=version, config_pbtxt=render_pbtxt(cfg),
+                               load_body=load_api_body(cfg), notes=notes, levels=lplans,
                                input_data=input_data, perf=perf, warmup_argv=warmup_argv,
                                stand_in=stand_in))
     if errs:

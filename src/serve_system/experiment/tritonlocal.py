@@ -2,7 +2,7 @@
 
 :func:`compare` loads each config.pbtxt into a scratch model repository of a local tritonserver
 (explicit model control, loopback ports, one server per configuration) and prints, one line each,
-where Triton's verdict and :func:`serve_system.experiment.tritonconfig.check_file`'s differ. Triton's refusals
+where Triton's verdict and :func:`serve_system.triton.problems.check_file`'s differ. Triton's refusals
 that only say this server lacks something the model needs (a backend library, the model's files, a
 GPU it was not asked about) are reported as inconclusive, not as a difference.
 
@@ -29,7 +29,9 @@ import requests
 
 from ..errors import ServeSystemError
 from ..textsafe import echo
-from . import tritonconfig as tc
+from ..triton.backends import infer_backend
+from ..triton.pbtxt import ConfigError, ModelConfig, load_pbtxt, render_pbtxt
+from ..triton.problems import check_file
 
 #: what Triton says when it is this server, not the configuration, that cannot load the model
 INCONCLUSIVE = (
@@ -133,15 +135,15 @@ def triton_verdict(binary: Path, config: Path, timeout: float = 120.0, as_python
         model = repo / folder
         (model / "1").mkdir(parents=True)
         try:
-            cfg = tc.load_pbtxt(config)
-        except tc.ConfigError:
-            cfg = tc.ModelConfig()
+            cfg = load_pbtxt(config)
+        except ConfigError:
+            cfg = ModelConfig()
         if as_python:
             cfg.backend, cfg.platform = "python", ""
-            (model / "config.pbtxt").write_text(tc.render_pbtxt(cfg))
+            (model / "config.pbtxt").write_text(render_pbtxt(cfg))
         else:
             shutil.copyfile(config, model / "config.pbtxt")
-        inferred = tc.infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
+        inferred = infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
         if config.name == "config.pbtxt":  # the files the configuration names (labels), not the weights
             for extra in config.resolve().parent.iterdir():
                 if extra.is_file() and extra.name != "config.pbtxt" and extra.stat().st_size < 1 << 20:
@@ -235,7 +237,7 @@ def compare(configs: list[Path], explicit: Path | None = None, out: TextIO | Non
     gpus = local_gpus()
     differ = 0
     for path in configs:
-        ours = tc.check_file(path, gpus)
+        ours = check_file(path, gpus)
         theirs = triton_verdict(binary, path)
         how = "Triton"
         if not theirs.accepted and "unable to find backend library" in theirs.message.lower():

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import records, search
+from ..experiment import records
 from . import findings as fnd
+from . import searchdecide as search
 from . import sequential, tree
 from .runs import read_manifest
 
@@ -132,7 +133,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
 
 
 def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
-    """A search's next batch on a host (:func:`serve_system.experiment.search.step` on its records).
+    """A search's next batch on a host (:func:`serve_system.results.searchdecide.step` on its records).
 
     Sharded: the search is decided on every host's records (the role asks every host's ``decide``
     after every host's call has come home), once per round (:func:`shared_step`), and the host
@@ -175,7 +176,7 @@ KEPT = ".decide"
 @dataclass
 class KeptStep:
     """A sharded search's next batch as decided on the records in one state (what :func:`search_round`
-    uses of :class:`~serve_system.experiment.search.Outcome`)."""
+    uses of :class:`~serve_system.results.searchdecide.Outcome`)."""
 
     #: :func:`tree.records_state` of the records it was decided on
     records: str

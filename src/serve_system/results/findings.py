@@ -40,8 +40,8 @@ from itertools import pairwise
 from typing import Any
 
 from .. import metrics
-from ..experiment import tritonconfig as tc
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
+from ..triton import pbtxt as tc
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq

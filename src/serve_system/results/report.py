@@ -160,8 +160,8 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
 
 def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     """``## Search``: per host that searched (halving, optuna), the search path and the winner or the
-    tie (:func:`serve_system.experiment.search.markdown`); nothing for a grid."""
-    from ..experiment import search  # optuna's study is rebuilt only for a run that used it
+    tie (:func:`serve_system.results.searchdecide.markdown`); nothing for a grid."""
+    from . import searchdecide as search  # optuna's study is rebuilt only for a run that used it
 
     lines: list[str] = []
     sharded = False

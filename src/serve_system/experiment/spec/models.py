@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from ... import metrics
-from ...textsafe import clean
+from ...textsafe import JINJA_RE, clean
 
 #: the largest spec file read, in bytes
 MAX_BYTES = 1 << 20
@@ -45,9 +45,6 @@ MAX_VARIANTS = 1000
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _NAME_RE = re.compile(NAME_PATTERN)
-#: what starts a Jinja expression, statement or comment: Ansible templates any string holding one (an
-#: end delimiter alone is inert text, and ``}}`` is common in compact config.pbtxt text)
-JINJA_RE = re.compile(r"\{\{|\{%|\{#")
 #: the largest whole number a spec may hold (protobuf's uint64; anything longer is no setting)
 MAX_INT = 2**64 - 1
 

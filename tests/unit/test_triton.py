@@ -7,119 +7,133 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import tritonconfig as tc
+from serve_system.triton.host import adapt_to_host, gpus_needed
+from serve_system.triton.inputs import check_shapes, input_dims, request_bytes
+from serve_system.triton.pbtxt import (
+    KIND_CPU,
+    KIND_GPU,
+    ConfigError,
+    ModelConfig,
+    apply_overrides,
+    load_api_body,
+    load_pbtxt,
+    parse_pbtxt,
+    render_pbtxt,
+)
+from serve_system.triton.problems import check
+from serve_system.triton.rules import advice
 
 REPO = Path(__file__).parent / "fixtures" / "model_repository"
 
 
 def test_lab_configs_parse() -> None:
-    cfg = tc.load_pbtxt(REPO / "food_classifier" / "config.pbtxt")
+    cfg = load_pbtxt(REPO / "food_classifier" / "config.pbtxt")
     assert (cfg.name, cfg.backend, cfg.max_batch_size) == ("food_classifier", "python", 16)
-    assert tc.input_dims(cfg) == {"INPUT_IMAGE": [1]}
-    blip = tc.load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
+    assert input_dims(cfg) == {"INPUT_IMAGE": [1]}
+    blip = load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
     assert list(blip.dynamic_batching.preferred_batch_size) == [1, 2, 4, 8]
-    assert tc.input_dims(blip)["input_ids"] == [-1]
+    assert input_dims(blip)["input_ids"] == [-1]
 
 
 def test_unknown_field_names_line_and_column(tmp_path: Path) -> None:
     p = tmp_path / "config.pbtxt"
     p.write_text('name: "m"\nmax_batch_size: 4\ndynamic_batching {\n  prefered_batch_size: [2]\n}\n')
-    with pytest.raises(tc.ConfigError) as exc:
-        tc.load_pbtxt(p)
+    with pytest.raises(ConfigError) as exc:
+        load_pbtxt(p)
     assert str(exc.value).startswith(f"{p}:4:3: ")
     assert "prefered_batch_size" in str(exc.value)
 
 
 def test_override_replaces_removes_and_rejects_unknown_keys() -> None:
-    base = tc.load_pbtxt(REPO / "food_classifier" / "config.pbtxt")
-    v = tc.apply_overrides(base, {"dynamic_batching": {"preferred_batch_size": [4, 6],
+    base = load_pbtxt(REPO / "food_classifier" / "config.pbtxt")
+    v = apply_overrides(base, {"dynamic_batching": {"preferred_batch_size": [4, 6],
                                                        "max_queue_delay_microseconds": 100},
                                   "instance_group": [{"count": 2, "kind": "KIND_CPU"}]}, "s: v: config")
     assert list(v.dynamic_batching.preferred_batch_size) == [4, 6]
     assert v.dynamic_batching.max_queue_delay_microseconds == 100
     assert len(v.instance_group) == 1 and v.instance_group[0].count == 2
-    assert base.instance_group[0].kind == tc.KIND_GPU  # the base is not changed
-    back = tc.apply_overrides(v, {"dynamic_batching": None}, "s: v: config")
+    assert base.instance_group[0].kind == KIND_GPU  # the base is not changed
+    back = apply_overrides(v, {"dynamic_batching": None}, "s: v: config")
     assert not back.HasField("dynamic_batching")
-    with pytest.raises(tc.ConfigError, match=r'^s: v: config: .*no field named "queue_delay"'):
-        tc.apply_overrides(base, {"dynamic_batching": {"queue_delay": 5}}, "s: v: config")
+    with pytest.raises(ConfigError, match=r'^s: v: config: .*no field named "queue_delay"'):
+        apply_overrides(base, {"dynamic_batching": {"queue_delay": 5}}, "s: v: config")
 
 
 def test_render_round_trips_and_load_body_is_json_config() -> None:
-    base = tc.load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
-    assert tc.parse_pbtxt(tc.render_pbtxt(base)) == base
-    body = tc.load_api_body(base)
+    base = load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
+    assert parse_pbtxt(render_pbtxt(base)) == base
+    body = load_api_body(base)
     inner = json.loads(body["parameters"]["config"])
     assert inner["name"] == "base_model_cpu" and inner["platform"] == "onnxruntime_onnx"
     assert inner["dynamic_batching"]["preferred_batch_size"] == [1, 2, 4, 8]
     assert inner["input"][0]["data_type"] == "TYPE_FP32"  # proto field names, enum names
 
 
-def _cfg(text: str) -> tc.ModelConfig:
-    return tc.parse_pbtxt('name: "m"\nbackend: "python"\n' + text)
+def _cfg(text: str) -> ModelConfig:
+    return parse_pbtxt('name: "m"\nbackend: "python"\n' + text)
 
 
 def test_checks_what_triton_refuses() -> None:
-    probs = tc.check(_cfg("max_batch_size: 8\ndynamic_batching { preferred_batch_size: [4, 16] }"))
+    probs = check(_cfg("max_batch_size: 8\ndynamic_batching { preferred_batch_size: [4, 16] }"))
     assert [str(p) for p in probs] == [
         ("dynamic_batching.preferred_batch_size: preferred batch size 16 > max_batch_size 8 "
         "(Triton: dynamic batching preferred size must be <= max batch size)")]
     nobatch = _cfg("max_batch_size: 0\ndynamic_batching { }")
-    assert tc.check(nobatch) == []  # Triton accepts it: a note, not a refusal
-    (note,) = tc.advice(nobatch)
+    assert check(nobatch) == []  # Triton accepts it: a note, not a refusal
+    (note,) = advice(nobatch)
     assert note.field == "dynamic_batching" and "max_batch_size 0" in note.message
 
 
 def test_checks_against_the_host_gpus() -> None:
     two = _cfg("instance_group [ { count: 2 kind: KIND_GPU gpus: [0] }, { count: 2 kind: KIND_GPU gpus: [1] "
                "} ]")
-    assert tc.gpus_needed(two) == 2
-    assert tc.check(two, 2) == []
-    one = tc.check(two, 1)
+    assert gpus_needed(two) == 2
+    assert check(two, 2) == []
+    one = check(two, 1)
     assert [str(p) for p in one] == [
         "instance_group[1].gpus: GPU id 1 does not exist on a host with 1 GPU(s)"]
-    none = tc.check(two, 0)
+    none = check(two, 0)
     assert [p.field for p in none] == ["instance_group[0].kind", "instance_group[1].kind"]
     trt = _cfg('optimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" } ] } '
                '}')
-    assert tc.gpus_needed(trt) == 1
-    assert "tensorrt" in tc.check(trt, 0)[0].message
+    assert gpus_needed(trt) == 1
+    assert "tensorrt" in check(trt, 0)[0].message
 
 
 def test_adapt_to_fewer_gpus() -> None:
     two = _cfg("instance_group [ { count: 4 kind: KIND_GPU gpus: [0] }, { count: 4 kind: KIND_GPU gpus: [1] "
                "} ]")
-    cpu, notes = tc.adapt_to_host(two, 0)
-    assert [(g.kind, g.count, list(g.gpus)) for g in cpu.instance_group] == [(tc.KIND_CPU, 4, []),
-                                                                             (tc.KIND_CPU, 4, [])]
-    assert tc.check(cpu, 0) == [] and len(notes) == 2
+    cpu, notes = adapt_to_host(two, 0)
+    assert [(g.kind, g.count, list(g.gpus)) for g in cpu.instance_group] == [(KIND_CPU, 4, []),
+                                                                             (KIND_CPU, 4, [])]
+    assert check(cpu, 0) == [] and len(notes) == 2
     spread = _cfg("instance_group [ { count: 2 kind: KIND_GPU gpus: [0, 1] } ]")
-    cpu2, _ = tc.adapt_to_host(spread, 0)
+    cpu2, _ = adapt_to_host(spread, 0)
     assert cpu2.instance_group[0].count == 4  # 2 per GPU on 2 GPUs
-    one, notes1 = tc.adapt_to_host(spread, 1)
+    one, notes1 = adapt_to_host(spread, 1)
     assert list(one.instance_group[0].gpus) == [0] and one.instance_group[0].count == 4
-    assert tc.check(one, 1) == [] and "gpus [0, 1] -> [0]" in notes1[0]
+    assert check(one, 1) == [] and "gpus [0, 1] -> [0]" in notes1[0]
 
 
 def test_shapes_against_inputs() -> None:
-    onnx = tc.load_pbtxt(REPO / "food_classifier_onnx" / "config.pbtxt")
-    assert tc.check_shapes(onnx, {"input": [3, 224, 224]}) == []
-    (p,) = tc.check_shapes(onnx, {"IMAGE": [3, 224, 224]})  # the lab's mistake
+    onnx = load_pbtxt(REPO / "food_classifier_onnx" / "config.pbtxt")
+    assert check_shapes(onnx, {"input": [3, 224, 224]}) == []
+    (p,) = check_shapes(onnx, {"IMAGE": [3, 224, 224]})  # the lab's mistake
     assert str(p) == "shapes.IMAGE: the model has no input named 'IMAGE' (its inputs: input)"
-    (p,) = tc.check_shapes(onnx, {"input": [224, 224]})
+    (p,) = check_shapes(onnx, {"input": [224, 224]})
     assert "2 dims" in p.message
-    blip = tc.load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
-    assert tc.check_shapes(blip, {"pixel_values": [3, 384, 384], "input_ids": [16],
+    blip = load_pbtxt(REPO / "base_model_cpu" / "config.pbtxt")
+    assert check_shapes(blip, {"pixel_values": [3, 384, 384], "input_ids": [16],
                                   "attention_mask": [16]}) == []
 
 
 def test_request_bytes_of_generated_inputs() -> None:
-    cfg = tc.parse_pbtxt('name: "m"\nmax_batch_size: 16\ninput { name: "input" data_type: TYPE_FP32 '
+    cfg = parse_pbtxt('name: "m"\nmax_batch_size: 16\ninput { name: "input" data_type: TYPE_FP32 '
                          'dims: [3, 224, 224] }\ninput { name: "mask" data_type: TYPE_INT64 dims: [-1] }\n'
                          'output { name: "o" data_type: TYPE_FP32 dims: [11] }\n')
-    assert tc.request_bytes(cfg, {}, 1) is None  # a variable dim without a shape: unknown
-    assert tc.request_bytes(cfg, {"mask": [16]}, 1) == 3 * 224 * 224 * 4 + 16 * 8
-    assert tc.request_bytes(cfg, {"mask": [16]}, 16) == 16 * (3 * 224 * 224 * 4 + 16 * 8)
-    text = tc.parse_pbtxt('name: "s"\ninput { name: "t" data_type: TYPE_STRING dims: [1] }\n'
+    assert request_bytes(cfg, {}, 1) is None  # a variable dim without a shape: unknown
+    assert request_bytes(cfg, {"mask": [16]}, 1) == 3 * 224 * 224 * 4 + 16 * 8
+    assert request_bytes(cfg, {"mask": [16]}, 16) == 16 * (3 * 224 * 224 * 4 + 16 * 8)
+    text = parse_pbtxt('name: "s"\ninput { name: "t" data_type: TYPE_STRING dims: [1] }\n'
                           'output { name: "o" data_type: TYPE_FP32 dims: [1] }\n')
-    assert tc.request_bytes(text, {}, 1) is None
+    assert request_bytes(text, {}, 1) is None

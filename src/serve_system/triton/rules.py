@@ -1,217 +1,30 @@
-"""Triton model configurations: parse config.pbtxt strictly, apply a variant's overrides, render, check.
-
-Parsing uses Triton's own schema (``tritonclient.grpc.model_config_pb2``), so a key Triton does not
-know is an error here too, with its line and column. Overrides are applied on the JSON form of the
-configuration (what Triton's repository API takes): a top-level key of the override replaces the
-base's key, ``null`` removes it. :func:`check` finds what Triton (or the host) would refuse before
-anything is sent to a node.
+"""Triton's rules for a model configuration: what Triton refuses when it loads it, and notes on what
+it accepts but probably does not do what was meant (:func:`advice`).
 """
 
 from __future__ import annotations
 
-import codecs
 import difflib
-import json
 import math
 import posixpath
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any
 
-from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from ..errors import ServeSystemError
-from ..textfile import decode_utf8, read_bytes
-from .spec.models import JINJA_RE
+from .backends import (
+    AUTOCOMPLETE_BACKENDS,
+    ENSEMBLE,
+    KNOWN_BACKENDS,
+    PLATFORM_BACKEND,
+    PLATFORM_BACKENDS,
+    ModelFiles,
+    filled_backend,
+    filled_platform,
+)
+from .ensemble import ensemble_rules
+from .pbtxt import KIND_CPU, ModelConfig, Problem
 
-if TYPE_CHECKING:
-    #: tritonclient ships no type information: its generated message classes are untyped for mypy
-    ModelConfig: TypeAlias = Any
-else:
-    ModelConfig = model_config_pb2.ModelConfig
-
-KIND_GPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_GPU")
-KIND_CPU = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_CPU")
-
-
-def kind_name(kind: int) -> str:
-    """An instance group kind as config.pbtxt spells it without its prefix: GPU, CPU, MODEL, AUTO."""
-    return str(model_config_pb2.ModelInstanceGroup.Kind.Name(kind)).removeprefix("KIND_")
-
-
-class ConfigError(ServeSystemError):
-    """A configuration that cannot be parsed or would be refused; the message is one line."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing Triton or the host would refuse: the field (dotted path) and why."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
-def parse_pbtxt(text: str, path: str = "config.pbtxt") -> ModelConfig:
-    """Parse config.pbtxt text strictly; errors read ``path:line:col: message``."""
-    cfg = ModelConfig()
-    try:
-        text_format.Parse(text, cfg)
-    except text_format.ParseError as exc:
-        line, col = exc.GetLine(), exc.GetColumn()
-        msg = str(exc)
-        # the library prefixes "line:col : " to its message: keep only the message
-        prefix = f"{line}:{col} : "
-        msg = msg.removeprefix(prefix)
-        raise ConfigError(f"{path}:{line or 1}:{col or 1}: {msg}") from None
-    return cfg
-
-
-def read_text(path: str | Path) -> str:
-    """A configuration file's text; unreadable, binary or non-UTF-8 files are one-line errors."""
-    p = Path(path)
-    raw = read_bytes(p, "give the config.pbtxt inside it", ConfigError, at=":1:1")
-    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise ConfigError(f"{p}: UTF-16 text (as Windows editors and PowerShell's '>' write it): Triton "
-                          "reads config.pbtxt as UTF-8: save it as UTF-8") from None
-    if b"\0" in raw:
-        raise ConfigError(f"{p}: a binary file, not a config.pbtxt (protobuf text format): give the text "
-                          "configuration") from None
-    return decode_utf8(raw, p, "save config.pbtxt as UTF-8", ConfigError)
-
-
-def load_pbtxt(path: str | Path) -> ModelConfig:
-    """Read and parse a config.pbtxt file."""
-    return parse_pbtxt(read_text(path), str(path))
-
-
-def check_file(path: str | Path, host_gpus: int | None = None) -> list[str]:
-    """Every problem of one config.pbtxt as ``path: field: rule`` lines (empty: Triton would accept it).
-
-    A file named ``config.pbtxt`` is taken as a model folder's: its name must match the folder's,
-    and a missing backend may come from the version folders' files, as Triton fills it in.
-    """
-    p = Path(path)
-    try:
-        cfg = load_pbtxt(p)
-    except ConfigError as exc:
-        return [str(exc)]
-    folder, files = model_files(p)
-    return [f"{p}: {prob}" for prob in check(cfg, host_gpus, folder, files.backend, files.known,
-                                             files.python_autocompletes)]
-
-
-def model_files(path: Path) -> tuple[str | None, ModelFiles]:
-    """The model folder's name and what its files say, for a config.pbtxt in its model folder; a file
-    of another name stands alone (no folder, nothing known)."""
-    if path.name != "config.pbtxt":
-        return None, ModelFiles()
-    model_dir = path.resolve().parent
-    return model_dir.name, ModelFiles(True, infer_backend(model_dir), python_autocompletes(model_dir))
-
-
-def advice_file(path: str | Path) -> list[str]:
-    """Notes on a config.pbtxt (``path: field: note`` lines): what Triton accepts but probably does not
-    do what was meant, and what only the server decides; none if unparsable."""
-    try:
-        cfg = load_pbtxt(path)
-    except ConfigError:
-        return []
-    folder, files = model_files(Path(path))
-    return [f"{path}: {note}" for note in advice(cfg, folder, files)]
-
-
-def to_dict(cfg: ModelConfig) -> dict[str, Any]:
-    """The configuration as a plain dict with proto field names (the load API's JSON form)."""
-    return json_format.MessageToDict(cfg, preserving_proto_field_name=True)
-
-
-def from_dict(data: dict[str, Any], where: str) -> ModelConfig:
-    """Build a ModelConfig from a dict, strictly; ``where`` prefixes the error message."""
-    cfg = ModelConfig()
-    try:
-        json_format.ParseDict(data, cfg, ignore_unknown_fields=False)
-    except json_format.ParseError as exc:
-        raise ConfigError(f"{where}: {_short_parse_error(str(exc))}") from None
-    return cfg
-
-
-def _short_parse_error(msg: str) -> str:
-    # json_format says e.g. 'Message type "inference.ModelDynamicBatching" has no field named "foo"
-    # at "ModelConfig.dynamic_batching".\n Available Fields(except extensions): ...'
-    return msg.split("\n", 1)[0].strip()
-
-
-def apply_overrides(base: ModelConfig, overrides: dict[str, Any] | None, where: str) -> ModelConfig:
-    """Return a new config: ``base`` with each top-level key of ``overrides`` replaced (None removes)."""
-    data = to_dict(base)
-    fields = ModelConfig.DESCRIPTOR.fields
-    known = sorted({f.name for f in fields} | {f.json_name for f in fields})
-    for key in overrides or {}:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f'did you mean "{close[0]}"? ' if close else ""
-            raise ConfigError(f'{where}: "{key}" is not a field of Triton\'s ModelConfig ({hint}see '
-                              "model_config.proto for the fields)")
-    for key, value in (overrides or {}).items():
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
-    return from_dict(data, where)
-
-
-def render_pbtxt(cfg: ModelConfig) -> str:
-    """config.pbtxt text for a configuration."""
-    return text_format.MessageToString(cfg)
-
-
-def load_api_body(cfg: ModelConfig) -> dict[str, Any]:
-    """Body of ``POST /v2/repository/models/NAME/load`` that loads ``cfg`` as an override."""
-    return {"parameters": {"config": json.dumps(to_dict(cfg), sort_keys=True)}}
-
-
-#: TensorRT 10, the version in Triton 24.10 (the lab's image), runs on GPUs of compute capability 7.0
-#: (Volta) or newer: Chameleon's gpu_p100 nodes are Pascal (6.0), where a TensorRT accelerator or a
-#: TensorRT plan fails to load (TensorRT 10's support matrix)
-TENSORRT_MIN_COMPUTE_CAPABILITY = 7.0
-
-
-def tensorrt_accelerators(cfg: ModelConfig) -> list[str]:
-    """Names of the GPU execution accelerators of ``cfg`` that are TensorRT."""
-    return [a.name for a in cfg.optimization.execution_accelerators.gpu_execution_accelerator
-            if a.name.lower() == "tensorrt"]
-
-
-def _below_tensorrt(compute_capability: float | None) -> bool:
-    return compute_capability is not None and compute_capability < TENSORRT_MIN_COMPUTE_CAPABILITY
-
-
-def needs_adapting(cfg: ModelConfig, host_gpus: int, compute_capability: float | None = None) -> bool:
-    """Whether a host with ``host_gpus`` GPUs of ``compute_capability`` (the lowest; None: unknown)
-    cannot run ``cfg`` as written, in a way :func:`adapt_to_host` can mend."""
-    if gpus_needed(cfg) > host_gpus:
-        return True
-    return host_gpus > 0 and _below_tensorrt(compute_capability) and bool(tensorrt_accelerators(cfg))
-
-
-def gpus_needed(cfg: ModelConfig) -> int:
-    """How many GPUs the configuration addresses (highest GPU id + 1; 1 for KIND_GPU without ids)."""
-    need = 0
-    for group in cfg.instance_group:
-        if group.kind == KIND_GPU:
-            need = max(need, (max(group.gpus) + 1) if group.gpus else 1)
-    if cfg.optimization.execution_accelerators.gpu_execution_accelerator:
-        need = max(need, 1)
-    return need
-
-
-# --------------------------------------------------------------------------------- Triton's rules
-#
 # Written from Triton's own checks (triton-inference-server/core: model_config_utils.cc's
 # ValidateModelConfig, ValidateModelIOConfig, ValidateInstanceGroup and the ensemble checks, the
 # model repository manager, backend_model.cc and the warm-up code) and the comments of
@@ -221,39 +34,6 @@ def gpus_needed(cfg: ModelConfig) -> int:
 # how to fix it. Every rule is checked: a configuration gets all its problems at once (Triton itself
 # stops at the first).
 
-#: platform -> the backend that serves it (Triton fills the backend in from the platform)
-PLATFORM_BACKEND: dict[str, str] = {
-    "tensorrt_plan": "tensorrt",
-    "tensorflow_graphdef": "tensorflow",
-    "tensorflow_savedmodel": "tensorflow",
-    "onnxruntime_onnx": "onnxruntime",
-    "pytorch_libtorch": "pytorch",
-    "libtorch": "pytorch",
-    "torch_aoti": "pytorch",
-}
-ENSEMBLE = "ensemble"
-#: the backends Triton knows by type (its GetBackendType): their platform must be one of theirs;
-#: any other backend (python, openvino, a custom one) takes any platform, which Triton ignores
-PLATFORM_BACKENDS = frozenset(PLATFORM_BACKEND.values())
-#: the platform Triton fills in for a backend that names none
-_DEFAULT_PLATFORM = {"tensorrt": "tensorrt_plan", "onnxruntime": "onnxruntime_onnx",
-                     "pytorch": "pytorch_libtorch"}
-#: backends that Triton's release images ship; any other is a custom backend, which Triton loads
-#: when the server has it (libtriton_<name>.so, or a Python-based backend's model.py)
-KNOWN_BACKENDS = frozenset({
-    "python", "onnxruntime", "pytorch", "tensorflow", "tensorrt", "openvino", "fil", "dali",
-    "identity", "repeat", "square", "vllm", "tensorrtllm",
-})
-#: backends that fill a model's missing input and output fields in from its model file when
-#: Triton auto-completes the configuration (the default); pytorch does not, python only where the
-#: model.py defines auto_complete_config
-AUTOCOMPLETE_BACKENDS = frozenset({"tensorrt", "onnxruntime", "openvino", "tensorflow"})
-#: file in a version folder -> the backend Triton infers when the configuration names none
-BACKEND_BY_FILE: tuple[tuple[str, str], ...] = (
-    ("model.plan", "tensorrt"), ("model.onnx", "onnxruntime"), ("model.xml", "openvino"),
-    ("model.pt", "pytorch"), ("model.pt2", "pytorch"), ("model.savedmodel", "tensorflow"),
-    ("model.graphdef", "tensorflow"), ("model.py", "python"),
-)
 _BACKEND_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 KIND_MODEL = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL")
@@ -263,74 +43,6 @@ _BOOL_CONTROLS = ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQ
 _CORRID_TYPES = ("TYPE_UINT64", "TYPE_INT64", "TYPE_UINT32", "TYPE_INT32", "TYPE_STRING")
 _DELAY = model_config_pb2.ModelQueuePolicy.TimeoutAction.Value("DELAY")
 _FORMAT_NONE = model_config_pb2.ModelInput.Format.Value("FORMAT_NONE")
-
-
-def _first_version(model_dir: Path) -> Path | None:
-    try:
-        versions = sorted(p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
-    except OSError:
-        return None
-    return versions[0] if versions else None  # Triton inspects the first version folder only
-
-
-def infer_backend(model_dir: Path) -> str | None:
-    """The backend Triton would fill in from the files of the model's version folders, if any."""
-    version = _first_version(model_dir)
-    if version is None:
-        return None
-    for fname, backend in BACKEND_BY_FILE:
-        if (version / fname).exists():
-            return backend
-    return None
-
-
-def python_autocompletes(model_dir: Path) -> bool:
-    """Whether the model's model.py (first version folder) fills its configuration in itself."""
-    version = _first_version(model_dir)
-    try:
-        return version is not None and "auto_complete_config" in (version / "model.py").read_text(
-            errors="replace")
-    except OSError:
-        return False
-
-
-@dataclass(frozen=True)
-class ModelFiles:
-    """What the model's folder says, for the fields Triton fills in from it (auto-complete).
-
-    ``known``: the folder was looked at (a config.pbtxt in its model folder); ``backend``: the
-    backend the first version folder's files imply; ``python_autocompletes``: its model.py defines
-    ``auto_complete_config``. Without ``known``, a missing backend is not a problem (it may come
-    from the files).
-    """
-
-    known: bool = False
-    backend: str | None = None
-    python_autocompletes: bool = False
-
-
-def filled_backend(cfg: ModelConfig, folder: str | None = None, files: ModelFiles | None = None) -> str:
-    """The backend Triton loads the model with: the configuration's, or the one it fills in from the
-    platform, the default model file name, the version folder's files or the folder name
-    ('model.<backend>', a custom backend); "" where none."""
-    files = files or ModelFiles()
-    if cfg.backend:
-        return str(cfg.backend)
-    if cfg.platform in PLATFORM_BACKEND:
-        return PLATFORM_BACKEND[cfg.platform]
-    if cfg.default_model_filename:
-        return dict(BACKEND_BY_FILE).get(cfg.default_model_filename, "")
-    if cfg.platform:
-        return ""
-    if files.backend:
-        return files.backend
-    if files.known and folder and "." in folder:
-        return folder.split(".", 1)[1]
-    return ""
-
-
-def _filled_platform(cfg: ModelConfig, backend: str) -> str:
-    return str(cfg.platform) or _DEFAULT_PLATFORM.get(backend, "")
 
 
 def triton_rules(cfg: ModelConfig, folder: str | None = None, files_backend: str | None = None,
@@ -369,7 +81,7 @@ def _rules(cfg: ModelConfig, folder: str | None, files: ModelFiles) -> tuple[lis
                          "must match the name of the model repository directory containing the model "
                          f"(set name: \"{folder}\" or rename the folder)"))
     _platform_backend(cfg, backend, files, p, n)
-    platform = _filled_platform(cfg, backend)
+    platform = filled_platform(cfg, backend)
     fills_io = backend in AUTOCOMPLETE_BACKENDS or (backend == "python" and files.python_autocompletes) or (
         backend not in KNOWN_BACKENDS)  # a custom backend may auto-complete too; "" is not known here
     mbs = cfg.max_batch_size
@@ -383,7 +95,7 @@ def _rules(cfg: ModelConfig, folder: str | None, files: ModelFiles) -> tuple[lis
     _dynamic_batching(cfg, p)
     _sequence_batching(cfg, p, n)
     if cfg.platform == ENSEMBLE or cfg.HasField("ensemble_scheduling"):
-        _ensemble(cfg, name, p)
+        ensemble_rules(cfg, name, p)
     else:
         _instance_groups(cfg, platform, p)
         _warmup(cfg, p, n)
@@ -634,6 +346,25 @@ def _sequence_batching(cfg: ModelConfig, p: list[Problem], n: list[Problem]) -> 
         p.append(Problem("response_cache.enable", "Response Cache does not currently support models with "
                                                   "sequence "
                          "batching scheduler: disable the response cache"))
+    _sequence_controls(sb, p, n)
+    if sb.HasField("oldest"):
+        for size in sb.oldest.preferred_batch_size:
+            if size <= 0 or size > mbs:
+                p.append(Problem("sequence_batching.oldest.preferred_batch_size",
+                                 "sequence batching preferred batch size must be positive and <= max batch "
+                                 f"size ({mbs}), got {size}"))
+    if sb.HasField("direct"):
+        util = sb.direct.minimum_slot_utilization
+        if not 0.0 <= util <= 1.0:
+            p.append(Problem("sequence_batching.direct.minimum_slot_utilization",
+                             "sequence batching minimum slot utilization must be in range (0.0, 1.0], got "
+                             f"{util:g}"))
+    _sequence_states(sb, n)
+
+
+def _sequence_controls(sb: Any, p: list[Problem], n: list[Problem]) -> None:
+    """The control inputs: one tensor per kind and one kind per tensor; false/true values for the
+    boolean controls, a data type for the correlation id."""
     seen_tensors: set[str] = set()
     seen_kinds: dict[int, str] = {}
     for i, ci in enumerate(sb.control_input):
@@ -678,20 +409,11 @@ def _sequence_batching(cfg: ModelConfig, p: list[Problem], n: list[Problem]) -> 
                     p.append(Problem(f"{cfield}.data_type", f"unexpected data type {dtype} for control "
                                                             f"{kind}. "
                                      f"Allowed data types are {', '.join(_CORRID_TYPES)}"))
-    if sb.HasField("oldest"):
-        for size in sb.oldest.preferred_batch_size:
-            if size <= 0 or size > mbs:
-                p.append(Problem("sequence_batching.oldest.preferred_batch_size",
-                                 "sequence batching preferred batch size must be positive and <= max batch "
-                                 f"size ({mbs}), got {size}"))
-    if sb.HasField("direct"):
-        util = sb.direct.minimum_slot_utilization
-        if not 0.0 <= util <= 1.0:
-            p.append(Problem("sequence_batching.direct.minimum_slot_utilization",
-                             "sequence batching minimum slot utilization must be in range (0.0, 1.0], got "
-                             f"{util:g}"))
-    # the states: model_config.proto asks for these fields, Triton's configuration checks do not look
-    # (the backend may refuse them when it loads the model)
+
+
+def _sequence_states(sb: Any, n: list[Problem]) -> None:
+    """The states: model_config.proto asks for these fields, Triton's configuration checks do not look
+    (the backend may refuse them when it loads the model)."""
     for i, st in enumerate(sb.state):
         field = f"sequence_batching.state[{i}]"
         for attr in ("input_name", "output_name"):
@@ -772,107 +494,6 @@ def _warmup(cfg: ModelConfig, p: list[Problem], n: list[Problem]) -> None:
                                  f"size, got {list(inp.dims)}"))
 
 
-def _ensemble(cfg: ModelConfig, name: str, p: list[Problem]) -> None:
-    if cfg.platform != ENSEMBLE:
-        p.append(Problem("platform", f"ensemble scheduling cannot be set for a model whose platform is not "
-                         f"ensemble (got {cfg.platform!r}): set platform: \"ensemble\""))
-        return
-    if not cfg.HasField("ensemble_scheduling"):
-        p.append(Problem("ensemble_scheduling", "ensemble scheduling must be set for a model whose platform "
-                                                "is "
-                         "ensemble: add ensemble_scheduling { step [ ... ] }"))
-        return
-    for attr, what in (("instance_group", "instance group"), ("model_warmup", "model_warmup")):
-        if len(getattr(cfg, attr)):
-            p.append(Problem(attr, f"{what} should not be specified for an ensemble (its steps' models have "
-                                   "their "
-                             "own): remove it"))
-    if cfg.HasField("optimization"):
-        p.append(Problem("optimization", "optimization should not be specified for an ensemble: remove it"))
-    steps = cfg.ensemble_scheduling.step
-    if not steps:
-        p.append(Problem("ensemble_scheduling.step", "must specify 'step' for an ensemble"))
-        return
-    # the data flow: a tensor is written by at most one step; a step runs once all its inputs are ready
-    writer: dict[str, int] = {}
-    ok = True
-    for i, step in enumerate(steps):
-        field = f"ensemble_scheduling.step[{i}]"
-        if not step.model_name:
-            p.append(Problem(f"{field}.model_name", f"must specify 'model_name' in step {i}"))
-        elif step.model_name == cfg.name:
-            p.append(Problem(f"{field}.model_name", f"step {i} calls the ensemble itself ({cfg.name!r}): "
-                                                    "circular "
-                             "dependency"))
-        if step.model_version < -1:
-            p.append(Problem(f"{field}.model_version", "must be -1 (latest) or a version number, got "
-                                                       f"{step.model_version}"))
-        if not step.input_map:
-            p.append(Problem(f"{field}.input_map", f"must specify 'input_map' in step {i}"))
-            ok = False
-        if not step.output_map:
-            p.append(Problem(f"{field}.output_map", f"must specify 'output_map' in step {i}"))
-            ok = False
-        for tensor in sorted(step.output_map.values()):
-            if tensor in writer:
-                p.append(Problem(f"{field}.output_map", f"ensemble tensor {tensor!r} can appear in an output "
-                                                        "map only "
-                                 f"once (already written by step {writer[tensor]})"))
-                ok = False
-            writer.setdefault(tensor, i)
-    if not ok:
-        return
-    ready = {inp.name for inp in cfg.input}
-    consumed = {t for step in steps for t in step.input_map.values()}
-    unused_inputs = [inp.name for inp in cfg.input if inp.name not in consumed]
-    pending = list(range(len(steps)))
-    progress = True
-    while progress:
-        progress = False
-        for i in list(pending):
-            if set(steps[i].input_map.values()) <= ready:
-                ready |= set(steps[i].output_map.values())
-                pending.remove(i)
-                progress = True
-    # a misspelt tensor name is both unreachable (read, never written) and unused (written, never
-    # read): say it once, as a "did you mean"
-    outputs = {o.name for o in cfg.output}
-    unused = sorted(t for t in writer if t not in outputs and t not in consumed) + unused_inputs
-    available = sorted(ready | set(writer))
-    suggested: set[str] = set()
-    rooted = False
-    for i in pending:
-        lack = sorted(t for t in steps[i].input_map.values() if t not in ready and t not in writer)
-        for t in lack:
-            rooted = True
-            near = difflib.get_close_matches(t, unused, 1, 0.4) or difflib.get_close_matches(t, available, 1)
-            suggested.update(near)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            p.append(Problem(f"ensemble_scheduling.step[{i}].input_map",
-                             f"ensemble tensor {t!r} is read but neither an ensemble input nor written by a "
-                             f"step: it is unreachable{hint}"))
-    for i, out in enumerate(cfg.output):
-        if out.name not in writer:
-            near = difflib.get_close_matches(out.name, unused, 1, 0.4)
-            suggested.update(near)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            p.append(Problem(f"output[{i}]", f"ensemble output {out.name!r} is not written by any step's "
-                             f"output_map{hint}"))
-        elif out.name not in ready and not rooted:
-            p.append(Problem(f"output[{i}]", f"output {out.name!r} for ensemble is not written: its steps "
-                                             "wait on "
-                             "each other (a cycle in the steps' input and output maps)"))
-    for i, inp in enumerate(cfg.input):
-        if inp.name in unused_inputs and inp.name not in suggested:
-            p.append(Problem(f"input[{i}]",
-                             f"ensemble input {inp.name!r} is not used by any step's input_map"))
-    for tensor in unused:
-        if tensor not in suggested and tensor not in unused_inputs:
-            p.append(Problem(f"ensemble_scheduling.step[{writer[tensor]}].output_map",
-                             f"ensemble tensor {tensor!r} is unused in the ensemble: no step reads it and it "
-                             "is not an ensemble output"))
-
-
 def _model_metrics(cfg: ModelConfig, p: list[Problem], n: list[Problem]) -> None:
     for i, mc in enumerate(cfg.model_metrics.metric_control):
         field = f"model_metrics.metric_control[{i}]"
@@ -925,155 +546,3 @@ def advice(cfg: ModelConfig, folder: str | None = None, files: ModelFiles | None
                                  "runs its default instance count instead; give the count you mean"))
     return notes
 
-
-def check(cfg: ModelConfig, host_gpus: int | None = None, folder: str | None = None,
-          files_backend: str | None = None, files_known: bool = False,
-          python_autocomplete: bool = False, compute_capability: float | None = None) -> list[Problem]:
-    """What Triton would refuse in ``cfg``, and what a host with ``host_gpus`` GPUs (the lowest
-    ``compute_capability`` among them, where known) cannot run."""
-    problems = jinja_in(cfg) + triton_rules(cfg, folder, files_backend, files_known, python_autocomplete)
-    if host_gpus is None:
-        return problems
-    if host_gpus > 0 and _below_tensorrt(compute_capability):
-        need = f"{TENSORRT_MIN_COMPUTE_CAPABILITY:.1f}"
-        if tensorrt_accelerators(cfg):
-            problems.append(Problem(
-                "optimization.execution_accelerators.gpu_execution_accelerator",
-                f"TensorRT accelerator on GPUs of compute capability {compute_capability:.1f}: TensorRT 10 "
-                f"needs {need} or more; drop it, or run on a newer GPU"))
-        if filled_backend(cfg, folder) == "tensorrt":
-            problems.append(Problem(
-                "platform", f"a TensorRT plan on GPUs of compute capability {compute_capability:.1f}: "
-                            f"TensorRT 10 needs {need} or more; serve the ONNX model instead"))
-    for i, group in enumerate(cfg.instance_group):
-        field = f"instance_group[{i}]"
-        if group.kind == KIND_GPU and host_gpus == 0:
-            problems.append(Problem(f"{field}.kind",
-                                    "KIND_GPU on a host with no GPU: use KIND_CPU or a GPU node"))
-        for gid in group.gpus:
-            if host_gpus > 0 and gid >= host_gpus:
-                problems.append(Problem(
-                    f"{field}.gpus", f"GPU id {gid} does not exist on a host with {host_gpus} GPU(s)"))
-    accel = cfg.optimization.execution_accelerators.gpu_execution_accelerator
-    if accel and host_gpus == 0:
-        names = ", ".join(a.name for a in accel)
-        problems.append(Problem("optimization.execution_accelerators.gpu_execution_accelerator",
-                                f"GPU accelerator ({names}) on a host with no GPU"))
-    return problems
-
-
-def jinja_in(cfg: ModelConfig) -> list[Problem]:
-    """Every string of the configuration (map keys too) that holds a Jinja delimiter once protobuf's
-    escapes are read (``"\\173\\173"`` is ``{{``): the plan, its manifest and the load body carry these
-    strings to Ansible, which would evaluate them."""
-    out = []
-
-    def walk(obj: Any, field: str) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                at = f"{field}.{k}" if field else str(k)
-                if JINJA_RE.search(str(k)):
-                    out.append(Problem(field or "(config)", f"key {str(k)[:60]!r} holds a Jinja expression "
-                                       "({{, {% or {#) Ansible would evaluate: remove it"))
-                walk(v, at)
-        elif isinstance(obj, list):
-            for i, v in enumerate(obj):
-                walk(v, f"{field}[{i}]")
-        elif isinstance(obj, str) and JINJA_RE.search(obj):
-            out.append(Problem(field, f"{obj[:60]!r} holds a Jinja expression ({{{{, {{% or {{#) once its "
-                                      "escapes are read, which Ansible would evaluate: remove it"))
-
-    walk(to_dict(cfg), "")
-    return out
-
-
-def adapt_to_host(cfg: ModelConfig, host_gpus: int,
-                  compute_capability: float | None = None) -> tuple[ModelConfig, list[str]]:
-    """A copy of ``cfg`` that a host with ``host_gpus`` GPUs can run, and notes on what changed.
-
-    With no GPU: KIND_GPU groups become KIND_CPU with the same total instance count, GPU
-    accelerators are dropped. With fewer GPUs than addressed: GPU ids wrap onto the host's GPUs.
-    On GPUs below TensorRT's compute capability (``compute_capability``, the lowest of the host's;
-    None when unknown): TensorRT accelerators are dropped (the model runs on its backend alone).
-    """
-    out = ModelConfig()
-    out.CopyFrom(cfg)
-    notes: list[str] = []
-    if host_gpus <= 0:
-        for i, group in enumerate(out.instance_group):
-            if group.kind == KIND_GPU:
-                total = max(group.count, 1) * max(len(group.gpus), 1)
-                notes.append(f"instance_group[{i}]: KIND_GPU x{total} -> KIND_CPU x{total} (host has no GPU)")
-                group.kind = KIND_CPU
-                group.count = total
-                del group.gpus[:]
-        accel = out.optimization.execution_accelerators
-        if accel.gpu_execution_accelerator:
-            names = ", ".join(a.name for a in accel.gpu_execution_accelerator)
-            notes.append(f"optimization: GPU accelerator {names} dropped (host has no GPU)")
-            del accel.gpu_execution_accelerator[:]
-        return out, notes
-    for i, group in enumerate(out.instance_group):
-        if group.kind == KIND_GPU and any(g >= host_gpus for g in group.gpus):
-            wrapped = sorted({g % host_gpus for g in group.gpus})
-            notes.append(f"instance_group[{i}]: gpus {list(group.gpus)} -> {wrapped} "
-                         f"(host has {host_gpus} GPU(s))")
-            # keep the instance count per GPU listed: fold the lost GPUs' instances onto the kept ones
-            group.count = max(group.count, 1) * len(group.gpus) // len(wrapped)
-            del group.gpus[:]
-            group.gpus.extend(wrapped)
-    if _below_tensorrt(compute_capability) and tensorrt_accelerators(out):
-        accel = out.optimization.execution_accelerators.gpu_execution_accelerator
-        for i in reversed(range(len(accel))):
-            if accel[i].name.lower() == "tensorrt":
-                del accel[i]
-        notes.append(f"optimization: GPU accelerator tensorrt dropped (TensorRT 10 needs compute capability "
-                     f"{TENSORRT_MIN_COMPUTE_CAPABILITY:.1f}; the host's GPUs have {compute_capability:.1f})")
-    return out, notes
-
-
-def input_dims(cfg: ModelConfig) -> dict[str, list[int]]:
-    """Model input name -> dims (without the batch dimension)."""
-    return {inp.name: list(inp.dims) for inp in cfg.input}
-
-
-#: bytes per element of Triton's fixed-size data types (TYPE_STRING has none)
-_DTYPE_BYTES = {"TYPE_BOOL": 1, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_UINT16": 2, "TYPE_INT16": 2,
-                "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT32": 4, "TYPE_INT32": 4, "TYPE_FP32": 4,
-                "TYPE_UINT64": 8, "TYPE_INT64": 8, "TYPE_FP64": 8}
-
-
-def request_bytes(cfg: ModelConfig, shapes: dict[str, list[int]], batch_size: int) -> int | None:
-    """Bytes of the input tensors of one request perf_analyzer generates (``--shape`` over the config's
-    dims); None when a size is unknown (a variable dim without a shape, a string input)."""
-    total = 0
-    for inp in cfg.input:
-        dims = shapes.get(inp.name) or list(inp.dims)
-        size = _DTYPE_BYTES.get(model_config_pb2.DataType.Name(inp.data_type))
-        if size is None or any(d < 0 for d in dims):
-            return None
-        total += math.prod(dims) * size
-    return total * max(batch_size, 1) if cfg.input else None
-
-
-def check_shapes(cfg: ModelConfig, shapes: dict[str, list[int]]) -> list[Problem]:
-    """perf_analyzer ``--shape NAME:dims`` against the model's inputs (names, ranks, fixed dims)."""
-    problems: list[Problem] = []
-    dims = input_dims(cfg)
-    for name, shape in shapes.items():
-        if name not in dims:
-            known = ", ".join(dims) or "none"
-            problems.append(Problem(f"shapes.{name}",
-                                    f"the model has no input named {name!r} (its inputs: {known})"))
-            continue
-        want = dims[name]
-        if len(shape) != len(want):
-            problems.append(Problem(f"shapes.{name}",
-                                    f"shape {shape} has {len(shape)} dims, the input has {len(want)} {want}"))
-            continue
-        for got, exp in zip(shape, want):
-            if exp != -1 and got != exp:
-                problems.append(Problem(f"shapes.{name}", f"shape {shape} does not match the input's dims "
-                                                          f"{want}"))
-                break
-    return problems

@@ -30,7 +30,9 @@ files. The choices, and why:
   (:func:`spread_test`): a group whose own spread is far larger is compared by Welch's t instead.
 - **Verdict** (:func:`decide`): a claim says B moves a metric in one direction ("up": more
   throughput; "down": less latency) by at least the spec's smallest effect of interest ``s``
-  (``smallest_effect``, 5 % by default). With the effect's interval [lo, hi]:
+  (``smallest_effect``, 5 % by default). With the effect's interval [lo, hi] (for a claim the 90 %
+  interval: each verdict below reads one end only, so each end is a one-sided 95 % bound and a claim
+  errs at most 5 % of the time whatever the true effect; :mod:`.sequential`):
 
   - *held*: the interval lies wholly beyond the smallest effect in the claimed direction
     (up: lo > +s; down: hi < -s);

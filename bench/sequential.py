@@ -20,10 +20,15 @@ interleaved rounds are), judged by the project's own functions, thousands of tim
   the share of candidates dropped, each one tied for the best), *false best* (a winner named under
   A/A), *power* (one candidate better by 5/10/20 %: named the winner).
 
-Each row side by side: **before** (auto: a fixed 95 % interval at every look; halving: 5 % in every
-rung) and **after** (as shipped: O'Brien-Fleming-type alpha spending; 5 % split over the rungs).
-Targets: false held / false best / tied-best dropped <= 5 % after; power at 10 and 20 % not lower by
-more than a fifth (after >= 0.8 x before).
+Each row side by side: **before** (4ad88af's policies: auto judged every claim and the best with a
+fixed two-sided 95 % interval at every look; halving spent 5 % in every rung) and **after** (as
+shipped: claims one-sided, each end of their interval a one-sided bound spending 5 % over the looks,
+the best variant's lead two-sided 95 %, both by O'Brien-Fleming-type alpha spending; halving's 5 %
+split over the rungs), with auto's last stop (two-sided claims) and one fixed look for reference.
+The ``## Targets`` section prints PASS or MISS per target: false held / false did not hold / false best /
+tied-best dropped <= 5 % after; power at 10 and 20 % not lower by more than a fifth (after >= 0.8 x
+before), each with its 95 % interval (Wilson for a rate; the delta method for a ratio). A missed
+target is printed, not an error: the script exits non-zero only when it fails.
 
     .venv/bin/python bench/sequential.py [--runs 4000] [--cv 0.05,0.10] [--drift 0.02]
     .venv/bin/python bench/sequential.py --from results/dynbatch/RUN   # the noise of a recorded run
@@ -79,10 +84,12 @@ def _rows(xs: dict[str, list[float]]) -> list[dict[str, Any]]:
              "repetition": r} for v, vals in xs.items() for r, x in enumerate(vals, 1)]
 
 
-def auto_run(rng: np.random.Generator, looks: sq.Looks, smallest: float, cv: float, drift: float,
-             effect: float) -> tuple[str, str | None, int]:
-    """One ``repetitions: auto`` run of two variants A, B (B = A x (1 + effect)): (the claim's verdict,
-    the winner named or None, repetitions a side)."""
+def auto_run(rng: np.random.Generator, policy: tuple[sq.Looks, int], smallest: float, cv: float,
+             drift: float, effect: float) -> tuple[str, str | None, int]:
+    """One ``repetitions: auto`` run of two variants A, B (B = A x (1 + effect)) under ``policy`` (the
+    looks, and the sides a claim's interval spends its error on): (the claim's verdict, the winner
+    named or None, repetitions a side)."""
+    looks, claim_sides = policy
     n_max = looks.last
     shift = rng.normal(0.0, drift, n_max) if drift > 0 else np.zeros(n_max)
     a = np.exp(math.log(100.0) + shift + rng.normal(0.0, cv, n_max))
@@ -91,7 +98,7 @@ def auto_run(rng: np.random.Generator, looks: sq.Looks, smallest: float, cv: flo
     n = looks.first
     for n in range(looks.first, n_max + 1):
         xa, xb = [float(x) for x in a[:n]], [float(x) for x in b[:n]]
-        word = iv.decide(fnd.compare(xa, xb, looks), "up", smallest).word
+        word = iv.decide(fnd.compare(xa, xb, looks, claim_sides), "up", smallest).word
         found = fnd.standing(fnd.rank(_rows({"A": xa, "B": xb}), OBJECTIVE), smallest, looks)
         assert found is not None
         top, _, _, lead = found
@@ -121,83 +128,163 @@ def halving_run(rng: np.random.Generator, rec: dict[str, Any], cv: float, drift:
     raise AssertionError("halving did not decide within its rungs")
 
 
-def rate(hits: int, runs: int) -> str:
-    """``6.0 % [5.7, 6.4]`` (a 95 % Wilson interval)."""
-    if not runs:
-        return "-"
-    p, z = hits / runs, 1.96
+Count = tuple[int, int]  # (hits, runs)
+
+
+def _wilson(hits: int, runs: int, z: float = 1.96) -> tuple[float, float]:
+    p = hits / runs
     centre = (p + z * z / (2 * runs)) / (1 + z * z / runs)
     half = z * math.sqrt(p * (1 - p) / runs + z * z / (4 * runs * runs)) / (1 + z * z / runs)
-    return f"{p * 100:.1f} % [{max(0, centre - half) * 100:.1f}, {min(1, centre + half) * 100:.1f}]"
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def auto_table(runs: int, cvs: list[float], drift: float, seed: int) -> list[str]:
+def rate(c: Count) -> str:
+    """``6.0 % [5.7, 6.4]`` (a 95 % Wilson interval)."""
+    hits, runs = c
+    if not runs:
+        return "-"
+    lo, hi = _wilson(hits, runs)
+    return f"{hits / runs * 100:.1f} % [{lo * 100:.1f}, {hi * 100:.1f}]"
+
+
+def ratio(after: Count, before: Count) -> tuple[float, float, float] | None:
+    """after / before of two rates with a 95 % interval (the delta method on the log ratio, the two
+    taken as independent: they share the seed, so the true interval is narrower)."""
+    (ha, na), (hb, nb) = after, before
+    if not ha or not hb:
+        return None
+    r = (ha / na) / (hb / nb)
+    se = math.sqrt((1 - ha / na) / ha + (1 - hb / nb) / hb)
+    return r, r * math.exp(-1.96 * se), r * math.exp(1.96 * se)
+
+
+#: the most a verdict may err under the null, per claim (the issue's target)
+MOST_ERROR = 0.05
+#: the least share of before's power at 10 and 20 % that after keeps (the issue's target)
+LEAST_POWER = 0.8
+
+
+def error_target(name: str, c: Count) -> str:
+    lo, hi = _wilson(*c)
+    p = c[0] / c[1]
+    word = "PASS" if p <= MOST_ERROR else "MISS"
+    sure = "" if (hi <= MOST_ERROR or lo > MOST_ERROR) else " (its interval reaches 5 %)"
+    return f"- {word}: {name}: {rate(c)} <= {MOST_ERROR * 100:g} %{sure}"
+
+
+def power_target(name: str, after: Count, before: Count) -> str:
+    r = ratio(after, before)
+    if r is None:
+        return f"- n/a: {name}: {rate(after)} vs {rate(before)} (no hits to compare)"
+    word = "PASS" if r[0] >= LEAST_POWER else "MISS"
+    sure = "" if (r[1] >= LEAST_POWER or r[2] < LEAST_POWER) else " (its interval reaches 0.8x)"
+    return (f"- {word}: {name}: {rate(before)} -> {rate(after)}, {r[0]:.2f}x [{r[1]:.2f}, {r[2]:.2f}] "
+            f">= {LEAST_POWER}x{sure}")
+
+
+BEFORE_AUTO, AFTER_AUTO = "before (4ad88af: 95 % at every look)", "after (one-sided claims, O'Brien-Fleming)"
+
+
+def auto_policies(first: int, last: int) -> dict[str, tuple[sq.Looks, int]]:
+    """The policies compared: (looks, the sides a claim's interval spends its error on)."""
+    return {BEFORE_AUTO: (sq.Looks(first, last, sq.NONE), sq.BEST),
+            "last stop (two-sided claims, O'Brien-Fleming)": (sq.Looks(first, last, sq.OBRIEN_FLEMING),
+                                                               sq.BEST),
+            AFTER_AUTO: (sq.Looks(first, last, sq.OBRIEN_FLEMING), sq.CLAIM),
+            f"one look at {last}, one-sided claims": (sq.Looks(last, last, sq.NONE), sq.CLAIM)}
+
+
+def auto_table(runs: int, cvs: list[float], drift: float, seed: int) -> tuple[list[str], list[str]]:
     first, last, smallest = shipped_auto()
-    policies = {"before (95 % at every look)": sq.Looks(first, last, sq.NONE),
-                "after (O'Brien-Fleming spending)": sq.Looks(first, last, sq.OBRIEN_FLEMING),
-                f"one look at {last} (no stopping)": sq.Looks(last, last, sq.NONE)}
+    policies = auto_policies(first, last)
     lines = [(f"## repetitions: auto (looks after {first}..{last} repetitions, smallest effect "
              f"{smallest * 100:g} %, drift {drift * 100:g} %, {runs} runs a cell)"), ""]
+    targets: list[str] = []
     for cv in cvs:
         lines += [f"### CV {cv * 100:g} %", "", "| measure | " + " | ".join(policies) + " |",
                   "|---|" + "---|" * len(policies)]
-        cells: dict[str, list[str]] = {}
-        for looks in policies.values():
+        cells: dict[str, dict[str, Any]] = {}
+        for pname, policy in policies.items():
             rng = np.random.default_rng(seed)
-            aa = [auto_run(rng, looks, smallest, cv, drift, 0.0) for _ in range(runs)]
-            edge = [auto_run(rng, looks, smallest, cv, drift, smallest) for _ in range(runs)]
-            add = cells.setdefault
-            add("A/A: a best variant named (false best)", []).append(
-                rate(sum(w is not None for _, w, _ in aa), runs))
-            add("A/A: the claim held (false held)", []).append(
-                rate(sum(v == iv.HELD for v, _, _ in aa), runs))
-            add(f"true +{smallest * 100:g} %: held (false held at the boundary)", []).append(
-                rate(sum(v == iv.HELD for v, _, _ in edge), runs))
-            add(f"true +{smallest * 100:g} %: did not hold (false did not hold)", []).append(
-                rate(sum(v == iv.NOT_HELD for v, _, _ in edge), runs))
-            add("A/A: mean repetitions a side", []).append(f"{statistics.fmean(n for _, _, n in aa):.2f}")
+            aa = [auto_run(rng, policy, smallest, cv, drift, 0.0) for _ in range(runs)]
+            edge = [auto_run(rng, policy, smallest, cv, drift, smallest) for _ in range(runs)]
+
+            def add(row: str, value: Any, p: str = pname, into: dict[str, dict[str, Any]] = cells) -> None:
+                into.setdefault(row, {})[p] = value
+
+            add("A/A: a best variant named (false best)", (sum(w is not None for _, w, _ in aa), runs))
+            add("A/A: the claim held (false held)", (sum(v == iv.HELD for v, _, _ in aa), runs))
+            add(f"true +{smallest * 100:g} %: held (false held at the boundary)",
+                (sum(v == iv.HELD for v, _, _ in edge), runs))
+            add(f"true +{smallest * 100:g} %: did not hold (false did not hold)",
+                (sum(v == iv.NOT_HELD for v, _, _ in edge), runs))
+            add("A/A: mean repetitions a side", f"{statistics.fmean(n for _, _, n in aa):.2f}")
             for e in EFFECTS:
-                rs = edge if e == smallest else [auto_run(rng, looks, smallest, cv, drift, e)
+                rs = edge if e == smallest else [auto_run(rng, policy, smallest, cv, drift, e)
                                                  for _ in range(runs)]
-                add(f"true +{e * 100:g} %: the claim held (power)", []).append(
-                    rate(sum(v == iv.HELD for v, _, _ in rs), runs))
-                add(f"true +{e * 100:g} %: B named best (power)", []).append(
-                    rate(sum(w == "B" for _, w, _ in rs), runs))
-                add(f"true +{e * 100:g} %: mean repetitions a side", []).append(
+                add(f"true +{e * 100:g} %: the claim held (power)",
+                    (sum(v == iv.HELD for v, _, _ in rs), runs))
+                add(f"true +{e * 100:g} %: B named best (power)", (sum(w == "B" for _, w, _ in rs), runs))
+                add(f"true +{e * 100:g} %: mean repetitions a side",
                     f"{statistics.fmean(n for _, _, n in rs):.2f}")
-        lines += [f"| {k} | " + " | ".join(v) + " |" for k, v in cells.items()] + [""]
-    return lines
+        lines += [f"| {k} | " + " | ".join(v if isinstance(v, str) else rate(v) for v in row.values()) + " |"
+                  for k, row in cells.items()] + [""]
+        for k, row in cells.items():
+            if "false" in k:
+                targets.append(error_target(f"auto, CV {cv * 100:g} %, {k}", row[AFTER_AUTO]))
+        for e in (0.10, 0.20):
+            for what in ("the claim held", "B named best"):
+                k = f"true +{e * 100:g} %: {what} (power)"
+                targets.append(power_target(f"auto, CV {cv * 100:g} %, {k}", cells[k][AFTER_AUTO],
+                                            cells[k][BEFORE_AUTO]))
+    return lines, targets
 
 
-def halving_table(runs: int, cvs: list[float], drift: float, seed: int, k: int) -> list[str]:
+BEFORE_HALVING, AFTER_HALVING = "before (5 % in every rung)", "after (5 % split over the rungs)"
+
+
+def halving_table(runs: int, cvs: list[float], drift: float, seed: int, k: int
+                  ) -> tuple[list[str], list[str]]:
     base = shipped_search()
     rec = {**base, "candidates": [{"name": f"c{i}", "params": {}} for i in range(k)],
            "budget": {"runs": None, "minutes": None}}
-    policies = {"before (5 % in every rung)": {**rec, searchdecide.SPLIT_KEY: False},
-                "after (5 % split over the rungs)": rec}
+    policies = {BEFORE_HALVING: {**rec, searchdecide.SPLIT_KEY: False}, AFTER_HALVING: rec}
     reps = len(rec["rungs"][0]["repetitions"])
     lines = [(f"## halving ({len(rec['rungs'])} rungs x {reps} repetitions, {k} candidates, no runs "
              f"budget, drift {drift * 100:g} %, {runs} runs a cell)"), ""]
+    targets: list[str] = []
     for cv in cvs:
         lines += [f"### CV {cv * 100:g} %", "", "| measure | " + " | ".join(policies) + " |",
                   "|---|" + "---|" * len(policies)]
-        cells: dict[str, list[str]] = {}
-        for p in policies.values():
+        cells: dict[str, dict[str, Count]] = {}
+        for pname, p in policies.items():
             rng = np.random.default_rng(seed)
             aa = [halving_run(rng, p, cv, drift, 0.0) for _ in range(runs)]
-            add = cells.setdefault
-            add("A/A: a candidate tied for the best dropped (share of candidates)", []).append(
-                rate(sum(len(d) for d, _ in aa), runs * k))
-            add("A/A: any candidate dropped", []).append(rate(sum(bool(d) for d, _ in aa), runs))
-            add("A/A: a winner named (false best)", []).append(rate(sum(w is not None for _, w in aa), runs))
+
+            def add(row: str, value: Count, p_: str = pname,
+                    into: dict[str, dict[str, Count]] = cells) -> None:
+                into.setdefault(row, {})[p_] = value
+
+            add("A/A: a candidate tied for the best dropped (share of candidates)",
+                (sum(len(d) for d, _ in aa), runs * k))
+            add("A/A: any candidate dropped", (sum(bool(d) for d, _ in aa), runs))
+            add("A/A: a winner named (false best)", (sum(w is not None for _, w in aa), runs))
             for e in EFFECTS:
                 rs = [halving_run(rng, p, cv, drift, e) for _ in range(runs)]
-                add(f"c0 better by {e * 100:g} %: named the winner (power)", []).append(
-                    rate(sum(w == "c0" for _, w in rs), runs))
-                add(f"c0 better by {e * 100:g} %: c0 dropped", []).append(
-                    rate(sum("c0" in d for d, _ in rs), runs))
-        lines += [f"| {k_} | " + " | ".join(v) + " |" for k_, v in cells.items()] + [""]
-    return lines
+                add(f"c0 better by {e * 100:g} %: named the winner (power)",
+                    (sum(w == "c0" for _, w in rs), runs))
+                add(f"c0 better by {e * 100:g} %: c0 dropped", (sum("c0" in d for d, _ in rs), runs))
+        lines += [f"| {k_} | " + " | ".join(rate(v) for v in row.values()) + " |"
+                  for k_, row in cells.items()]
+        lines.append("")
+        for k_ in ("A/A: a candidate tied for the best dropped (share of candidates)",
+                   "A/A: a winner named (false best)"):
+            targets.append(error_target(f"halving, CV {cv * 100:g} %, {k_}", cells[k_][AFTER_HALVING]))
+        for e in (0.10, 0.20):
+            k_ = f"c0 better by {e * 100:g} %: named the winner (power)"
+            targets.append(power_target(f"halving, CV {cv * 100:g} %, {k_}", cells[k_][AFTER_HALVING],
+                                        cells[k_][BEFORE_HALVING]))
+    return lines, targets
 
 
 def noise_of(run: Path) -> tuple[float, float]:
@@ -243,11 +330,19 @@ def main() -> int:
         print(f"noise of {args.run}: CV {cv * 100:.1f} %, drift {drift * 100:.1f} %\n")
     t0 = time.monotonic()
     lines: list[str] = []
+    targets: list[str] = []
     if args.only in (None, "auto"):
-        lines += auto_table(args.runs, cvs, drift, args.seed)
+        more, tg = auto_table(args.runs, cvs, drift, args.seed)
+        lines, targets = lines + more, targets + tg
     if args.only in (None, "halving"):
-        lines += halving_table(args.runs, cvs, drift, args.seed, args.candidates)
+        more, tg = halving_table(args.runs, cvs, drift, args.seed, args.candidates)
+        lines, targets = lines + more, targets + tg
     print("\n".join(lines))
+    print("## Targets (after, as shipped; power: after / before, 95 % intervals)\n")
+    print("\n".join(targets))
+    missed = sum(t.startswith("- MISS") for t in targets)
+    print(f"\n{len(targets) - missed} of {len(targets)} targets met"
+          + (f", {missed} missed" if missed else ""))
     print(f"({time.monotonic() - t0:.0f} s)")
     return 0
 

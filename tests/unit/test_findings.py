@@ -58,29 +58,34 @@ def test_the_lab_notebooks_own_numbers(tmp_path: Path) -> None:
     assert v[QUEUE] == "held"
     assert "queue at concurrency 1 -> 0.02 ms (infer 18.58 ms), 8 -> 132.42 ms (infer 18.93 ms), 16 -> " in md
     assert v[DYNB] == "held"
-    assert ("average batch 1.00 (`baseline`) -> 3.72 (`dynbatch`), +272 % [+272 %, +272 %], n = 3 per side; "
-            "throughput 52.4 -> 78.6/s, +50 % [+40 %, +61 %], n = 3 per side.") in md
+    assert ("average batch 1.00 (`baseline`) -> 3.72 (`dynbatch`), +272 % [+272 %, +272 %] (90 % interval), "
+            "n = 3 per side; "
+            "throughput 52.4 -> 78.6/s, +50 % [+42 %, +58 %] (90 % interval), n = 3 per side.") in md
     # the lab's own observation: 4+4 instances were slower than 2+2 with the GPUs far from busy
     assert v[INST] == "did not hold"
-    assert ("4 -> 8 instances: 192.8 -> 118.7/s (-38 % [-43 %, -34 %], n = 3 per side; at 4: busiest GPU "
+    assert ("4 -> 8 instances: 192.8 -> 118.7/s (-38 % [-42 %, -35 %] (90 % interval), n = 3 per side; "
+            "at 4: busiest GPU "
             "46 %) flat/falls while not saturated") in md
-    assert ("1 -> 4 instances: 52.4 -> 192.8/s (+268 % [+244 %, +294 %], n = 3 per side; at 1: busiest GPU "
+    assert ("1 -> 4 instances: 52.4 -> 192.8/s (+268 % [+249 %, +288 %] (90 % interval), n = 3 per side; "
+            "at 1: busiest GPU "
             "22 %) rises") in md
     assert v[POIS] == "not measurable here"
     assert v[ONNX] == "held"
     assert ("`baseline` 51.5/s, latency 19.32 ms vs `onnx` 138.4/s, 6.71 ms: throughput "
-            "+169 % [+151 %, +187 %], n = 3 per side; latency -65 % [-68 %, -63 %], n = 3 per side") in md
+            "+169 % [+155 %, +183 %] (90 % interval), n = 3 per side; "
+            "latency -65 % [-67 %, -63 %] (90 % interval), n = 3 per side") in md
     assert v[BEST] == "held"
     assert ("`gpus01_2x2` 192.85 vs next `gpus01_4x2` 118.69: lead +62 % [+52 %, +74 %], n = 3 per side: "
             "`gpus01_2x2` is the best") in md
     assert "(mean of 3); lead over `gpus01_4x2` +62 % [+52 %, +74 %], n = 3 per side" in md
     # what the words mean is said once, above the claims
-    assert "- *inconclusive*: the 95 % interval contains the smallest effect of interest" in md
+    assert "- *inconclusive*: the effect's 90 % interval contains the smallest effect of interest" in md
     summary = json.loads((run / "summary.json").read_text())
     assert [f["verdict"] for f in summary["findings"]] == [f.verdict for f in out["findings"]]
     inst = next(f for f in summary["findings"] if f["key"] == "instances")
     assert [p["instances"] for p in inst["evidence"][0]["points"]] == [1, 4, 8]
-    assert inst["evidence"][0]["steps"][1]["effect"]["ci_high"] == pytest.approx(-0.34, abs=0.005)
+    # the claim's 90 % interval
+    assert inst["evidence"][0]["steps"][1]["effect"]["ci_high"] == pytest.approx(-0.35, abs=0.005)
     assert summary["best"][0]["variant"] == "gpus01_2x2" and len(summary["rows"]) == 21
 
 
@@ -121,7 +126,8 @@ def test_dynamic_batching_that_lowers_throughput_did_not_hold(tmp_path: Path) ->
     write_report(run)
     md = (run / "report.md").read_text()
     assert _verdicts(md)[DYNB] == "did not hold"
-    assert "throughput 192.8 -> 78.6/s, -59 % [-62 %, -56 %], n = 3 per side - throughput not higher" in md
+    assert ("throughput 192.8 -> 78.6/s, -59 % [-61 %, -57 %] (90 % interval), n = 3 per side - "
+            "throughput not higher") in md
     assert "concurrency 1 on n1: average batch" not in md
 
 
@@ -155,7 +161,8 @@ def test_more_instances_than_cpus_count_as_saturated(tmp_path: Path) -> None:
     write_report(run)
     md = (run / "report.md").read_text()
     assert _verdicts(md)[INST] == "held"
-    assert ("2 -> 4 instances: 192.8 -> 118.7/s (-38 % [-43 %, -34 %], n = 3 per side; at 2: 2 CPU "
+    assert ("2 -> 4 instances: 192.8 -> 118.7/s (-38 % [-42 %, -35 %] (90 % interval), n = 3 per side; "
+            "at 2: 2 CPU "
             "instances on 2 CPUs) flat/falls, already saturated") in md
 
 
@@ -334,10 +341,10 @@ def test_poisson_arrivals_against_constant_at_the_same_rate(tmp_path: Path) -> N
     md = _arrivals(tmp_path / "a", 21_000)
     assert _verdicts(md)[claim] == "held"
     assert ("40 requests/s on n1: p99 21.01 ms constant (`constant`) -> 42.44 ms Poisson (`poisson`), "
-            "+102 % [+88 %, +118 %], n = 3 per side") in md
+            "+102 % [+92 %, +113 %] (90 % interval), n = 3 per side") in md
     md = _arrivals(tmp_path / "b", 50_000)
     assert _verdicts(md)[claim] == "did not hold"
-    assert "-15 % [-21 %, -9 %], n = 3 per side; queue 4.54 ms -> 4.54 ms - not higher" in md
+    assert "-15 % [-19 %, -11 %] (90 % interval), n = 3 per side; queue 4.54 ms -> 4.54 ms - not higher" in md
     md = _arrivals(tmp_path / "c", 41_500)  # +2 %, within the spread: undecided, with an estimate
     assert _verdicts(md)[claim] == "inconclusive"
     assert re.search(r"n = 3 per side; queue 4.54 ms -> 4.54 ms - inconclusive: about \d+ more "
@@ -383,20 +390,19 @@ def test_summary_stats_per_level_and_the_noise_flag(tmp_path: Path) -> None:
     nmd = (noisy / "report.md").read_text()
     assert "Noisy levels (7): node-1 / baseline @ conc 1: throughput cv 20 %, latency_avg cv 20 %;" in nmd
     assert "| **noisy** |" in nmd
-    # the same effect, measured 20 % apart: no longer decided
-    assert _verdicts(nmd)[DYNB] == \
-        "inconclusive"
+    # the same effect, measured 20 % apart: its interval five times as wide (+42 % to +58 % quiet)
+    assert "throughput 52.4 -> 78.6/s, +50 % [+5 %, +114 %] (90 % interval), n = 3 per side." in nmd
     assert len(out["plots"]) == 6
 
 
 def test_the_smallest_effect_comes_from_the_spec_as_run(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
     doc = json.loads((run / "manifest.json").read_text())
-    (run / "manifest.json").write_text(json.dumps({**doc, "spec": {"smallest_effect": 0.6}}))
+    (run / "manifest.json").write_text(json.dumps({**doc, "spec": {"smallest_effect": 0.55}}))
     write_report(run)
     md = (run / "report.md").read_text()
-    assert "judged against the smallest effect of interest, 60 % (`smallest_effect` in the spec)" in md
-    # +50 % [+40 %, +61 %] straddles 60 %: inconclusive now
+    assert "judged against the smallest effect of interest, 55 % (`smallest_effect` in the spec)" in md
+    # +50 % [+42 %, +58 %] (90 %) straddles 55 %: inconclusive now
     assert _verdicts(md)[DYNB] == \
         "inconclusive"
 

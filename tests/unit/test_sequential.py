@@ -42,11 +42,54 @@ def test_the_boundaries_spend_exactly_the_budget() -> None:
     assert (np.abs(s) >= 1.96).any(1).mean() > 0.08
 
 
+def test_a_claims_boundaries_spend_five_percent_on_its_one_side() -> None:
+    """A claim is one-sided: its boundaries are the symmetric design at a two-sided 10 %. The first
+    look's boundary in closed form (Lan-DeMets: one side's f(t) = 2 - 2 Phi(z(0.975) / sqrt(t))), and a
+    simulated Brownian motion crosses the upper boundary 5 % of the time at the shipped looks."""
+    import numpy as np
+
+    got = sq.boundaries((1 / 3, 2 / 3, 1.0), sq.OBRIEN_FLEMING, 2 * sq.ALPHA)
+    first = stats.norm.ppf(1 - (2 - 2 * stats.norm.cdf(stats.norm.ppf(0.975) / math.sqrt(1 / 3))))
+    assert first == pytest.approx(3.2001, abs=1e-4) and got[0] == pytest.approx(first, abs=1e-3)
+    assert got[0] > got[1] > got[2] > stats.norm.ppf(0.95)
+    rng = np.random.default_rng(11)
+    t = np.array([3 / 5, 4 / 5, 1.0])
+    z = (rng.normal(size=(200_000, 3)) * np.sqrt(np.diff(np.r_[0, t]))).cumsum(1) / np.sqrt(t)
+    looks = sq.Looks(3, 5)
+    c = np.array([stats.norm.ppf(looks.quantile(n, sq.CLAIM)) for n in (3, 4, 5)])
+    assert (z >= c).any(1).mean() == pytest.approx(0.05, abs=0.003)
+    # the best of two stays two-sided: 2.5 % a side
+    c2 = np.array([stats.norm.ppf(looks.quantile(n, sq.BEST)) for n in (3, 4, 5)])
+    assert (z >= c2).any(1).mean() == pytest.approx(0.025, abs=0.002)
+
+
+def test_one_fixed_look_judges_a_claim_at_its_one_sided_95_percent_bound() -> None:
+    """One look, no spending: a claim's interval is the 90 % one (each end a one-sided 95 % bound, t(0.95)),
+    the best's lead the 95 % one; a hand computation of the bound decides the claim."""
+    assert sq.fixed_quantile(sq.CLAIM) == pytest.approx(0.95) and sq.fixed_quantile(sq.BEST) == 0.975
+    assert sq.Looks(5, 5).level(5, sq.CLAIM) == pytest.approx(0.90) and sq.Looks(5, 5).level(5) == 0.95
+    with pytest.raises(ValueError, match="sides"):
+        sq.fixed_error(3)
+    a = [100 * math.exp(x) for x in (-0.1, 0.0, 0.1)]
+    b = [x * 1.3 for x in a]  # log difference 0.2624, sd 0.1 a side, Welch's df 4
+    claim, best = findings.compare(a, b, None, sq.CLAIM), findings.compare(a, b)
+    se = math.sqrt(0.01 / 3 + 0.01 / 3)
+    assert claim.low == pytest.approx(math.expm1(math.log(1.3) - 2.1318468 * se), rel=1e-6)  # t(0.95, 4)
+    assert best.low == pytest.approx(math.expm1(math.log(1.3) - 2.7764451 * se), rel=1e-6)  # t(0.975, 4)
+    # +30 % against a smallest effect of 5 %: the one-sided bound (+9.2 %) holds it, the two-sided
+    # 95 % interval's end (+3.6 %) would not
+    assert iv.decide(claim, "up", 0.05).word == iv.HELD
+    assert iv.decide(best, "up", 0.05).word == iv.INCONCLUSIVE
+
+
 def test_looks_levels_widen_early_and_none_is_the_fixed_interval() -> None:
     looks = sq.Looks(3, 5)
     assert looks.sequential and 0.95 < looks.level(5) < looks.level(4) < looks.level(3) < 1
     assert looks.level(5) == pytest.approx(1 - 2 * (1 - stats.norm.cdf(sq.boundaries((0.6, 0.8, 1.0))[-1])))
     assert sq.Looks(3, 5, sq.NONE).level(3) == sq.Looks(5, 5).level(5) == pytest.approx(0.95)
+    claim = [looks.level(n, sq.CLAIM) for n in (5, 4, 3)]
+    assert 0.90 < claim[0] < claim[1] < claim[2] < looks.level(3)
+    assert sq.Looks(3, 5, sq.NONE).level(3, sq.CLAIM) == pytest.approx(0.90)
     assert "O'Brien-Fleming" in looks.text() and "3 to 5" in looks.text()
     assert sq.looks_of({"start": 3, "max": 5}) == looks and sq.looks_of(None) is None
     with pytest.raises(ValueError, match="sequential method"):
@@ -87,8 +130,9 @@ def test_minimal_detectable_effect_against_a_hand_computation() -> None:
 
 def test_the_sequential_decision_on_a_recorded_tree(tmp_path: Path) -> None:
     """The lab's run, three repetitions: judged at the first of three looks, every interval is the
-    look's repeated interval (wider than 95 %), so nothing is held that the fixed interval did not
-    hold, and the report states the method and the level."""
+    look's repeated interval (wider than a fixed look's: the claims' one-sided, the best's two-sided),
+    so nothing is decided that the fixed interval did not decide, and the report states the method and
+    both levels."""
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.9, 1.1))
     rows = tree.collect(run)
     setups = tree.variant_setups(run)
@@ -99,17 +143,24 @@ def test_the_sequential_decision_on_a_recorded_tree(tmp_path: Path) -> None:
     assert [f.key for f in fixed] == [f.key for f in seq]
     levels = {round(ev["lead"]["level"], 6) for f in seq if f.key == "best_variant" for ev in f.evidence}
     assert levels == {round(looks.level(3), 6)}
+    claim = {round(ev["throughput_effect"]["level"], 6) for f in seq if f.key == "dynamic_batching"
+             for ev in f.evidence}
+    assert claim == {round(looks.level(3, sq.CLAIM), 6)}
+    fixed_claim = {round(ev["throughput_effect"]["level"], 6) for f in fixed if f.key == "dynamic_batching"
+                   for ev in f.evidence}
+    assert fixed_claim == {0.9}  # one fixed look: each end a one-sided 95 % bound
     changed = 0
     for f0, f1 in zip(fixed, seq, strict=True):
         if f1.verdict in (iv.HELD, iv.NOT_HELD):
             assert f0.verdict == f1.verdict
         changed += f0.verdict != f1.verdict
-    # the wider interval leaves what the fixed one decided on three noisy repetitions undecided
+    # the wider interval leaves the lead the fixed one decided on three noisy repetitions undecided;
+    # the claims, one-sided, are decided at the first look as at a fixed one
     assert {f.key for f0, f in zip(fixed, seq, strict=True) if f0.verdict != f.verdict} == {
-        "dynamic_batching", "best_variant"} and changed == 2
+        "best_variant"} and changed == 1
     text = "\n".join(findings.markdown(seq, None, 0.05, looks))
     assert "repeated confidence intervals with O'Brien-Fleming-type alpha spending" in text
-    assert iv.pct_level(looks.level(3)) in text
+    assert iv.pct_level(looks.level(3)) in text and iv.pct_level(looks.level(3, sq.CLAIM)) in text
 
 
 def _proc(root: Path, total: tuple[int, ...], pressure_us: int, procs: dict[int, tuple[str, int]]) -> None:

@@ -2,9 +2,12 @@
 
 Each claim gets one verdict, exactly one of :data:`VERDICTS` (held / did not hold / inconclusive /
 not measurable here, defined in :mod:`.intervals`), and the numbers behind it: every comparison is
-an effect with its 95 % interval and the repetitions per side ("throughput +30 % [+22 %, +38 %],
-n = 3 per side"), judged against the spec's smallest effect of interest (``smallest_effect``, 5 %
-by default). One repetition per side gives no interval: such a claim is inconclusive and says so.
+an effect with its interval and the repetitions per side ("throughput +30 % [+24 %, +36 %] (90 %
+interval), n = 3 per side"), judged against the spec's smallest effect of interest (``smallest_effect``,
+5 % by default). A claim's verdict is one-sided (held: at least the smallest effect; did not hold:
+less), so each end of its interval is a one-sided 95 % bound: the 90 % interval, 5 % error per claim;
+the best variant's lead is two-sided, its interval 95 % (:mod:`.sequential`). One repetition per side
+gives no interval: such a claim is inconclusive and says so.
 Whether a claim applies is decided from the data (which variants and loads exist, and the
 configurations that were actually sent), never from the experiment's name:
 
@@ -161,16 +164,19 @@ def levels(rows: list[dict[str, Any]]) -> Levels:
 
 
 def _effect(a: Level, b: Level, metric: str, looks: sq.Looks | None = None) -> iv.Effect:
-    """B against A on a metric's samples: the 95 % interval, or at a sequential look (``looks``: a
+    """B against A on a metric's samples, for a claim: one-sided (:data:`.sequential.CLAIM`: each end of
+    the interval a one-sided 95 % bound, the 90 % interval), or at a sequential look (``looks``: a
     ``repetitions: auto`` plan) the repeated interval of the look at the fewer repetitions of the two."""
-    return compare(a["samples"][metric], b["samples"][metric], looks)
+    return compare(a["samples"][metric], b["samples"][metric], looks, sq.CLAIM)
 
 
-def compare(a: list[float], b: list[float], looks: sq.Looks | None = None) -> iv.Effect:
-    """:func:`iv.effect` at the look's level (:mod:`.sequential`; 95 % without ``looks``)."""
+def compare(a: list[float], b: list[float], looks: sq.Looks | None = None, sides: int = sq.BEST) -> iv.Effect:
+    """:func:`iv.effect` at the level of ``sides`` (:data:`.sequential.BEST`: the two-sided 95 %
+    interval; :data:`.sequential.CLAIM`: the 90 % one, each end a one-sided 95 % bound), or at a
+    sequential look, that of the look (:mod:`.sequential`)."""
     if looks is None or not looks.sequential:
-        return iv.effect(a, b)
-    return iv.effect(a, b, looks.quantile(min(len(a), len(b))))
+        return iv.effect(a, b, sq.fixed_quantile(sides))
+    return iv.effect(a, b, looks.quantile(min(len(a), len(b)), sides))
 
 
 def _ms(us: float | None) -> str:
@@ -721,13 +727,15 @@ def markdown(findings: list[Finding], stand_in: str | None = None,
     (saying so when a stand-in model was measured)."""
     lines = ["## Findings", "",
              "Each of the lab's claims checked against this run's measurements: each comparison is an "
-             "effect (the ratio of the two sides' geometric means) with its 95 % interval and the "
-             f"repetitions per side, judged against the smallest effect of interest, {smallest * 100:g} % "
+             "effect (the ratio of the two sides' geometric means) with its interval and the "
+             "repetitions per side (a claim's verdict is one-sided, so its interval is 90 %: each end a "
+             "one-sided 95 % bound, 5 % error per claim; the best variant's lead is two-sided, 95 %), "
+             f"judged against the smallest effect of interest, {smallest * 100:g} % "
              "(`smallest_effect` in the spec)"
              + (", measured on a stand-in model: the numbers are real for this model, not the lab's."
                 if stand_in else "."), ""]
     if looks is not None and looks.sequential:
-        lines += [looks.text() + " The verdicts below read \"95 % interval\" as this repeated interval.", ""]
+        lines += [looks.text() + " The verdicts below read each interval as this repeated interval.", ""]
     lines += [f"- *{w}*: {iv.MEANINGS[w]}." for w in VERDICTS] + [""]
     for f in findings:
         lines.append(f"- **{f.claim}**: **{f.verdict}**. {f.detail}")

@@ -30,7 +30,9 @@ files. The choices, and why:
   (:func:`spread_test`): a group whose own spread is far larger is compared by Welch's t instead.
 - **Verdict** (:func:`decide`): a claim says B moves a metric in one direction ("up": more
   throughput; "down": less latency) by at least the spec's smallest effect of interest ``s``
-  (``smallest_effect``, 5 % by default). With the effect's interval [lo, hi]:
+  (``smallest_effect``, 5 % by default). With the effect's interval [lo, hi] (for a claim the 90 %
+  interval: each verdict below reads one end only, so each end is a one-sided 95 % bound and a claim
+  errs at most 5 % of the time whatever the true effect; :mod:`.sequential`):
 
   - *held*: the interval lies wholly beyond the smallest effect in the claimed direction
     (up: lo > +s; down: hi < -s);
@@ -59,12 +61,12 @@ HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = "held", "did not hold", "inconclu
 VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE)
 #: what each word means (the report prints these)
 MEANINGS = {
-    HELD: "the 95 % interval of the effect lies wholly beyond the smallest effect of interest in the "
-          "claimed direction",
-    NOT_HELD: "the 95 % interval excludes an improvement as large as the smallest effect of interest "
-              "(the effect is smaller, or goes the other way)",
-    INCONCLUSIVE: "the 95 % interval contains the smallest effect of interest (or there is no interval: "
-                  "one repetition per side); more repetitions would likely decide it",
+    HELD: "the effect's one-sided 95 % bound (the near end of its 90 % interval) lies beyond the smallest "
+          "effect of interest in the claimed direction",
+    NOT_HELD: "the effect's one-sided 95 % bound (the far end of its 90 % interval) excludes an improvement "
+              "as large as the smallest effect of interest (the effect is smaller, or goes the other way)",
+    INCONCLUSIVE: "the effect's 90 % interval contains the smallest effect of interest (or there is no "
+                  "interval: one repetition per side); more repetitions would likely decide it",
     NOT_MEASURABLE: "the run has no data for the claim (its variants or loads were not measured here)",
 }
 LEVEL = 0.95
@@ -87,9 +89,6 @@ Direction = metrics.Direction
 def t_quantile(df: float, quantile: float = TWO_SIDED) -> float:
     """Student's t quantile (two-sided 95 % by default: 0.975)."""
     return float(stdtrit(df, quantile))
-
-
-_t = t_quantile
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def summarize(samples: Sequence[float], floor: float | None = None) -> Summary:
     if n == 1:
         return Summary(1, mean, None, None, None)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
-    half = _t(n - 1) * sd / math.sqrt(n)
+    half = t_quantile(n - 1) * sd / math.sqrt(n)
     low = mean - half if floor is None else max(floor, mean - half)
     return Summary(n, mean, sd, low, mean + half)
 
@@ -206,7 +205,7 @@ def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) 
         return Effect(na, nb, change, None, None, ONE_REPETITION, d)
     va, vb = _var(la), _var(lb)
     se, df = _welch(va, na, vb, nb)
-    half = _t(df, quantile) * se
+    half = t_quantile(df, quantile) * se
     return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, va, vb,
                   quantile=quantile)
 
@@ -293,7 +292,7 @@ def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: 
     change = math.expm1(d)
     if pool.df < 1:
         return Effect(na, nb, change, None, None, NO_POOL, d)
-    half = _t(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb + extra)
+    half = t_quantile(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb + extra)
     return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, pool.var, pool.var,
                   pool.df, quantile)
 
@@ -313,7 +312,7 @@ def more_repetitions(e: Effect, target: float) -> int | None:
             se, df = _welch(e.var_a, m, e.var_b, m)
         else:  # pooled: the pool gains at least the two sides' new repetitions
             se, df = math.sqrt(e.var_a / m + e.var_b / m), e.df + 2 * (m - have)
-        if _t(df, e.quantile) * se < dist:
+        if t_quantile(df, e.quantile) * se < dist:
             return m - have
     return None
 
@@ -339,7 +338,7 @@ def detectable(e: Effect, power: float = POWER) -> float | None:
     se, df = _se_df(e, e.n_a, e.n_b)
     if se == 0:
         return 0.0
-    return math.expm1((_t(df, e.quantile) + _t(df, power)) * se)
+    return math.expm1((t_quantile(df, e.quantile) + t_quantile(df, power)) * se)
 
 
 def needed(e: Effect, smallest: float, power: float = POWER) -> int | None:
@@ -351,7 +350,7 @@ def needed(e: Effect, smallest: float, power: float = POWER) -> int | None:
     target = math.log1p(smallest)
     for m in range(max(2, min(e.n_a, e.n_b)), MAX_REPETITIONS + 1):
         se, df = _se_df(e, max(m, e.n_a), max(m, e.n_b))
-        if df >= 1 and (_t(df, e.quantile) + _t(df, power)) * se <= target:
+        if df >= 1 and (t_quantile(df, e.quantile) + t_quantile(df, power)) * se <= target:
             return m
     return None
 

@@ -20,8 +20,17 @@ the planned looks instead (Lan & DeMets 1983, "Discrete sequential boundaries fo
 - the interval of a comparison judged at look k is a *repeated confidence interval* (Jennison &
   Turnbull, "Group Sequential Methods", ch. 9): the t interval at the nominal level ``1 - 2(1 - Phi(c_k))``
   (t with the comparison's own degrees of freedom at that level: the usual small-sample reading of a
-  z boundary). These intervals cover the true effect at every look at once with 95 %, so a verdict
-  read at whatever look the run stopped errs at most as often as one fixed 95 % interval does.
+  z boundary). These intervals cover the true effect at every look at once, so a verdict read at
+  whatever look the run stopped errs at most as often as one fixed interval does.
+
+**One side or two** (:data:`CLAIM`, :data:`BEST`). A claim ("B raises throughput by at least s") is
+one-sided: *held* says the effect is at least s (its interval's low end above s), *did not hold* says
+it is less (the high end below s); whatever the true effect, at most one of the two is wrong, and
+each is wrong only when the true effect lies past the interval's one end. So a claim spends its 5 %
+on one side: each end of its interval is a one-sided 95 % bound (the two-sided 90 % interval; with
+looks, boundaries that spend 5 % a side, i.e. the symmetric design at a two-sided 10 %), as in two
+one-sided tests (Schuirmann 1987). Naming the best of two is two-sided (either could be named
+falsely under A/A): its lead keeps the two-sided 95 % interval (2.5 % a side).
 
 Halving makes up to ``rungs`` rounds of drops; its "a candidate tied for the best is dropped at
 most 5 % of the time" holds over the whole search when each rung may spend ``ALPHA / rungs``
@@ -44,8 +53,12 @@ from scipy.special import ndtr, ndtri
 
 from .intervals import pct_level
 
-#: the error budget per claim: the chance that a claim's repeated intervals miss its true effect
+#: the error budget per verdict: the chance that a claim's verdict, or a named best, is wrong
 ALPHA = 0.05
+#: a claim's verdict is one-sided: its budget is spent on one side (each end a one-sided 95 % bound)
+CLAIM = 1
+#: naming the best of two is two-sided: the budget is split over both sides (2.5 % each)
+BEST = 2
 OBRIEN_FLEMING, POCOCK, NONE = "obrien-fleming", "pocock", "none"
 #: the methods of :class:`Looks` (``none``: a fixed 95 % interval at every look, as before)
 METHODS = (OBRIEN_FLEMING, POCOCK, NONE)
@@ -161,35 +174,59 @@ class Looks:
         n = max(1, min(n, self.last))
         return tuple(range(min(self.first, n), n + 1))
 
-    def error(self, n: int) -> float:
-        """The two-sided nominal error of the interval at the look with ``n`` per side."""
+    def error(self, n: int, sides: int = BEST) -> float:
+        """The two-sided nominal error of the interval at the look with ``n`` per side: ``sides`` =
+        :data:`BEST` spends ``alpha`` over both sides, :data:`CLAIM` ``alpha`` on each (the module's
+        text)."""
+        budget = fixed_error(sides, self.alpha)
         if not self.sequential:
-            return self.alpha
+            return budget
         looks = self.schedule(n)
         if looks[0] == self.first:  # the plan's looks: a prefix of its boundaries (Lan-DeMets)
             full = boundaries(tuple(k / self.last for k in range(self.first, self.last + 1)), self.method,
-                              self.alpha)
+                              budget)
             return nominal(full[len(looks) - 1])
-        return nominal(boundaries((n / self.last,), self.method, self.alpha)[0])
+        return nominal(boundaries((n / self.last,), self.method, budget)[0])
 
-    def quantile(self, n: int) -> float:
-        """The two-sided interval's quantile at the look with ``n`` per side (0.975 without spending)."""
-        return 1 - self.error(n) / 2
+    def quantile(self, n: int, sides: int = BEST) -> float:
+        """The interval's t quantile at the look with ``n`` per side (without spending: 0.975 for
+        :data:`BEST`, 0.95 for :data:`CLAIM`)."""
+        return 1 - self.error(n, sides) / 2
 
-    def level(self, n: int) -> float:
-        """The interval's confidence at the look with ``n`` per side (0.95 without spending)."""
-        return 1 - self.error(n)
+    def level(self, n: int, sides: int = BEST) -> float:
+        """The interval's two-sided confidence at the look with ``n`` per side (without spending: 0.95
+        for :data:`BEST`, 0.90 for :data:`CLAIM`)."""
+        return 1 - self.error(n, sides)
 
     def text(self) -> str:
         """The report's sentence: the method, the looks and each look's level."""
         if not self.sequential:
             return ""
-        levels = ", ".join(f"{n}: {pct_level(self.level(n))}" for n in range(self.first, self.last + 1))
+        def levels(sides: int) -> str:
+            return ", ".join(f"{n}: {pct_level(self.level(n, sides))}"
+                             for n in range(self.first, self.last + 1))
+
         return (f"`repetitions: auto` looks at the data after {self.first} to {self.last} repetitions per "
-                f"side and stops when every claim is decided; to keep each claim's error at "
+                f"side and stops when every claim is decided; to keep each verdict's error at "
                 f"{self.alpha * 100:g} % over these looks, its intervals are repeated confidence intervals "
-                f"with {NAMES[self.method]}: the level at each look (repetitions per side: level) is "
-                f"{levels}. A comparison is judged at the look of the fewer repetitions of its two sides.")
+                f"with {NAMES[self.method]}. A claim is one-sided ({self.alpha * 100:g} % on the side it "
+                f"could err): its interval's level at each look (repetitions per side: level) is "
+                f"{levels(CLAIM)}; the best variant's lead is two-sided ({self.alpha * 50:g} % a side): "
+                f"{levels(BEST)}. A comparison is judged at the look of the fewer repetitions of its two "
+                f"sides.")
+
+
+def fixed_error(sides: int = BEST, alpha: float = ALPHA) -> float:
+    """The two-sided nominal error of one fixed look's interval: ``alpha`` for :data:`BEST` (the 95 %
+    interval), ``2 alpha`` for :data:`CLAIM` (the 90 % interval: each end a one-sided 95 % bound)."""
+    if sides not in (CLAIM, BEST):
+        raise ValueError(f"sides {sides!r}: use {CLAIM} (a claim) or {BEST} (the best of two)")
+    return alpha * (2 if sides == CLAIM else 1)
+
+
+def fixed_quantile(sides: int = BEST, alpha: float = ALPHA) -> float:
+    """The t quantile of one fixed look's interval (0.975 for :data:`BEST`, 0.95 for :data:`CLAIM`)."""
+    return 1 - fixed_error(sides, alpha) / 2
 
 
 def rung_level(rungs: int, alpha: float = ALPHA) -> float:

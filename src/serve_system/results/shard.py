@@ -82,7 +82,7 @@ def cross_node(ref_a: Sequence[float], a: Sequence[float], ref_b: Sequence[float
     if se == 0:
         return iv.Effect(len(a), len(b), math.expm1(d), math.expm1(d), math.expm1(d), None, d)
     df = math.fsum(qs) ** 2 / math.fsum(q * q / (len(g) - 1) for q, g in zip(qs, logs, strict=True))
-    half = iv._t(df) * se
+    half = iv.t_quantile(df) * se
     # per side, a variant's spread and its reference's add (what more repetitions of both would shrink)
     var_a = statistics.variance(logs[0]) + statistics.variance(logs[1])
     var_b = statistics.variance(logs[2]) + statistics.variance(logs[3])

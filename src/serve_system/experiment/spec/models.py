@@ -173,8 +173,8 @@ def _smallest_effect(value: float) -> float:
 
 SmallestEffect = Annotated[float, Field(strict=True), AfterValidator(_smallest_effect), WithJsonSchema({
     "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,
-    "description": "the smallest relative effect of interest: a finding holds when its 95 % interval lies "
-                   "wholly beyond it (0.05 = 5 %)"})]
+    "description": "the smallest relative effect of interest: a finding holds when its one-sided 95 % "
+                   "bound lies beyond it (0.05 = 5 %)"})]
 
 #: the most perf_analyzer runs one spec may plan per host (variants x levels x repetitions)
 MAX_RUNS = 10_000

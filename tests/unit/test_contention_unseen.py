@@ -70,3 +70,26 @@ def test_the_summary_counts_unseen_work_as_other(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     row = next(r for r in tree.collect(run) if r["variant"] == "onnx" and r["repetition"] == 2)
     assert row["other_cpu"] == 0.75 and "work the node's processes do not account for" in row["contention"]
+
+
+def test_a_run_measured_wholly_under_contention_says_so(tmp_path: Path) -> None:
+    """Every level of an auto run measured under contention: no claim reads them, and each says that
+    contention is why (not that nothing was measured)."""
+    from test_adaptive import _plan
+
+    from serve_system.results import findings, report
+
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 1.0, 1.0))
+    _plan(run, {"start": 3, "max": 4, "minutes": None})
+    for path in sorted(run.glob("node-1/*/*/level.json")):
+        data = json.loads(path.read_text())
+        data["contention"] = {"seconds": 9.0, "cpus": 2, "busy": 1.0, "steal": 0.0, "pressure": 0.9,
+                              "others": 0.02, "measuring": 0.4, "unseen": 0.58, "top": []}
+        path.write_text(json.dumps(data))
+    report.write_report(run, partial=True)
+    found = {f["key"]: f for f in json.loads((run / "summary.json").read_text())["findings"]}
+    assert {f["verdict"] for f in found.values()} == {findings.NOT_MEASURABLE}
+    for f in found.values():
+        assert f["detail"].startswith("Nothing counts in this run: all ") and "under contention" in \
+            f["detail"] and "re-run it on a quiet node" in f["detail"], f
+    assert "no level has a record" not in (run / "report.md").read_text()

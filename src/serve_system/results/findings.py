@@ -700,6 +700,15 @@ def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if not r.get("contention")]
 
 
+def set_aside(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a ``repetitions: auto`` run's report judges: as :func:`counted`, with each level
+    measured under contention kept as a row of status ``contended`` (no claim reads it; a claim
+    left without data says that contention is why, not that nothing was measured)."""
+    return [{**r, "status": why_.CONTENDED, "error": f"measured under contention, not counted: "
+             f"{r['contention']}"} if r.get("contention") and r.get("status") == "ok" else r
+            for r in rows]
+
+
 def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
              objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
              looks: sq.Looks | None = None) -> list[Finding]:
@@ -713,7 +722,8 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
     means = levels(rows)
     batches = {(r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"])):
                float(r["avg_batch_size"])
-               for r in rows if r.get("load") is not None and r.get("avg_batch_size") is not None}
+               for r in rows if r.get("status") != why_.CONTENDED and r.get("load") is not None
+               and r.get("avg_batch_size") is not None}
     return [queue_delay(means, setups, rows, smallest, looks),
             dynamic_batching(means, setups, rows, batches, smallest, looks),
             instances(means, setups, rows, smallest, looks), poisson(means, setups, rows, smallest, looks),

@@ -57,6 +57,10 @@ def _names(variants: Iterable[str]) -> str:
     return shown + (f" and {len(vs) - NAMED} more" if len(vs) > NAMED else "")
 
 
+#: the status :func:`serve_system.results.findings.set_aside` gives a level measured under contention
+CONTENDED = "contended"
+
+
 def _hosts(setups: Iterable[Setup]) -> set[str]:
     return {s.host for s in setups}
 
@@ -78,6 +82,10 @@ def nothing_measured(rows: list[dict[str, Any]]) -> str:
     bad = [r for r in rows if r.get("status") != "ok"]
     if not bad:
         return "Nothing was measured in this run: no level has a record."
+    if all(r.get("status") == CONTENDED for r in bad):
+        return (f"Nothing counts in this run: all {len(bad)} level(s) were measured under contention "
+                f"(other work took the node's CPU), e.g. `{bad[0]['variant']}`: {row_failure(bad[0])}; "
+                "re-run it on a quiet node.")
     return (f"Nothing was measured in this run: all {len(bad)} level(s) or variant(s) failed, e.g. "
             f"`{bad[0]['variant']}`: {row_failure(bad[0])}.")
 
@@ -213,13 +221,15 @@ def differences(a: Setup, b: Setup, loads_a: set[tuple[str, float]] | None = Non
 
 
 def failed_at(rows: list[dict[str, Any]], host: str, variant: str) -> str:
-    """`` (failed at concurrency 8: reason)`` for a measured variant's levels that failed; empty if none."""
+    """`` (failed at concurrency 8: reason)`` for a measured variant's levels that failed (or were
+    measured under contention: ``not counted at``); empty if none."""
     bad = [r for r in rows if (r["host"], r["variant"]) == (host, variant) and r.get("status") != "ok"
            and r.get("load") is not None]
     if not bad:
         return ""
     where = loads_text((r.get("mode") or "concurrency", float(r["load"])) for r in bad)
-    return f" (failed at {where}: {row_failure(bad[0])})"
+    word = "not counted" if all(r.get("status") == CONTENDED for r in bad) else "failed"
+    return f" ({word} at {where}: {row_failure(bad[0])})"
 
 
 def single_levels(variants: list[tuple[Setup, set[tuple[str, float]], str]], what: str) -> str:

@@ -25,8 +25,9 @@ from serve_system.provision.nodes import Node, write_inventory
 
 HARNESS = Path(__file__).with_name("chi_command.py")
 PREFIX = "node-serve-system-tester"
-#: a hung command fails the test after this long (the promise is about 2 s; this is no timing)
-HANG_S = 10
+#: a hung command fails the test after this long (the promise is about 2 s, bench/ctrl_c.py measures it;
+#: this is no timing: a loaded 2-core machine took over 10 s to end the interpreter)
+HANG_S = 60
 
 
 def _start(work: Path, fake: FakeChameleon, command: str, *args: str) -> subprocess.Popen[str]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..experiment import plan as exp
 from ..experiment import search
+from ..experiment.records import RunnerSettings
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import JINJA_RE, AnySpec, SearchBudget, TritonSpec, check_name
 from ..experiment.spec.reader import load_spec, repo_root
@@ -72,11 +73,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", default=[], metavar="VARIANT",
                    help="with --role: the runner calls measure only these variants, a search searches only "
                         "these candidates, repetitions: auto repeats only these (repeat, or a comma list)")
-    p.add_argument("--perf-timeout", type=float, default=900.0,
-                   help="with --role: the runner's time cap of one perf_analyzer run (s), for the time "
-                        "bounds")
-    p.add_argument("--ready-timeout", type=float, default=180.0,
-                   help="with --role: the runner's wait for READY (s), for the time bounds")
+    d = RunnerSettings()
+    runner = p.add_argument_group("the runner's settings, kept in each host plan (empty: the default)")
+    runner.add_argument("--perf-timeout", type=_setting, default=None,
+                        help=f"time cap of one perf_analyzer run (s; {d.perf_timeout:g})")
+    runner.add_argument("--ready-timeout", type=_setting, default=None,
+                        help=f"the wait for a loaded variant to be READY (s; {d.ready_timeout:g})")
+    runner.add_argument("--perf-memory-mb", type=_setting, default=None,
+                        help=f"memory cap of perf_analyzer (resident MB; {d.perf_memory_mb:g})")
+    runner.add_argument("--metrics-interval", type=_setting, default=None,
+                        help=f"seconds between two metrics samples ({d.metrics_interval:g})")
+    runner.add_argument("--progress", default="", help=f"the runner's progress file ({d.progress})")
+    runner.add_argument("--client-container", default="", help=f"the container it runs in ({d.container})")
+    runner.add_argument("--node-dir-root", default="",
+                        help="the node's folder that the client container sees as --node-work-root (the "
+                             "run's node folder is NODE_DIR_ROOT/<experiment>/<run id>: the runner's log is "
+                             "followed there)")
     p.add_argument("--fastapi-url", default=exp.FASTAPI_URL,
                    help="the FastAPI endpoint as the client container sees it (kind: fastapi)")
     p.add_argument("--fastapi-image", type=Path, default=None,
@@ -95,6 +107,43 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a search (halving, optuna) that outlasts the lease gets a budget of as many "
                         "perf_analyzer runs as fit before it ends")
     p.set_defaults(func=_run)
+
+
+_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def _setting(text: str) -> float | None:
+    """A runner setting: a positive number, or empty (the default)."""
+    if not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give seconds or MB, e.g. 900") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number")
+    return value
+
+
+def _settings(args: argparse.Namespace, spec_name: str, run_id: str) -> RunnerSettings:
+    """The runner's settings the options give, the others :class:`RunnerSettings`' defaults; a bad one is
+    refused (:class:`SpecError`)."""
+    numbers = ("perf_timeout", "ready_timeout", "perf_memory_mb", "metrics_interval")
+    given: dict[str, object] = {k: getattr(args, k) for k in numbers if getattr(args, k) is not None}
+    for opt, key in (("progress", "progress"), ("node_dir_root", "node_dir")):
+        value = getattr(args, opt)
+        if value and (not value.startswith("/") or "\0" in value or ".." in value.split("/")):
+            raise SpecError([f"--{opt.replace('_', '-')} {value!r}: give an absolute path (no '..')"])
+        if value:
+            given[key] = value
+    if args.node_dir_root:
+        given["node_dir"] = f"{args.node_dir_root.rstrip('/')}/{spec_name}/{run_id}"
+    if args.client_container:
+        if not _CONTAINER.fullmatch(args.client_container):
+            raise SpecError([(f"--client-container {args.client_container!r}: not a container name: give "
+                              "letters, digits, '_', '.' or '-', starting with a letter or digit")])
+        given["container"] = args.client_container
+    return RunnerSettings(**given)  # type: ignore[arg-type]
 
 
 def _hosts(values: list[str]) -> list[tuple[str, int]]:
@@ -140,7 +189,7 @@ def _check_options(args: argparse.Namespace) -> None:
     """The options whose text lands in the plan (endpoints, folders, names) hold no Jinja; the image
     sent to the node is no key, credential or inventory (:func:`secret_reason`)."""
     for opt in ("url", "grpc_url", "fastapi_url", "node_work_dir", "node_work_root", "lease_end", "run_id",
-                "shard_hosts", "only", "base_dir", "host"):
+                "shard_hosts", "only", "base_dir", "host", "progress", "client_container", "node_dir_root"):
         values = getattr(args, opt)
         for value in values if isinstance(values, list) else [values]:
             if JINJA_RE.search(str(value)):
@@ -197,6 +246,7 @@ def _run(args: argparse.Namespace) -> int:
                 check_name(h, "host name")
             except ValueError as exc:
                 raise SpecError([f"--shard-hosts {args.shard_hosts!r}: {exc}"]) from None
+        settings = _settings(args, spec.name, run.name)
         shard = exp.sharding(spec, plans, force=args.shard, over=over, run=run)
         if shard is not None:
             plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
@@ -206,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     if args.role:
         try:  # the variants picked are checked before anything is written
-            exp.role_view(spec, run, {}, args.only, args.perf_timeout, args.ready_timeout)
+            exp.role_view(spec, run, {}, args.only)
         except SpecError as exc:
             for line in exc.lines:
                 echo(line, file=sys.stderr)
@@ -229,9 +279,9 @@ def _run(args: argparse.Namespace) -> int:
             return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only),
-                        compute_capability=caps)
+                        compute_capability=caps, runner=settings)
     if args.role:
-        print(dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
+        print(dumps(exp.role_view(spec, run, out, args.only)))
     elif not args.quiet:
         print(dumps(out))
     return 0

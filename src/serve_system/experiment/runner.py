@@ -309,12 +309,37 @@ def host_facts() -> dict[str, Any]:
     return {"kernel": os.uname().release, "cpus": os.cpu_count(), "memory_mb": memory_mb}
 
 
+def given_facts(text: str, path: Path) -> dict[str, Any]:
+    """The facts the call gave (``--facts`` JSON), else those the role wrote beside the plan, else none;
+    facts that are not a JSON object are refused (:class:`rec.RecordError`)."""
+    where = "--facts"
+    if not text:
+        if not path.is_file() or path.is_symlink():
+            return {}
+        where = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise rec.RecordError(f"{where}: unreadable ({exc}): run the role again (it writes it)") from None
+    try:
+        facts = json.loads(text)
+    except ValueError as exc:
+        raise rec.RecordError(f"{where}: not JSON ({exc}): give a JSON object of facts") from None
+    if not isinstance(facts, dict):
+        raise rec.RecordError(f"{where}: a JSON {type(facts).__name__}, not an object: give a JSON object of "
+                              "facts")
+    return facts
+
+
 class Runner:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.plan_path = Path(args.plan)
         self.plan: rec.HostPlan = rec.read(self.plan_path, rec.HostPlan)
         self.home = self.plan_path.parent
+        for key in ("metrics_interval", "ready_timeout", "perf_timeout", "perf_memory_mb", "progress"):
+            if getattr(args, key, None) is None:  # the plan's setting, unless the call gave one
+                setattr(args, key, getattr(self.plan.runner, key))
         ends = {**self.plan.endpoints, **{k: getattr(args, k) for k in ("triton", "metrics", "fastapi")
                                           if getattr(args, k)}}
         for key in () if args.triton_log else ("triton", "metrics", "fastapi"):  # --triton-log reaches none
@@ -324,7 +349,7 @@ class Runner:
         self.triton, self.fastapi = Http(ends.get("triton", "")), Http(ends.get("fastapi", ""))
         self.metrics_url = ends.get("metrics", "")
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
-        self.facts: dict[str, Any] = {**host_facts(), **(json.loads(args.facts) if args.facts else {})}
+        self.facts: dict[str, Any] = {**host_facts(), **given_facts(args.facts, self.home / rec.FACTS_FILE)}
         self.session_levels: list[float] = []
         self.pending: dict[str, list[rec.LevelPlan]] = {}
         self.total = self.n = 0
@@ -875,15 +900,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restore", action="store_true",
                     help="then restore the models' committed configs and write host.json")
     ap.add_argument("--log", default="", help="the events also go to this file (next to the plan)")
-    ap.add_argument("--progress", default="/work/progress.json")
+    ap.add_argument("--progress", default=None, help="the progress file (default: the plan's)")
     ap.add_argument("--triton", default="", help="Triton's HTTP API (default: the plan's endpoints)")
     ap.add_argument("--metrics", default="", help="Triton's metrics URL (default: the plan's endpoints)")
     ap.add_argument("--fastapi", default="", help="the FastAPI endpoint (default: the plan's endpoints)")
-    ap.add_argument("--metrics-interval", type=float, default=1.0)
-    ap.add_argument("--ready-timeout", type=float, default=180.0)
-    ap.add_argument("--perf-timeout", type=float, default=900.0, help="time cap of one perf_analyzer run (s)")
-    ap.add_argument("--perf-memory-mb", type=float, default=4096.0, help="memory cap of perf_analyzer (MB)")
-    ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance")
+    # the runner's settings: the host plan's (records.RunnerSettings), unless given here
+    ap.add_argument("--metrics-interval", type=float, default=None, help="seconds between metrics samples")
+    ap.add_argument("--ready-timeout", type=float, default=None, help="wait for READY (s)")
+    ap.add_argument("--perf-timeout", type=float, default=None, help="time cap of one perf_analyzer run (s)")
+    ap.add_argument("--perf-memory-mb", type=float, default=None, help="memory cap of perf_analyzer (MB)")
+    ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance "
+                    f"(default: {rec.FACTS_FILE} beside the plan, as the role writes it)")
     ap.add_argument("--triton-log", action="store_true",
                     help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
                          "refused loads (of --variant, or of every variant)")

@@ -1,0 +1,100 @@
+"""A runner call as one record: its command lines, built once, and the runner's settings travelling in the
+host plan (the runner reads them there; its own options only override them)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from contextlib import nullcontext
+from pathlib import Path
+
+import pytest
+
+from serve_system.experiment import records, runner, runnercall
+from serve_system.experiment.plan import Targets
+
+
+def _plan(tmp_path: Path, settings: records.RunnerSettings) -> Path:
+    lp = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
+    variant = records.VariantPlan(name="v", model="food", version="1", config_pbtxt="", load_body={},
+                                  notes=[], levels=[lp], input_data=None, perf={})
+    records.write(tmp_path / "plan.json", records.HostPlan(
+        host="n1", gpus=0, experiment="e", run_id="r", variants=[variant], models=["food"],
+        endpoints=Targets().endpoints(), runner=settings))
+    return tmp_path / "plan.json"
+
+
+def _args(plan: Path, **given: object) -> argparse.Namespace:
+    base: dict[str, object] = {"plan": str(plan), "triton": "", "metrics": "", "fastapi": "",
+                               "triton_log": False, "log": "", "facts": "", "metrics_interval": None,
+                               "ready_timeout": None, "perf_timeout": None, "perf_memory_mb": None,
+                               "progress": None}
+    return argparse.Namespace(**{**base, **given})
+
+
+def test_the_runner_takes_its_settings_from_the_plan_unless_the_call_gives_one(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, records.RunnerSettings(ready_timeout=7, perf_memory_mb=512,
+                                                  progress=str(tmp_path / "p.json")))
+    got = runner.Runner(_args(plan, perf_timeout=12.0)).args
+    assert (got.perf_timeout, got.ready_timeout, got.perf_memory_mb, got.metrics_interval, got.progress) == (
+        12.0, 7, 512, records.RunnerSettings().metrics_interval, str(tmp_path / "p.json"))
+
+
+def test_the_runner_records_the_facts_the_role_wrote_beside_the_plan(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, records.RunnerSettings())
+    facts = tmp_path / records.FACTS_FILE
+    facts.write_text(json.dumps({"os": "Ubuntu 24.04", "images": {"jupyter": "sha256:1"}}))
+    assert runner.Runner(_args(plan)).facts["os"] == "Ubuntu 24.04"
+    # the call's own --facts win; a file that is no object is refused in one line naming it
+    assert runner.Runner(_args(plan, facts='{"os": "given"}')).facts["os"] == "given"
+    facts.write_text("[1]")
+    with pytest.raises(records.RecordError, match=rf"^{facts}: a JSON list, not an object"):
+        runner.Runner(_args(plan))
+    # a link is not followed (the node's folder is the role's; nothing else is read through it)
+    facts.unlink()
+    (tmp_path / "elsewhere.json").write_text('{"os": "elsewhere"}')
+    os.symlink(tmp_path / "elsewhere.json", facts)
+    assert runner.Runner(_args(plan)).facts.get("os") is None
+
+
+def test_a_call_is_every_command_line_the_role_runs(tmp_path: Path) -> None:
+    s = records.RunnerSettings(container="client", client_dir="/work/e/r/", node_dir="/srv/work/e/r",
+                               perf_timeout=10, ready_timeout=5)
+    call = runnercall.runner_call(s, ["a", "b"], [4], token="T", todo=2)
+    inside = ["client", "python3", "/work/e/r/.node.pyz", "--plan", "/work/e/r/plan.json"]
+    assert call.start == ["docker", "exec", "--detach", *inside, "--variant=a", "--variant=b",
+                          "--repetition=4", "--log", ".progress-T.log", "--stderr", ".progress-T.log.err"]
+    follow = ["python3", "/srv/work/e/r/.node.pyz", "--follow", "/srv/work/e/r/.progress-T.log",
+              "--stderr", "/srv/work/e/r/.progress-T.log.err", "--timeout", str(s.level_wait_s())]
+    assert call.follow == [[*follow, "--seq", "1"], [*follow, "--seq", "2"]] and s.level_wait_s() == 40
+    assert call.wait_end == [*follow, "--seq", "0"]
+    assert call.explain == ["docker", "exec", "-i", *inside, "--triton-log", "--variant=a", "--variant=b"]
+    assert runnercall.restore_argv(s) == ["docker", "exec", "-i", *inside, "--restore"]
+    assert "--restore" in runnercall.runner_call(s, ["a"], [], token="U", todo=1, restore=True).start
+    # the runner parses what the call hands it (after the docker exec and its python3 .node.pyz)
+    assert runner.main([*call.start[6:], "--follow", str(tmp_path / "none.log"), "--timeout", "0"]) == 1
+
+
+@pytest.mark.parametrize(("opt", "value", "says"), [
+    ("--perf-timeout", "-3", "give a positive number"),
+    ("--metrics-interval", "soon", "is not a number"),
+    ("--client-container", "-it", "not a container name"),
+    ("--progress", "progress.json", "give an absolute path"),
+    ("--node-dir-root", "/srv/../etc", "give an absolute path"),
+])
+def test_a_bad_runner_setting_is_refused_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], opt: str, value: str, says: str) -> None:
+    from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-found]
+
+    from serve_system.cli import main
+
+    spec = _dynbatch_in_repo(tmp_path)
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    with pytest.raises(SystemExit) if opt in ("--perf-timeout", "--metrics-interval") else nullcontext():
+        assert main(["plan", str(spec), "--run-dir", str(run), "--host", "n=0", "--role",
+                     f"{opt}={value}"]) == 1
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
+    assert not run.exists()
+

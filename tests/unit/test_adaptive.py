@@ -46,8 +46,9 @@ def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path
     # the call as the role runs it: the runner started detached on the plan's settings, then followed
     runner = runnercall.runner_argv(records.RunnerSettings())
     log = batch["start"][batch["start"].index("--log") + 1]
+    # the plan's last round restores the baseline itself (no call can follow it)
     assert batch["start"] == ["docker", "exec", "--detach", *runner[3:],
-                              *(f"--variant={n}" for n in batch["variants"]), "--repetition=4",
+                              *(f"--variant={n}" for n in batch["variants"]), "--repetition=4", "--restore",
                               "--log", log, "--stderr", f"{log}.err"]
     assert batch["todo"] == sum(len(LOADS[n]) for n in batch["variants"]) == len(batch["follow"])
     assert batch["explain"] == [*runner, "--triton-log", *(f"--variant={n}" for n in batch["variants"])]

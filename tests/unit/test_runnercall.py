@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from serve_system.experiment import records, runner, runnercall
-from serve_system.experiment.plan import Targets
+from serve_system.experiment.plan import Targets, write_bundle
 
 
 def _plan(tmp_path: Path, settings: records.RunnerSettings) -> Path:
@@ -72,8 +74,25 @@ def test_a_call_is_every_command_line_the_role_runs(tmp_path: Path) -> None:
     assert call.explain == ["docker", "exec", "-i", *inside, "--triton-log", "--variant=a", "--variant=b"]
     assert runnercall.restore_argv(s) == ["docker", "exec", "-i", *inside, "--restore"]
     assert "--restore" in runnercall.runner_call(s, ["a"], [], token="U", todo=1, restore=True).start
-    # the runner parses what the call hands it (after the docker exec and its python3 .node.pyz)
-    assert runner.main([*call.start[6:], "--follow", str(tmp_path / "none.log"), "--timeout", "0"]) == 1
+
+
+def test_the_bundle_runs_the_host_side_follow_of_a_call(tmp_path: Path) -> None:
+    """The node bundle holds both halves: the runner (client container) and ``--follow`` (the node)."""
+    plan = _plan(tmp_path, records.RunnerSettings(node_dir=str(tmp_path), perf_timeout=1, ready_timeout=1))
+    hplan = records.read(plan, records.HostPlan)
+    write_bundle(tmp_path / ".node.pyz", hplan, hplan.variants, None)
+    call = runnercall.runner_call(hplan.runner, ["v"], [], token="T", todo=2)
+    event = records.Event(kind=records.LEVEL, host="n1", text="n1 v c1_r1: ok (1/2, ETA 0:01)", variant="v",
+                          level="c1_r1", seq=1, total=2, status="ok")
+    (tmp_path / ".progress-T.log").write_text(json.dumps(records.to_json(event)) + "\n")
+    proc = subprocess.run([sys.executable, *call.follow[0][1:]], capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == records.event_line(event) + "\n"
+    # the call's end is not there yet, and no runner holds the lock: one line, exit 1
+    proc = subprocess.run([sys.executable, *call.wait_end[1:-2], "--timeout", "0", "--seq", "0"],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == "" and "nor the end within 0 s" in proc.stderr
 
 
 @pytest.mark.parametrize(("opt", "value", "says"), [

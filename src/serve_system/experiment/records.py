@@ -539,6 +539,8 @@ def level_done(level_dir: str | Path) -> bool:
 ARCHIVE = "results.tar.gz"
 #: beside the plan on the node: the host's facts and image ids the role read there (provenance; JSON)
 FACTS_FILE = "facts.json"
+#: beside the plan on the node: the lock every runner holds from its start to its end
+RUNNER_LOCK = ".runner.lock"
 
 
 def pack(host_dir: str | Path, variants: list[str], dest: str | Path) -> None:

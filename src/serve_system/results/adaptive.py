@@ -125,7 +125,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
         return {"decided": False,
                 "text": (f"{host}: {waiting}: repetition {r} of {', '.join(todo)} "
                          f"({minutes:.1f} measured minutes so far)"),
-                "call": _call(hplan, todo, [r], len(levels), f"r{r}")}
+                # the plan's last round: no call can follow it, so it restores the baseline itself
+                "call": _call(hplan, todo, [r], len(levels), f"r{r}", restore=r == len(hplan.rounds))}
     return {"decided": True, "call": None,
             "text": f"{host}: {waiting}; the budget is spent "
                     f"({len(hplan.rounds)} repetitions)"}
@@ -161,10 +162,11 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
 
 
 def _call(hplan: records.HostPlan, variants: list[str], repetitions: list[int], todo: int,
-          label: str) -> dict[str, Any]:
+          label: str, restore: bool = False) -> dict[str, Any]:
     """The runner call of a further round, as the role runs it (:func:`runnercall.runner_call`)."""
     token = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{label}"
-    call = runnercall.runner_call(hplan.runner, variants, repetitions, token=token, todo=todo)
+    call = runnercall.runner_call(hplan.runner, variants, repetitions, token=token, todo=todo,
+                                  restore=restore)
     return records.to_json(call)
 
 

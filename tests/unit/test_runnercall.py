@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -43,21 +42,44 @@ def test_the_runner_takes_its_settings_from_the_plan_unless_the_call_gives_one(t
         12.0, 7, 512, records.RunnerSettings().metrics_interval, str(tmp_path / "p.json"))
 
 
-def test_the_runner_records_the_facts_the_role_wrote_beside_the_plan(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, records.RunnerSettings())
-    facts = tmp_path / records.FACTS_FILE
-    facts.write_text(json.dumps({"os": "Ubuntu 24.04", "images": {"jupyter": "sha256:1"}}))
-    assert runner.Runner(_args(plan)).facts["os"] == "Ubuntu 24.04"
-    # the call's own --facts win; a file that is no object is refused in one line naming it
-    assert runner.Runner(_args(plan, facts='{"os": "given"}')).facts["os"] == "given"
-    facts.write_text("[1]")
-    with pytest.raises(records.RecordError, match=rf"^{facts}: a JSON list, not an object"):
-        runner.Runner(_args(plan))
-    # a link is not followed (the node's folder is the role's; nothing else is read through it)
-    facts.unlink()
-    (tmp_path / "elsewhere.json").write_text('{"os": "elsewhere"}')
-    os.symlink(tmp_path / "elsewhere.json", facts)
-    assert runner.Runner(_args(plan)).facts.get("os") is None
+def test_the_runner_records_the_facts_the_node_printed_as_the_plan_holds_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-found]
+
+    from serve_system.cli import main
+
+    spec = _dynbatch_in_repo(tmp_path)
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    printed = ("os=Ubuntu 24.04.1 LTS\nimage=/jupyter=sha256:aa\nimage=/triton_server=sha256:bb {{ x }}\n"
+               "cap=6.0\ncap=7.5\n")
+    args = ["plan", str(spec), "--run-dir", str(run), "--host", "n=2", "--quiet"]
+    assert main([*args, f"--node-facts=n={printed}"]) == 0
+    plan = records.read(run / "n" / "plan.json", records.HostPlan)
+    assert plan.facts == {"host": "n", "os": "Ubuntu 24.04.1 LTS", "gpus": 2,
+                          "gpu_compute_capability": ["6.0", "7.5"],
+                          "images": {"jupyter": "sha256:aa", "triton_server": "sha256:bb {{ x }}"}}
+    assert plan.compute_capability == 6.0  # the lowest, as --compute-capability gives it
+    got = runner.Runner(_args(run / "n" / "plan.json"))
+    assert got.facts["os"] == "Ubuntu 24.04.1 LTS" and got.facts["images"]["jupyter"] == "sha256:aa"
+    # the call's own --facts win; facts that are no object are refused in one line
+    assert runner.Runner(_args(run / "n" / "plan.json", facts='{"os": "given"}')).facts["os"] == "given"
+    with pytest.raises(records.RecordError, match=r"^--facts: a JSON list, not an object"):
+        runner.Runner(_args(run / "n" / "plan.json", facts="[1]"))
+    # nothing printed (no os-release, no docker, no nvidia-smi): unknown, no caps
+    assert main([*args, "--node-facts=n="]) == 0
+    plan = records.read(run / "n" / "plan.json", records.HostPlan)
+    assert plan.facts["os"] == "unknown" and plan.compute_capability is None
+    # a line of another form, or a cap that is none: refused in one line, nothing rewritten
+    before = (run / "n" / "plan.json").read_bytes()
+    capsys.readouterr()
+    for bad, says in (("os=x\nrm -rf /", "line 'rm -rf /': not os=..., image=/NAME=ID or cap=X.Y"),
+                      ("cap=NVIDIA-SMI has failed", "is not a compute capability")):
+        assert main([*args, f"--node-facts=n={bad}"]) == 1
+        err = capsys.readouterr().err
+        assert says in err and len(err.splitlines()) == 1, err
+    assert main([*args, "--node-facts=other=os=x"]) == 1
+    assert "not one of the --host names" in capsys.readouterr().err
+    assert (run / "n" / "plan.json").read_bytes() == before
 
 
 def test_a_call_is_every_command_line_the_role_runs(tmp_path: Path) -> None:

@@ -50,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compute-capability", action="append", default=[], metavar="NAME=CAP[,CAP...]",
                    help="a --host's GPUs' compute capabilities as nvidia-smi --query-gpu=compute_cap prints "
                         "them (the lowest counts; below 7.0 TensorRT accelerators are dropped or refused)")
+    p.add_argument("--node-facts", action="append", default=[], metavar="NAME=TEXT",
+                   help="a --host's facts as the node printed them, one a line: os=PRETTY_NAME, "
+                        "image=/CONTAINER=IMAGE_ID (docker inspect), cap=X.Y (nvidia-smi's compute_cap); "
+                        "kept in its plan for the provenance, its caps as --compute-capability")
     p.add_argument("--url", default=exp.TRITON_HTTP,
                    help="Triton's HTTP endpoint as the client container sees it")
     p.add_argument("--grpc-url", default=exp.TRITON_GRPC,
@@ -165,6 +169,34 @@ def _hosts(values: list[str]) -> list[tuple[str, int]]:
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
+def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
+    """``--node-facts NAME=TEXT`` -> {NAME: the facts the runner records}; a line of another form is
+    refused, naming it (the node's text is data: nothing of it is evaluated)."""
+    gpus = dict(hosts)
+    out: dict[str, dict[str, Any]] = {}
+    for v in values:
+        name, _, text = v.partition("=")
+        if name not in gpus:
+            raise SpecError([(f"--node-facts {name!r}: not one of the --host names "
+                              f"({', '.join(sorted(gpus))}): name a host given with --host")])
+        facts: dict[str, Any] = {"host": name, "os": "unknown", "gpus": gpus[name],
+                                 "gpu_compute_capability": [], "images": {}}
+        for line in text.splitlines():
+            key, _, value = line.strip().partition("=")
+            if key == "os" and value:
+                facts["os"] = value[:200]
+            elif key == "image" and "=" in value:
+                container, _, image = value.partition("=")
+                facts["images"][container.lstrip("/")[:200]] = image[:200]
+            elif key == "cap":
+                facts["gpu_compute_capability"].append(value.strip())
+            elif line.strip():
+                raise SpecError([(f"--node-facts {name}: line {line[:80]!r}: not os=..., image=/NAME=ID or "
+                                  "cap=X.Y: give what the experiment role's facts task prints")])
+        out[name] = facts
+    return out
+
+
 def _compute_caps(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, float]:
     """``--compute-capability NAME=6.0,6.0`` -> {NAME: 6.0} (the lowest); nothing listed: unknown."""
     names = {h for h, _ in hosts}
@@ -235,7 +267,9 @@ def _run(args: argparse.Namespace) -> int:
                               node_work_dir=work, fastapi_image=args.fastapi_image)
         hosts = _hosts(args.host) or [("localhost", 0)]
         bases = _bases(args.base_dir, hosts)
-        caps = _compute_caps(args.compute_capability, hosts)
+        facts = _node_facts(args.node_facts, hosts)
+        caps = _compute_caps(args.compute_capability + [f"{h}={','.join(f['gpu_compute_capability'])}"
+                                                        for h, f in facts.items()], hosts)
         plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
         run = exp.check_run_dir(run_dir, spec.name)
         for h, _ in hosts:
@@ -279,7 +313,7 @@ def _run(args: argparse.Namespace) -> int:
             return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only),
-                        compute_capability=caps, runner=settings)
+                        compute_capability=caps, runner=settings, facts=facts)
     if args.role:
         print(dumps(exp.role_view(spec, run, out, args.only)))
     elif not args.quiet:

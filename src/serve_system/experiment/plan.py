@@ -347,14 +347,16 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
               targets: Targets, *, fresh: bool = False, manifest: bool = True,
               shard: shardmod.Shard | None = None, only: Sequence[str] = (),
               compute_capability: dict[str, float] | None = None,
-              runner: rec.RunnerSettings | None = None) -> dict[str, Any]:
+              runner: rec.RunnerSettings | None = None,
+              facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
     its share of the variants (:func:`sharding`). ``only`` (``-e variants``, checked by
     :func:`role_view`): a search searches only these candidates, ``repetitions: auto`` adds repetitions
     only of these. ``compute_capability``: the lowest of each host's GPUs, where known. ``runner``: the
-    runner's settings and place (its client folder is always ``targets.node_work_dir``). Returns each
+    runner's settings and place (its client folder is always ``targets.node_work_dir``); ``facts``: per
+    host, what the runner records of it (OS, images, GPUs' compute capabilities). Returns each
     host's plan as JSON."""
     ccs = compute_capability or {}
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
@@ -397,7 +399,8 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             variants=variants, kind=kind, models=models, provenance=prov,
             warmup_requests=spec.warmup.requests,
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints(),
-            runner=dataclasses.replace(runner or rec.RunnerSettings(), client_dir=targets.node_work_dir))
+            runner=dataclasses.replace(runner or rec.RunnerSettings(), client_dir=targets.node_work_dir),
+            facts=(facts or {}).get(host, {}))
         hplan.shard = shard.record() | {"candidates": shard.assignment[host]} if shard else None
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)

@@ -156,6 +156,9 @@ class HostPlan:
     shard: dict[str, Any] | None = None
     #: the runner's settings (timeouts, memory cap, metrics interval) and where it runs
     runner: RunnerSettings = field(default_factory=RunnerSettings)
+    #: what the runner records of the host beside what it reads itself: its OS, the images the stack
+    #: runs, its GPUs' compute capabilities (the role's facts task, read by ``serve-system plan``)
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -537,8 +540,6 @@ def level_done(level_dir: str | Path) -> bool:
 
 #: what one host's records travel as, from the node to the controller (one transfer)
 ARCHIVE = "results.tar.gz"
-#: beside the plan on the node: the host's facts and image ids the role read there (provenance; JSON)
-FACTS_FILE = "facts.json"
 #: beside the plan on the node: the lock every runner holds from its start to its end
 RUNNER_LOCK = ".runner.lock"
 

@@ -312,25 +312,15 @@ def host_facts() -> dict[str, Any]:
     return {"kernel": os.uname().release, "cpus": os.cpu_count(), "memory_mb": memory_mb}
 
 
-def given_facts(text: str, path: Path) -> dict[str, Any]:
-    """The facts the call gave (``--facts`` JSON), else those the role wrote beside the plan, else none;
-    facts that are not a JSON object are refused (:class:`rec.RecordError`)."""
-    where = "--facts"
-    if not text:
-        if not path.is_file() or path.is_symlink():
-            return {}
-        where = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise rec.RecordError(f"{where}: unreadable ({exc}): run the role again (it writes it)") from None
+def given_facts(text: str) -> dict[str, Any]:
+    """The facts a call gives (``--facts``: a JSON object), over the plan's; refused in one line if not
+    an object (:class:`rec.RecordError`)."""
     try:
-        facts = json.loads(text)
+        facts = json.loads(text) if text else {}
     except ValueError as exc:
-        raise rec.RecordError(f"{where}: not JSON ({exc}): give a JSON object of facts") from None
+        raise rec.RecordError(f"--facts: not JSON ({exc}): give a JSON object of facts") from None
     if not isinstance(facts, dict):
-        raise rec.RecordError(f"{where}: a JSON {type(facts).__name__}, not an object: give a JSON object of "
-                              "facts")
+        raise rec.RecordError(f"--facts: a JSON {type(facts).__name__}, not an object: give a JSON object")
     return facts
 
 
@@ -352,7 +342,7 @@ class Runner:
         self.triton, self.fastapi = Http(ends.get("triton", "")), Http(ends.get("fastapi", ""))
         self.metrics_url = ends.get("metrics", "")
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
-        self.facts: dict[str, Any] = {**host_facts(), **given_facts(args.facts, self.home / rec.FACTS_FILE)}
+        self.facts: dict[str, Any] = {**host_facts(), **self.plan.facts, **given_facts(args.facts)}
         self.session_levels: list[float] = []
         self.pending: dict[str, list[rec.LevelPlan]] = {}
         self.total = self.n = 0
@@ -852,8 +842,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ready-timeout", type=float, default=None, help="wait for READY (s)")
     ap.add_argument("--perf-timeout", type=float, default=None, help="time cap of one perf_analyzer run (s)")
     ap.add_argument("--perf-memory-mb", type=float, default=None, help="memory cap of perf_analyzer (MB)")
-    ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance "
-                    f"(default: {rec.FACTS_FILE} beside the plan, as the role writes it)")
+    ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance, over "
+                    "the plan's")
     ap.add_argument("--triton-log", action="store_true",
                     help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
                          "refused loads (of --variant, or of every variant)")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opened_files import watched
@@ -12,7 +14,7 @@ from report_trees import lab_run
 
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
-from serve_system.experiment import records
+from serve_system.experiment import records, runnercall
 from serve_system.results import adaptive
 
 LOADS = {"baseline": (1, 8, 16), "dynbatch": (8,), "gpus01_2x2": (8,), "gpus01_4x2": (8,), "onnx": (1,)}
@@ -34,17 +36,30 @@ def _plan(run: Path, adaptive_: dict[str, object] | None, host: str = "node-1") 
         adaptive=adaptive_))
 
 
+def _decision(answer: dict[str, Any]) -> dict[str, Any]:
+    """A decision without the name of its call's log (each call's own: the time it was asked)."""
+    out: dict[str, Any] = json.loads(re.sub(r"\.progress-\d{8}T\d{6}-", ".progress-", json.dumps(answer)))
+    return out
+
+
 def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(run, {"start": 3, "max": 4, "minutes": None})
     nxt = adaptive.next_round(run, "node-1")
     assert not nxt["decided"], nxt
-    batch = nxt["batch"]
+    batch = nxt["call"]
     # only the variants of undecided comparisons, in the plan's 4th round order, repetition 4 only
     assert batch["variants"] == [n for n in ROUNDS[3] if n in batch["variants"]] and batch["variants"]
     assert set(batch["variants"]) <= set(LOADS) and len(batch["variants"]) < len(LOADS) + 1
-    assert batch["args"] == [*(f"--variant={n}" for n in batch["variants"]), "--repetition=4"]
-    assert batch["todo"] == sum(len(LOADS[n]) for n in batch["variants"])
+    # the call as the role runs it: the runner started detached on the plan's settings, then followed
+    runner = runnercall.runner_argv(records.RunnerSettings())
+    log = batch["start"][batch["start"].index("--log") + 1]
+    # the plan's last round restores the baseline itself (no call can follow it)
+    assert batch["start"] == ["docker", "exec", "--detach", *runner[3:],
+                              *(f"--variant={n}" for n in batch["variants"]), "--repetition=4", "--restore",
+                              "--log", log, "--stderr", f"{log}.err"]
+    assert batch["todo"] == sum(len(LOADS[n]) for n in batch["variants"]) == len(batch["follow"])
+    assert batch["explain"] == [*runner, "--triton-log", *(f"--variant={n}" for n in batch["variants"])]
     assert "undecided: repetition 4 of" in nxt["text"]
     # the 4th repetition measured (the same noisy sample again): the plan holds no 5th, the budget is spent
     lab_run(tmp_path / "more", repetitions=4, spread=(1.0, 0.7, 1.3, 1.0))
@@ -58,7 +73,7 @@ def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path
     nxt = adaptive.next_round(run, "node-1")
     if not nxt["decided"]:  # whatever remains undecided has no 5th repetition planned
         raise AssertionError(nxt)
-    assert nxt["batch"] is None and ("budget is spent (4 repetitions)" in nxt["text"]
+    assert nxt["call"] is None and ("budget is spent (4 repetitions)" in nxt["text"]
                                      or "every claim is decided" in nxt["text"])
 
 
@@ -66,10 +81,10 @@ def test_picked_variants_are_the_only_ones_repeated(tmp_path: Path) -> None:
     """-e variants with repetitions: auto: the further repetitions are only of the variants picked."""
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(run, {"start": 3, "max": 4, "minutes": None})
-    every = adaptive.next_round(run, "node-1")["batch"]["variants"]
+    every = adaptive.next_round(run, "node-1")["call"]["variants"]
     assert len(every) >= 2
     _plan(run, {"start": 3, "max": 4, "minutes": None, "only": every[1:]})
-    assert adaptive.next_round(run, "node-1")["batch"]["variants"] == every[1:]
+    assert adaptive.next_round(run, "node-1")["call"]["variants"] == every[1:]
     _plan(run, {"start": 3, "max": 4, "minutes": None, "only": ["gone"]})
     nxt = adaptive.next_round(run, "node-1")
     assert nxt["decided"] and "no variant's repetition can decide it" in nxt["text"]
@@ -83,7 +98,7 @@ def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: objec
     _plan(run, None)
     assert main(["decide", str(run), "--host", "node-1"]) == 0
     out = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
-    assert out == {"decided": True, "text": "node-1: every planned repetition is measured", "batch": None}
+    assert out == {"decided": True, "text": "node-1: every planned repetition is measured", "call": None}
 
 
 def test_fetched_records_are_collected_before_deciding(tmp_path: Path) -> None:
@@ -100,7 +115,7 @@ def test_fetched_records_are_collected_before_deciding(tmp_path: Path) -> None:
 def test_quiet_repetitions_decide_every_claim(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.99, 1.01))
     _plan(run, {"start": 3, "max": 4, "minutes": None})
-    assert adaptive.next_round(run, "node-1") == {"decided": True, "batch": None,
+    assert adaptive.next_round(run, "node-1") == {"decided": True, "call": None,
                                                   "text": "node-1: every claim is decided"}
 
 
@@ -113,7 +128,7 @@ def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
     auto = {"start": 3, "max": 4, "minutes": None}
     alone = lab_run(tmp_path / "alone" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(alone, auto)
-    want = adaptive.next_round(alone, "node-1")
+    want = _decision(adaptive.next_round(alone, "node-1"))
     assert not want["decided"]
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     quiet = lab_run(tmp_path / "quiet" / "r1", repetitions=3, spread=(1.0, 0.99, 1.01))
@@ -123,18 +138,18 @@ def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
         _plan(run, auto, host)
     with watched() as seen:
         got = adaptive.next_round(run, "node-1")
-    assert got == want
+    assert _decision(got) == want
     assert [p for _, p in seen if "/node-1/" in p and p.endswith("perf.stdout")]  # it does read its own
     others = [(e, p) for e, p in seen if "/node-2" in p or "/node-3" in p]
     assert not others, others
-    assert adaptive.next_round(run, "node-2") == {"decided": True, "batch": None,
+    assert adaptive.next_round(run, "node-2") == {"decided": True, "call": None,
                                                   "text": "node-2: every claim is decided"}
     # another host's broken level and bad archive are that host's answer, not this one's
     (run / "node-2" / "baseline" / "c1_r1" / "level.json").write_text("{not json")
     bad = run / "node-3" / records.FETCHED
     bad.parent.mkdir()
     bad.write_bytes(b"not an archive")
-    assert adaptive.next_round(run, "node-1") == want
+    assert _decision(adaptive.next_round(run, "node-1")) == want
     with pytest.raises(ServeSystemError, match=r"node-2/baseline/c1_r1/level.json:1:2: not JSON"):
         adaptive.next_round(run, "node-2")
     with pytest.raises(ServeSystemError, match=r"node-3/.fetch/results.tar.gz: not a readable archive"):

@@ -233,8 +233,8 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     assert json.loads((run / "manifest.json").read_text())["objectives"][0]["name"] == "most_throughput_at_8"
     # the node bundle: a zip application of the runner with the plan and its inputs
     with zipfile.ZipFile(run / "node-1" / ".node.pyz") as z:
-        assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "records.py", "safeio.py",
-                                     "fastapi_bench.py", "food_input.json"}
+        assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "follow.py", "records.py",
+                                     "safeio.py", "fastapi_bench.py", "food_input.json"}
         assert json.loads(z.read("plan.json")) == out["node-1"]
     # run as the node runs it: its data members are put beside it, then the runner answers
     node = tmp_path / "node"
@@ -268,24 +268,37 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     (tmp_path / "playbooks").mkdir()  # the role gives <playbook_dir>/../results
     args = ["plan", str(spec), "--results-dir", str(tmp_path / "playbooks" / ".." / "results"), "--run-id",
             "r2", "--host", "node-1=0",
-            "--node-work-root", "/work", "--role", "--perf-timeout", "10", "--ready-timeout", "5"]
+            "--node-work-root", "/work", "--role", "--perf-timeout", "10", "--ready-timeout", "5",
+            "--perf-memory-mb", "", "--metrics-interval", "", "--client-container", "client",
+            "--node-dir-root", "/srv/work", "--progress", "/work/p.json"]
     assert main(args) == 0
     view = json.loads(capsys.readouterr().out)
     run = results / "dynbatch" / "r2"
-    assert {k: view[k] for k in ("experiment", "kind", "run_dir", "run_subdir", "level_wait_s")} == {
+    assert {k: view[k] for k in ("experiment", "kind", "run_dir", "run_subdir")} == {
         "experiment": "dynbatch", "kind": "triton", "run_dir": str(run.resolve()),
-        "run_subdir": "dynbatch/r2", "level_wait_s": 40}
+        "run_subdir": "dynbatch/r2"}
     host = view["hosts"]["node-1"]
-    assert host["models"] == ["food_classifier"]
+    assert host["models"] == ["food_classifier"] and host["node_dir"] == "/srv/work/dynbatch/r2"
     # repetitions auto: one runner call for every variant's first 3 repetitions; up to 2 more calls,
-    # each asked of serve-system decide; the baseline is restored by the role's last call
-    assert host["batches"] == [{
-        "variants": ["baseline", "dynbatch"],
-        "args": ["--variant=baseline", "--variant=dynbatch", "--repetition=1", "--repetition=2",
-                 "--repetition=3"],
-        "explain_args": ["--triton-log", "--variant=baseline", "--variant=dynbatch"], "runtime": None,
-        "todo": 18}]
-    assert host["more_rounds"] == 2
+    # each asked of serve-system decide; the baseline is restored by the role's restore
+    [call] = host["calls"]
+    runner = ["docker", "exec", "-i", "client", "python3", "/work/dynbatch/r2/.node.pyz",
+              "--plan", "/work/dynbatch/r2/plan.json"]
+    log = call["start"][call["start"].index("--log") + 1]
+    assert call["start"] == [
+        "docker", "exec", "--detach", *runner[3:], "--variant=baseline", "--variant=dynbatch",
+        "--repetition=1", "--repetition=2", "--repetition=3", "--log", log, "--stderr", f"{log}.err"]
+    # one follow per level still to measure (each prints its progress line), bounded by the settings
+    follow = ["python3", "/srv/work/dynbatch/r2/.node.pyz", "--follow", f"/srv/work/dynbatch/r2/{log}",
+              "--stderr", f"/srv/work/dynbatch/r2/{log}.err", "--timeout", "40"]
+    assert call["todo"] == 18 and call["follow"] == [[*follow, "--seq", str(n)] for n in range(1, 19)]
+    assert call["wait_end"] == [*follow, "--seq", "0"] and call["runtime"] is None
+    assert call["explain"] == [*runner, "--triton-log", "--variant=baseline", "--variant=dynbatch"]
+    assert host["restore"] == [*runner, "--restore"] and host["more_rounds"] == 2
+    # the runner's settings travel in the host plan: given ones, the others their one default
+    assert records.read(run / "node-1" / "plan.json", records.HostPlan).runner == records.RunnerSettings(
+        perf_timeout=10, ready_timeout=5, container="client", client_dir="/work/dynbatch/r2",
+        node_dir="/srv/work/dynbatch/r2", progress="/work/p.json")
     plan = records.read(run / "node-1" / "plan.json", records.HostPlan)
     assert plan.endpoints == {"triton": "http://triton_server:8000",
                               "metrics": "http://triton_server:8002/metrics",
@@ -293,8 +306,8 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     assert "/work/dynbatch/r2/food_input.json" in plan.variants[0].levels[0].argv
     # -e variants=dynbatch (a comma list or repeated): the calls measure only those
     assert main([*args, "--only", "dynbatch"]) == 0
-    only = json.loads(capsys.readouterr().out)["hosts"]["node-1"]["batches"]
-    assert [b["args"][0] for b in only] == ["--variant=dynbatch"] and len(only[0]["args"]) == 4
+    only = json.loads(capsys.readouterr().out)["hosts"]["node-1"]["calls"]
+    assert [[a for a in c["start"] if a.startswith("--variant")] for c in only] == [["--variant=dynbatch"]]
     assert plan.adaptive is not None and "only" not in plan.adaptive  # without -e variants: every variant
     picked = records.read(run / "node-1" / "plan.json", records.HostPlan)
     assert picked.adaptive is not None and picked.adaptive["only"] == ["dynbatch"]  # decide repeats only it
@@ -305,8 +318,8 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     spec.write_text(yaml.safe_dump(doc, sort_keys=False))
     assert main([*args, "--fresh"]) == 0
     fixed = json.loads(capsys.readouterr().out)["hosts"]["node-1"]
-    assert fixed["more_rounds"] == 0 and [b["args"] for b in fixed["batches"]] == [
-        ["--variant=baseline", "--variant=dynbatch", "--restore"]] and fixed["batches"][0]["todo"] == 12
+    assert fixed["more_rounds"] == 0 and [c["start"][8:11] for c in fixed["calls"]] == [
+        ["--variant=baseline", "--variant=dynbatch", "--restore"]] and fixed["calls"][0]["todo"] == 12
     # an unknown name: one line before anything is written
     shutil.rmtree(results)
     assert main([*args, "--only", "dynbatch,nope"]) == 1

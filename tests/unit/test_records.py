@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import records, runner
+from serve_system.experiment import follow, records, runner
 from serve_system.experiment.plan import Targets, estimate_seconds, lease_problem
 
 
@@ -366,7 +366,7 @@ def test_events_refuse_a_line_that_is_not_an_event() -> None:
 def test_follow_waits_for_the_level_or_the_end(tmp_path: Path) -> None:
     log = tmp_path / "call.log"
     log.write_text(_event(seq=1, total=3, text="first") + "\n" + _event(seq=2, total=3, text="second") + "\n")
-    cmd = [sys.executable, "-m", "serve_system.experiment.runner", "--follow", str(log), "--timeout", "5"]
+    cmd = [sys.executable, "-m", "serve_system.experiment.follow", "--follow", str(log), "--timeout", "5"]
     got = subprocess.run([*cmd, "--seq", "2"], capture_output=True, text=True, check=False, timeout=60)
     # the call's events up to level 2: the role prints the last level and reads the whole call
     assert got.returncode == 0 and [e.text for e in records.read_events(got.stdout)[0]] == ["first", "second"]
@@ -395,11 +395,11 @@ def test_follow_says_when_the_runner_is_gone(tmp_path: Path) -> None:
         "Traceback (most recent call last):\nOSError: [Errno 28] No space left\n")
     with open(tmp_path / ".runner.lock", "w") as lock:  # a runner holds the lock: it is alive
         fcntl.flock(lock, fcntl.LOCK_EX)
-        assert runner.runner_alive(tmp_path / ".runner.lock")
-        assert runner.follow(log, 2, 0.5) == 1  # nothing within the time: one line, exit 1
+        assert follow.runner_alive(tmp_path / ".runner.lock")
+        assert follow.follow(log, 2, 0.5) == 1  # nothing within the time: one line, exit 1
     # no runner holds it, no end event: gone (after 5 s of silence), with what it said on stderr
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--follow", str(log),
+    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.follow", "--follow", str(log),
                            "--seq", "2", "--stderr", str(tmp_path / "call.err"), "--timeout", "60"],
                           capture_output=True, text=True, check=False, timeout=90)
     assert proc.returncode == 1 and time.time() - started < 30

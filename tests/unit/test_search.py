@@ -445,12 +445,13 @@ def test_the_role_gets_no_first_batch_decide_picks_them(tmp_path: Path, strategy
     assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0",
                  "--role"]) == 0
     view = json.loads(capsys.readouterr().out)
-    assert view["hosts"]["n"]["batches"] == [] and view["hosts"]["n"]["more_rounds"] >= 2
+    assert view["hosts"]["n"]["calls"] == [] and view["hosts"]["n"]["more_rounds"] >= 2
     assert main(["decide", str(run_dir), "--host", "n"]) == 0
     nxt = json.loads(capsys.readouterr().out)
-    assert not nxt["decided"] and nxt["batch"]["todo"] == len(nxt["batch"]["variants"]) * 3
-    assert nxt["batch"]["args"][-3:] == ["--repetition=1", "--repetition=2", "--repetition=3"]
-    assert len(nxt["batch"]["variants"]) == (28 if strategy == "halving" else 4)
+    assert not nxt["decided"] and nxt["call"]["todo"] == len(nxt["call"]["variants"]) * 3
+    assert [a for a in nxt["call"]["start"] if a.startswith("--repetition")] == [
+        "--repetition=1", "--repetition=2", "--repetition=3"]
+    assert len(nxt["call"]["variants"]) == (28 if strategy == "halving" else 4)
 
 
 def test_picked_variants_narrow_the_search(tmp_path: Path, capsys: Any) -> None:
@@ -468,7 +469,7 @@ def test_picked_variants_narrow_the_search(tmp_path: Path, capsys: Any) -> None:
     assert [c["name"] for c in plan["search"]["candidates"]] == ["i12_d100", "i5_d500", "i4_d100"]
     assert main(["decide", str(run_dir), "--host", "n"]) == 0
     nxt = json.loads(capsys.readouterr().out)
-    assert sorted(nxt["batch"]["variants"]) == ["i12_d100", "i4_d100", "i5_d500"]
+    assert sorted(nxt["call"]["variants"]) == ["i12_d100", "i4_d100", "i5_d500"]
 
 
 # ------------------------------------------------------------------------------------ decide and report
@@ -491,9 +492,9 @@ def test_decide_drives_a_search_and_the_report_shows_its_path(tmp_path: Path, ca
         nxt = json.loads(capsys.readouterr().out)
         if nxt["decided"]:
             break
-        asked.append(nxt["batch"]["variants"])
-        reps = [int(a.split("=")[1]) for a in nxt["batch"]["args"] if a.startswith("--repetition=")]
-        for n in nxt["batch"]["variants"]:
+        asked.append(nxt["call"]["variants"])
+        reps = [int(a.split("=")[1]) for a in nxt["call"]["start"] if a.startswith("--repetition=")]
+        for n in nxt["call"]["variants"]:
             variant(run_dir, "n", n, None)
             for r in reps:
                 jitter = 1 + 0.02 * ((r * 7 + len(n)) % 3 - 1)
@@ -620,10 +621,12 @@ def test_decide_drives_a_sharded_search_over_two_hosts_and_the_report_shows_one_
         if all(a["decided"] for a in answers.values()):
             break
         assert not any(a["decided"] for a in answers.values()), answers  # one search: decided alike
-        asked.append({h: a["batch"]["variants"] for h, a in answers.items()})
-        for host, a in answers.items():
-            reps = [int(x.split("=")[1]) for x in a["batch"]["args"] if x.startswith("--repetition=")]
-            for n in a["batch"]["variants"]:
+        # a host with no share in this round gets no call
+        calls = {h: a["call"] or {"variants": [], "start": []} for h, a in answers.items()}
+        asked.append({h: c["variants"] for h, c in calls.items()})
+        for host, c in calls.items():
+            reps = [int(x.split("=")[1]) for x in c["start"] if x.startswith("--repetition=")]
+            for n in c["variants"]:
                 assert n == "i1_d100" or n in assignment[host], (host, n)  # only its own share
                 variant(run_dir, host, n, None)
                 for r in reps:
@@ -666,8 +669,12 @@ def test_a_sharded_search_is_decided_once_a_round_for_every_host(tmp_path: Path,
     capsys.readouterr()
 
     def ask(host: str) -> dict[str, Any]:
+        """The host's decision: its call's variants, repetitions and levels (not its log's name)."""
         assert main(["decide", str(run_dir), "--host", host]) == 0
         out: dict[str, Any] = json.loads(capsys.readouterr().out)
+        call = out["call"] or {"variants": [], "start": [], "todo": 0}
+        out["call"] = {"variants": call["variants"], "todo": call["todo"],
+                       "reps": [int(x.split("=")[1]) for x in call["start"] if x.startswith("--repetition=")]}
         return out
 
     def fresh() -> dict[str, dict[str, Any]]:  # each host's answer with nothing kept
@@ -678,10 +685,9 @@ def test_a_sharded_search_is_decided_once_a_round_for_every_host(tmp_path: Path,
         return out
 
     for h, a in {h: ask(h) for h in hosts}.items():  # rung 1, measured as asked
-        reps = [int(x.split("=")[1]) for x in a["batch"]["args"] if x.startswith("--repetition=")]
-        for n in a["batch"]["variants"]:
+        for n in a["call"]["variants"]:
             variant(run_dir, h, n, None)
-            for r in reps:
+            for r in a["call"]["reps"]:
                 level(run_dir, h, n, f"c8_r{r}", load=8, stdout=NB / "notebook_02.txt", repetition=r,
                       speed=1 + 0.1 * (len(n) + r % 2) + 0.05 * hosts.index(h), t0=1000.0 + 20 * r)
     answers = {"a": ask("a")}

@@ -129,7 +129,7 @@ def test_plan_deals_the_sweep_over_the_hosts(tmp_path: Path, capsys: pytest.Capt
     assert sorted(map(len, got.values())) == [2, 3]
     for h, p in plans.items():
         assert p["shard"]["candidates"] == got[h] and p["shard"]["hosts"] == ["n1", "n2"]
-        assert view["hosts"][h]["batches"][0]["variants"] == [v["name"] for v in p["variants"]]
+        assert view["hosts"][h]["calls"][0]["variants"] == [v["name"] for v in p["variants"]]
         assert not any((run / h / v).exists() for v in got["n1" if h == "n2" else "n2"])
     assert json.loads((run / "manifest.json").read_text())["shard"]["assignment"] == got
     # one host's own plan (the role's second call) deals the same way, given every host of the play

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..experiment import plan as exp
 from ..experiment import search
+from ..experiment.records import RunnerSettings
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import JINJA_RE, AnySpec, SearchBudget, TritonSpec, check_name
 from ..experiment.spec.reader import load_spec, repo_root
@@ -49,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compute-capability", action="append", default=[], metavar="NAME=CAP[,CAP...]",
                    help="a --host's GPUs' compute capabilities as nvidia-smi --query-gpu=compute_cap prints "
                         "them (the lowest counts; below 7.0 TensorRT accelerators are dropped or refused)")
+    p.add_argument("--node-facts", action="append", default=[], metavar="NAME=TEXT",
+                   help="a --host's facts as the node printed them, one a line: os=PRETTY_NAME, "
+                        "image=/CONTAINER=IMAGE_ID (docker inspect), cap=X.Y (nvidia-smi's compute_cap); "
+                        "kept in its plan for the provenance, its caps as --compute-capability")
     p.add_argument("--url", default=exp.TRITON_HTTP,
                    help="Triton's HTTP endpoint as the client container sees it")
     p.add_argument("--grpc-url", default=exp.TRITON_GRPC,
@@ -72,11 +77,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", default=[], metavar="VARIANT",
                    help="with --role: the runner calls measure only these variants, a search searches only "
                         "these candidates, repetitions: auto repeats only these (repeat, or a comma list)")
-    p.add_argument("--perf-timeout", type=float, default=900.0,
-                   help="with --role: the runner's time cap of one perf_analyzer run (s), for the time "
-                        "bounds")
-    p.add_argument("--ready-timeout", type=float, default=180.0,
-                   help="with --role: the runner's wait for READY (s), for the time bounds")
+    d = RunnerSettings()
+    runner = p.add_argument_group("the runner's settings, kept in each host plan (empty: the default)")
+    runner.add_argument("--perf-timeout", type=_setting, default=None,
+                        help=f"time cap of one perf_analyzer run (s; {d.perf_timeout:g})")
+    runner.add_argument("--ready-timeout", type=_setting, default=None,
+                        help=f"the wait for a loaded variant to be READY (s; {d.ready_timeout:g})")
+    runner.add_argument("--perf-memory-mb", type=_setting, default=None,
+                        help=f"memory cap of perf_analyzer (resident MB; {d.perf_memory_mb:g})")
+    runner.add_argument("--metrics-interval", type=_setting, default=None,
+                        help=f"seconds between two metrics samples ({d.metrics_interval:g})")
+    runner.add_argument("--progress", default="", help=f"the runner's progress file ({d.progress})")
+    runner.add_argument("--client-container", default="", help=f"the container it runs in ({d.container})")
+    runner.add_argument("--node-dir-root", default="",
+                        help="the node's folder that the client container sees as --node-work-root (the "
+                             "run's node folder is NODE_DIR_ROOT/<experiment>/<run id>: the runner's log is "
+                             "followed there)")
     p.add_argument("--fastapi-url", default=exp.FASTAPI_URL,
                    help="the FastAPI endpoint as the client container sees it (kind: fastapi)")
     p.add_argument("--fastapi-image", type=Path, default=None,
@@ -97,6 +113,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def _setting(text: str) -> float | None:
+    """A runner setting: a positive number, or empty (the default)."""
+    if not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give seconds or MB, e.g. 900") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number")
+    return value
+
+
+def _settings(args: argparse.Namespace, spec_name: str, run_id: str) -> RunnerSettings:
+    """The runner's settings the options give, the others :class:`RunnerSettings`' defaults; a bad one is
+    refused (:class:`SpecError`)."""
+    numbers = ("perf_timeout", "ready_timeout", "perf_memory_mb", "metrics_interval")
+    given: dict[str, object] = {k: getattr(args, k) for k in numbers if getattr(args, k) is not None}
+    for opt, key in (("progress", "progress"), ("node_dir_root", "node_dir")):
+        value = getattr(args, opt)
+        if value and (not value.startswith("/") or "\0" in value or ".." in value.split("/")):
+            raise SpecError([f"--{opt.replace('_', '-')} {value!r}: give an absolute path (no '..')"])
+        if value:
+            given[key] = value
+    if args.node_dir_root:
+        given["node_dir"] = f"{args.node_dir_root.rstrip('/')}/{spec_name}/{run_id}"
+    if args.client_container:
+        if not _CONTAINER.fullmatch(args.client_container):
+            raise SpecError([(f"--client-container {args.client_container!r}: not a container name: give "
+                              "letters, digits, '_', '.' or '-', starting with a letter or digit")])
+        given["container"] = args.client_container
+    return RunnerSettings(**given)  # type: ignore[arg-type]
+
+
 def _hosts(values: list[str]) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for v in values:
@@ -114,6 +167,34 @@ def _hosts(values: list[str]) -> list[tuple[str, int]]:
 
 
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
+
+
+def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
+    """``--node-facts NAME=TEXT`` -> {NAME: the facts the runner records}; a line of another form is
+    refused, naming it (the node's text is data: nothing of it is evaluated)."""
+    gpus = dict(hosts)
+    out: dict[str, dict[str, Any]] = {}
+    for v in values:
+        name, _, text = v.partition("=")
+        if name not in gpus:
+            raise SpecError([(f"--node-facts {name!r}: not one of the --host names "
+                              f"({', '.join(sorted(gpus))}): name a host given with --host")])
+        facts: dict[str, Any] = {"host": name, "os": "unknown", "gpus": gpus[name],
+                                 "gpu_compute_capability": [], "images": {}}
+        for line in text.splitlines():
+            key, _, value = line.strip().partition("=")
+            if key == "os" and value:
+                facts["os"] = value[:200]
+            elif key == "image" and "=" in value:
+                container, _, image = value.partition("=")
+                facts["images"][container.lstrip("/")[:200]] = image[:200]
+            elif key == "cap":
+                facts["gpu_compute_capability"].append(value.strip())
+            elif line.strip():
+                raise SpecError([(f"--node-facts {name}: line {line[:80]!r}: not os=..., image=/NAME=ID or "
+                                  "cap=X.Y: give what the experiment role's facts task prints")])
+        out[name] = facts
+    return out
 
 
 def _compute_caps(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, float]:
@@ -140,7 +221,7 @@ def _check_options(args: argparse.Namespace) -> None:
     """The options whose text lands in the plan (endpoints, folders, names) hold no Jinja; the image
     sent to the node is no key, credential or inventory (:func:`secret_reason`)."""
     for opt in ("url", "grpc_url", "fastapi_url", "node_work_dir", "node_work_root", "lease_end", "run_id",
-                "shard_hosts", "only", "base_dir", "host"):
+                "shard_hosts", "only", "base_dir", "host", "progress", "client_container", "node_dir_root"):
         values = getattr(args, opt)
         for value in values if isinstance(values, list) else [values]:
             if JINJA_RE.search(str(value)):
@@ -186,7 +267,9 @@ def _run(args: argparse.Namespace) -> int:
                               node_work_dir=work, fastapi_image=args.fastapi_image)
         hosts = _hosts(args.host) or [("localhost", 0)]
         bases = _bases(args.base_dir, hosts)
-        caps = _compute_caps(args.compute_capability, hosts)
+        facts = _node_facts(args.node_facts, hosts)
+        caps = _compute_caps(args.compute_capability + [f"{h}={','.join(f['gpu_compute_capability'])}"
+                                                        for h, f in facts.items()], hosts)
         plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
         run = exp.check_run_dir(run_dir, spec.name)
         for h, _ in hosts:
@@ -197,6 +280,7 @@ def _run(args: argparse.Namespace) -> int:
                 check_name(h, "host name")
             except ValueError as exc:
                 raise SpecError([f"--shard-hosts {args.shard_hosts!r}: {exc}"]) from None
+        settings = _settings(args, spec.name, run.name)
         shard = exp.sharding(spec, plans, force=args.shard, over=over, run=run)
         if shard is not None:
             plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
@@ -206,7 +290,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     if args.role:
         try:  # the variants picked are checked before anything is written
-            exp.role_view(spec, run, {}, args.only, args.perf_timeout, args.ready_timeout)
+            exp.role_view(spec, run, {}, args.only)
         except SpecError as exc:
             for line in exc.lines:
                 echo(line, file=sys.stderr)
@@ -229,9 +313,9 @@ def _run(args: argparse.Namespace) -> int:
             return 1
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only),
-                        compute_capability=caps)
+                        compute_capability=caps, runner=settings, facts=facts)
     if args.role:
-        print(dumps(exp.role_view(spec, run, out, args.only, args.perf_timeout, args.ready_timeout)))
+        print(dumps(exp.role_view(spec, run, out, args.only)))
     elif not args.quiet:
         print(dumps(out))
     return 0

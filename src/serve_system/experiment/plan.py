@@ -11,6 +11,7 @@ its inputs in one file the role copies). Nothing is written before every host's 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -40,7 +41,7 @@ from ..triton.pbtxt import (
 from ..triton.problems import check, jinja_in
 from . import perf as perfmod
 from . import records as rec
-from . import search
+from . import runnercall, search
 from . import shard as shardmod
 from .records import LevelPlan, VariantPlan
 from .runner import BUNDLE_MAIN
@@ -356,13 +357,17 @@ def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None,
 def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, int]], bases: dict[str, Path],
               targets: Targets, *, fresh: bool = False, manifest: bool = True,
               shard: shardmod.Shard | None = None, only: Sequence[str] = (),
-              compute_capability: dict[str, float] | None = None) -> dict[str, Any]:
+              compute_capability: dict[str, float] | None = None,
+              runner: rec.RunnerSettings | None = None,
+              facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
     its share of the variants (:func:`sharding`). ``only`` (``-e variants``, checked by
     :func:`role_view`): a search searches only these candidates, ``repetitions: auto`` adds repetitions
-    only of these. ``compute_capability``: the lowest of each host's GPUs, where known. Returns each
+    only of these. ``compute_capability``: the lowest of each host's GPUs, where known. ``runner``: the
+    runner's settings and place (its client folder is always ``targets.node_work_dir``); ``facts``: per
+    host, what the runner records of it (OS, images, GPUs' compute capabilities). Returns each
     host's plan as JSON."""
     ccs = compute_capability or {}
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
@@ -404,7 +409,9 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             host=host, gpus=gpus, compute_capability=ccs.get(host), experiment=spec.name, run_id=run.name,
             variants=variants, kind=kind, models=models, provenance=prov,
             warmup_requests=spec.warmup.requests,
-            estimate_s=estimate_seconds(variants), endpoints=targets.endpoints())
+            estimate_s=estimate_seconds(variants), endpoints=targets.endpoints(),
+            runner=dataclasses.replace(runner or rec.RunnerSettings(), client_dir=targets.node_work_dir),
+            facts=(facts or {}).get(host, {}))
         hplan.shard = shard.record() | {"candidates": shard.assignment[host]} if shard else None
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)
@@ -466,15 +473,14 @@ def picked_names(only: Sequence[str]) -> list[str]:
     return [n.strip() for item in only for n in item.split(",") if n.strip()]
 
 
-def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str],
-              perf_timeout: float, ready_timeout: float) -> dict[str, Any]:
+def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str]) -> dict[str, Any]:
     """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
-    computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch
-    and the runner calls to make (``batches``: a Triton plan is one call, a FastAPI plan one per
-    variant, its endpoint brought up with the variant's runtime first), each with its count of levels
-    still to measure; ``level_wait_s`` bounds the wait for one level. ``only`` picks variants
-    (``-e variants=...``); an unknown name
-    is refused (:class:`SpecError`). ``plans`` is :func:`write_run`'s answer."""
+    computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch,
+    its node folder, its runner calls (:class:`~.runnercall.RunnerCall`: a Triton plan is one call, a
+    FastAPI plan one per variant, its endpoint brought up with the variant's runtime first), the
+    command that restores its baseline and how many more calls ``serve-system decide`` may add.
+    ``only`` picks variants (``-e variants=...``); an unknown name is refused (:class:`SpecError`).
+    ``plans`` is :func:`write_run`'s answer."""
     names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
     only = picked_names(only)
     unknown = [n for n in only if n not in names]
@@ -482,14 +488,16 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
         raise SpecError([(f"{spec.path}: variants: no variant named {unknown[0]!r} (-e variants): "
                           f"give one of {', '.join(names)}")])
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
-    #: the most one level may take: perf_analyzer and its retries, a reload after a fault
-    level_wait = perf_timeout * 3 + ready_timeout * 2
+    token = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     hosts: dict[str, Any] = {}
     for host, hplan in plans.items():
+        settings = rec.from_json(hplan.get("runner") or {}, rec.RunnerSettings, f"{host}: runner")
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
         adaptive = hplan.get("adaptive")
-        if hplan.get("search"):  # a search: serve-system decide picks every batch, the first one too
-            hosts[host] = {"models": hplan["models"], "batches": [], "more_rounds": hplan["search"]["calls"]}
+        where = {"models": hplan["models"], "node_dir": settings.node_dir,
+                 "restore": runnercall.restore_argv(settings)}
+        if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
+            hosts[host] = {**where, "calls": [], "more_rounds": hplan["search"]["calls"]}
             continue
         if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
             groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
@@ -498,29 +506,23 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
             rounds = hplan["rounds"] or [list(by_name)]
             groups = [([by_name[n]], r if len(rounds) > 1 else None)
                       for r, names in enumerate(rounds, 1) for n in names if n in by_name]
-        batches = []
+        calls = []
         for i, (group, rep) in enumerate(groups):
             reps = [rep] if rep else list(range(1, adaptive["start"] + 1)) if adaptive else []
             levels = [lv for v in group for lv in v["levels"] if not reps or lv["repetition"] in reps]
-            picked = [f"--variant={v['name']}" for v in group] + [f"--repetition={r}" for r in reps]
-            batches.append({
-                "variants": [v["name"] for v in group],
-                # the last call restores the baseline (auto: the role's last call, once it is decided)
-                "args": picked + (["--restore"] if i == len(groups) - 1 and not adaptive else []),
-                "explain_args": ["--triton-log", *(a for a in picked if a.startswith("--variant="))],
-                "runtime": group[0]["runtime"] if group else None,
-                "todo": sum(not lv["done"] for lv in levels),
-            })
-        hosts[host] = {"models": hplan["models"], "batches": batches,
-                       # auto: the rounds the role may add, each asked of serve-system decide
+            calls.append(runnercall.runner_call(
+                settings, [v["name"] for v in group], reps, token=f"{token}-{i}",
+                todo=sum(not lv["done"] for lv in levels), runtime=group[0]["runtime"] if group else None,
+                # the last call restores the baseline (auto: the role's restore, once it is decided)
+                restore=i == len(groups) - 1 and not adaptive))
+        hosts[host] = {**where, "calls": [rec.to_json(c) for c in calls],
+                       # auto: the calls the role may add, each asked of serve-system decide
                        "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}
     shards = [p["shard"] for p in plans.values() if p.get("shard")]
     return {"experiment": spec.name, "kind": kind, "run_dir": str(run),
             # a sharded run: every host's own plan deals the candidates over the same hosts
             "shard_args": [f"--shard-hosts={','.join(shards[0]['hosts'])}"] if shards else [],
-            "run_subdir": f"{spec.name}/{run.name}",
-            "level_wait_s": int(level_wait), "token": time.strftime("%Y%m%dT%H%M%S", time.gmtime()),
-            "hosts": hosts}
+            "run_subdir": f"{spec.name}/{run.name}", "hosts": hosts}
 
 
 def check_run_dir(run: Path, experiment: str) -> Path:
@@ -580,7 +582,8 @@ def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
     """What the role puts on the node in one task: the node bundle, a Python zip application of the
     runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
     pkg = Path(__file__).parent
-    files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "records.py", "fastapi_bench.py")}
+    files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "follow.py", "records.py",
+                                                            "fastapi_bench.py")}
     files["safeio.py"] = pkg.parent / "safeio.py"  # records' read and write path
     for data in sorted({v.input_data for v in variants if v.input_data}):
         files[Path(data).name] = Path(data)

@@ -92,6 +92,33 @@ class VariantPlan:
 
 
 @dataclass
+class RunnerSettings:
+    """How the runner measures and where it runs: the one place of these defaults (``serve-system plan``
+    writes them into the host plan, from its options; the runner's own options only override them)."""
+
+    #: seconds between two metrics samples while a level runs
+    metrics_interval: float = 1.0
+    #: seconds to wait for a loaded variant (or the FastAPI endpoint) to become READY
+    ready_timeout: float = 180.0
+    #: time cap of one perf_analyzer (or FastAPI client) run, in seconds
+    perf_timeout: float = 900.0
+    #: memory cap of perf_analyzer (resident MB)
+    perf_memory_mb: float = 4096.0
+    #: the progress file the runner keeps current (as the client container sees it)
+    progress: str = "/work/progress.json"
+    #: the client container the runner runs in (``docker exec``)
+    container: str = "jupyter"
+    #: this run's node folder as the client container sees it (the bundle and the plan are there)
+    client_dir: str = "/work"
+    #: the same folder on the node itself (the host-side ``--follow`` reads the runner's log there)
+    node_dir: str = ""
+
+    def level_wait_s(self) -> int:
+        """The most one level may take: perf_analyzer and its retries, a reload after a fault."""
+        return int(self.perf_timeout * 3 + self.ready_timeout * 2)
+
+
+@dataclass
 class HostPlan:
     """Everything the runner needs for one host: written by ``serve-system plan``, read on the node."""
 
@@ -127,6 +154,11 @@ class HostPlan:
     #: every host's candidates (``assignment``), this host's (``candidates``) and the rule; None: every
     #: variant on every host
     shard: dict[str, Any] | None = None
+    #: the runner's settings (timeouts, memory cap, metrics interval) and where it runs
+    runner: RunnerSettings = field(default_factory=RunnerSettings)
+    #: what the runner records of the host beside what it reads itself: its OS, the images the stack
+    #: runs, its GPUs' compute capabilities (the role's facts task, read by ``serve-system plan``)
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -520,6 +552,8 @@ def level_done(level_dir: str | Path) -> bool:
 
 #: what one host's records travel as, from the node to the controller (one transfer)
 ARCHIVE = "results.tar.gz"
+#: beside the plan on the node: the lock every runner holds from its start to its end
+RUNNER_LOCK = ".runner.lock"
 
 
 def pack(host_dir: str | Path, variants: list[str], dest: str | Path) -> None:

@@ -25,7 +25,8 @@ in one transfer) and reporting its end.
 
 The runner speaks in JSON lines, one :class:`records.Event` each (a level ended, a variant ended, the
 call ended), on stdout and in ``--log``; the role waits for each level's event with ``--follow`` and
-reads the call's output through its filter (``records.summarize_events``). With ``--restore`` the
+reads the call's output through its filter (``records.summarize_events``); ``--follow`` is the host-side
+half of a call (:mod:`.follow`, in the same bundle). With ``--restore`` the
 call's last level event waits until the archive is ready, so the role fetches right after it.
 ``/work/progress.json`` (a :class:`records.Progress`) is kept current. A second runner on the same
 run waits for the first (a lock), then skips what it measured: nothing is measured twice.
@@ -55,10 +56,12 @@ try:  # as part of the package (tests) or as a file next to records.py (on the n
 except ImportError:  # pragma: no cover - the node's layout
     import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
 
-#: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application)
-BUNDLE_MAIN = "import runner\nraise SystemExit(runner.main())\n"
+#: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application): the
+#: host-side ``--follow`` (:mod:`.follow`, on the node itself), else the runner (in the client container)
+BUNDLE_MAIN = ("import sys\nif '--follow' in sys.argv:\n    import follow\n"
+               "    raise SystemExit(follow.main())\nimport runner\nraise SystemExit(runner.main())\n")
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
-BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "records.py", "safeio.py"})
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "follow.py", "records.py", "safeio.py"})
 
 #: beside the plan: per model, the load body last loaded in this run (see Runner.step)
 LOADED = ".loaded.json"
@@ -316,12 +319,27 @@ def host_facts() -> dict[str, Any]:
     return {"kernel": os.uname().release, "cpus": os.cpu_count(), "memory_mb": memory_mb}
 
 
+def given_facts(text: str) -> dict[str, Any]:
+    """The facts a call gives (``--facts``: a JSON object), over the plan's; refused in one line if not
+    an object (:class:`rec.RecordError`)."""
+    try:
+        facts = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise rec.RecordError(f"--facts: not JSON ({exc}): give a JSON object of facts") from None
+    if not isinstance(facts, dict):
+        raise rec.RecordError(f"--facts: a JSON {type(facts).__name__}, not an object: give a JSON object")
+    return facts
+
+
 class Runner:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.plan_path = Path(args.plan)
         self.plan: rec.HostPlan = rec.read(self.plan_path, rec.HostPlan)
         self.home = self.plan_path.parent
+        for key in ("metrics_interval", "ready_timeout", "perf_timeout", "perf_memory_mb", "progress"):
+            if getattr(args, key, None) is None:  # the plan's setting, unless the call gave one
+                setattr(args, key, getattr(self.plan.runner, key))
         ends = {**self.plan.endpoints, **{k: getattr(args, k) for k in ("triton", "metrics", "fastapi")
                                           if getattr(args, k)}}
         for key in () if args.triton_log else ("triton", "metrics", "fastapi"):  # --triton-log reaches none
@@ -331,7 +349,7 @@ class Runner:
         self.triton, self.fastapi = Http(ends.get("triton", "")), Http(ends.get("fastapi", ""))
         self.metrics_url = ends.get("metrics", "")
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
-        self.facts: dict[str, Any] = {**host_facts(), **(json.loads(args.facts) if args.facts else {})}
+        self.facts: dict[str, Any] = {**host_facts(), **self.plan.facts, **given_facts(args.facts)}
         self.session_levels: list[float] = []
         self.pending: dict[str, list[rec.LevelPlan]] = {}
         self.total = self.n = 0
@@ -814,66 +832,6 @@ def unpack_bundle(bundle: Path) -> None:
             os.replace(tmp, dest)
 
 
-def runner_alive(lock: Path) -> bool:
-    """Whether a runner holds a run's lock (each holds it from its start to its end)."""
-    try:
-        with open(lock, "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(f, fcntl.LOCK_UN)
-            return False
-    except OSError:
-        return False
-
-
-def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> int:
-    """Wait for level ``seq``'s event (or the call's end) in a running call's ``--log``; print the
-    call's events up to it. When it is the call's last level, wait for the end too (it comes at once).
-
-    The role calls this once per level while the runner goes on, so each level is shown as it ends,
-    and reads the last answer for the whole call. Exit 1 with one line when the runner is gone without
-    its end event (what it wrote to ``stderr`` is quoted) or nothing comes within ``timeout`` seconds.
-    """
-    deadline = time.time() + timeout
-    seen, quiet_since, checked = -1, time.time(), 0.0
-    while True:
-        try:
-            text = log.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            text = ""
-        try:
-            events, _ = rec.read_events(text[:text.rfind("\n") + 1], str(log))  # whole lines only
-        except rec.RecordError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        ends = [i for i, e in enumerate(events) if e.kind == rec.END]
-        hit = next((i for i, e in enumerate(events) if e.kind == rec.LEVEL and e.seq == seq), None)
-        if ends or (hit is not None and events[hit].seq != events[hit].total):
-            upto = ends[0] + 1 if ends else (hit or 0) + 1
-            for e in events[:upto]:
-                print(rec.event_line(e), flush=True)
-            return 0
-        now = time.time()
-        if len(text) != seen:
-            seen, quiet_since = len(text), now
-        elif now - quiet_since >= 5 and now - checked >= 5:
-            checked = now
-            if not runner_alive(log.parent / ".runner.lock") and log.read_text(encoding="utf-8") == text:
-                said = (stderr.read_text(errors="replace").strip().splitlines()
-                        if stderr and stderr.is_file() else [])
-                print(f"{log}: the runner is gone without its end event"
-                      + (f"; it said: {said[-1]}" if said else "") + ": see its log and "
-                      + (str(stderr) if stderr else "the node"), file=sys.stderr)
-                return 1
-        if now >= deadline:
-            print(f"{log}: no event of level {seq} nor the end within {timeout:.0f} s: see the runner's log",
-                  file=sys.stderr)
-            return 1
-        time.sleep(0.2)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plan", help="the host's plan.json (in the run's node folder)")
@@ -882,32 +840,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restore", action="store_true",
                     help="then restore the models' committed configs and write host.json")
     ap.add_argument("--log", default="", help="the events also go to this file (next to the plan)")
-    ap.add_argument("--progress", default="/work/progress.json")
+    ap.add_argument("--progress", default=None, help="the progress file (default: the plan's)")
     ap.add_argument("--triton", default="", help="Triton's HTTP API (default: the plan's endpoints)")
     ap.add_argument("--metrics", default="", help="Triton's metrics URL (default: the plan's endpoints)")
     ap.add_argument("--fastapi", default="", help="the FastAPI endpoint (default: the plan's endpoints)")
-    ap.add_argument("--metrics-interval", type=float, default=1.0)
-    ap.add_argument("--ready-timeout", type=float, default=180.0)
-    ap.add_argument("--perf-timeout", type=float, default=900.0, help="time cap of one perf_analyzer run (s)")
-    ap.add_argument("--perf-memory-mb", type=float, default=4096.0, help="memory cap of perf_analyzer (MB)")
-    ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance")
+    # the runner's settings: the host plan's (records.RunnerSettings), unless given here
+    ap.add_argument("--metrics-interval", type=float, default=None, help="seconds between metrics samples")
+    ap.add_argument("--ready-timeout", type=float, default=None, help="wait for READY (s)")
+    ap.add_argument("--perf-timeout", type=float, default=None, help="time cap of one perf_analyzer run (s)")
+    ap.add_argument("--perf-memory-mb", type=float, default=None, help="memory cap of perf_analyzer (MB)")
+    ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance, over "
+                    "the plan's")
     ap.add_argument("--triton-log", action="store_true",
                     help="read Triton's log (docker logs -t) on stdin and add its reason to the records of "
                          "refused loads (of --variant, or of every variant)")
     ap.add_argument("--repetition", type=int, action="append", default=[], metavar="N",
                     help="measure only the levels of repetition N (repeat; default: all)")
-    ap.add_argument("--follow", type=Path, metavar="LOG",
-                    help="wait for level --seq's event (or the end) in a running call's --log file; print it")
-    ap.add_argument("--seq", type=int, default=1, help="with --follow: the level's number in the call")
     ap.add_argument("--stderr", type=Path, default=None,
-                    help="the runner's own errors go to this file (next to the plan); with --follow: quoted "
-                         "when the runner is gone")
-    ap.add_argument("--timeout", type=float, default=3600.0, help="with --follow: how long to wait (s)")
+                    help="the runner's own errors go to this file (next to the plan)")
     args = ap.parse_args(argv)
-    if args.follow:
-        return follow(args.follow, args.seq, args.timeout, args.stderr)
     if not args.plan:
-        ap.error("give --plan PLAN (or --follow LOG)")
+        ap.error("give --plan PLAN")
     if args.stderr:  # a detached runner (docker exec -d): what it would print on stderr is kept there
         fd = os.open(Path(args.plan).parent / args.stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
@@ -922,7 +875,7 @@ def main(argv: list[str] | None = None) -> int:
     except rec.RecordError as exc:
         print(exc, file=sys.stderr)
         return 2
-    with open(runner.home / ".runner.lock", "w") as lock:
+    with open(runner.home / rec.RUNNER_LOCK, "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

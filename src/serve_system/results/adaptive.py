@@ -20,13 +20,14 @@ import hashlib
 import json
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import records
+from ..experiment import records, runnercall
 from . import findings as fnd
 from . import searchdecide as search
 from . import sequential, tree
@@ -67,10 +68,11 @@ def contended(rows: list[dict[str, Any]], start: int) -> set[str]:
 def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     """The host's next runner call, or why there is none.
 
-    Returns ``{"decided": bool, "text": what the role prints, "batch": a batch like ``plan --role``'s
-    (None when decided)}``. The host's fetched archive is put into the results first (a sharded
-    search's: every host's), and only what its decision needs is read: its own records, or a
-    sharded search's shared view (:func:`shared_step`).
+    Returns ``{"decided": bool, "text": what the role prints, "call": the next runner call, as
+    ``plan --role`` gives the first (:class:`~serve_system.experiment.runnercall.RunnerCall`; None when
+    decided, or when a sharded search has nothing for this host in this round)}``. The host's fetched
+    archive is put into the results first (a sharded search's: every host's), and only what its
+    decision needs is read: its own records, or a sharded search's shared view (:func:`shared_step`).
     """
     if host in ("", ".", "..") or "/" in host or "\0" in host:
         raise ServeSystemError(f"--host {host!r}: not a host of the run (the name of its folder under "
@@ -84,7 +86,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     if hplan.search:
         return search_round(run_dir, hplan)
     if not hplan.adaptive:
-        return {"decided": True, "text": f"{host}: every planned repetition is measured", "batch": None}
+        return {"decided": True, "text": f"{host}: every planned repetition is measured", "call": None}
     manifest = read_manifest(run_dir)
     every = tree.collect(run_dir, {host})  # the host is judged on its own levels: no other host's is read
     rows = fnd.counted(every)  # a level measured under contention does not count: it is measured again
@@ -98,7 +100,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     if hplan.adaptive.get("only"):  # -e variants: repetitions only of those
         undecided &= set(hplan.adaptive["only"])
     if not undecided:
-        return {"decided": True, "batch": None,
+        return {"decided": True, "call": None,
                 "text": f"{host}: every claim is decided" if not open_claims else
                         f"{host}: {', '.join(open_claims)} undecided, but no variant's repetition can decide "
                         "it"}
@@ -111,7 +113,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
                         + ([", ".join(f"`{n}`" for n in sorted(redo)) + " measured under contention (not "
                             "counted)"] if redo else []))
     if budget is not None and minutes >= budget:
-        return {"decided": True, "batch": None,
+        return {"decided": True, "call": None,
                 "text": f"{host}: {waiting}; the budget is spent "
                         f"({minutes:.1f} of {budget:g} measured minutes)"}
     for r, names in enumerate(hplan.rounds, 1):
@@ -121,13 +123,12 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
         by_name = {v.name: v for v in hplan.variants}
         levels = [lv for n in todo for lv in by_name[n].levels if lv.repetition == r
                   and (n, lv.id) not in done]
-        picked = [f"--variant={n}" for n in todo]
         return {"decided": False,
                 "text": (f"{host}: {waiting}: repetition {r} of {', '.join(todo)} "
                          f"({minutes:.1f} measured minutes so far)"),
-                "batch": {"variants": todo, "args": [*picked, f"--repetition={r}"],
-                          "explain_args": ["--triton-log", *picked], "runtime": None, "todo": len(levels)}}
-    return {"decided": True, "batch": None,
+                # the plan's last round: no call can follow it, so it restores the baseline itself
+                "call": _call(hplan, todo, [r], len(levels), f"r{r}", restore=r == len(hplan.rounds))}
+    return {"decided": True, "call": None,
             "text": f"{host}: {waiting}; the budget is spent "
                     f"({len(hplan.rounds)} repetitions)"}
 
@@ -137,8 +138,8 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
 
     Sharded: the search is decided on every host's records (the role asks every host's ``decide``
     after every host's call has come home), once per round (:func:`shared_step`), and the host
-    measures its share of the batch; a host with no share in this round gets an empty batch (the
-    role skips it) and is asked again."""
+    measures its share of the batch; a host with no share in this round gets no call and is asked
+    again."""
     assert hplan.search is not None
     host = hplan.host
     if _sharded(hplan):
@@ -146,7 +147,7 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
     else:
         out = search.step(hplan.search, tree.collect(run_dir, {host}))
     if out.decided:
-        return {"decided": True, "batch": None, "text": f"{host}: {out.text}"}
+        return {"decided": True, "call": None, "text": f"{host}: {out.text}"}
     done = records.done_levels(run_dir / host)
     by_name = {v.name: v for v in hplan.variants}
     # this host's levels of the batch still to measure, per candidate (sharded: its share only)
@@ -155,14 +156,19 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
     mine = [n for n, k in left.items() if k]
     todo = sum(left.values())
     if not todo:
-        return {"decided": False, "text": f"{host}: {out.text}: nothing of it on this host",
-                "batch": {"variants": [], "args": [], "explain_args": [], "runtime": None, "todo": 0}}
-    picked = [f"--variant={n}" for n in mine]
-    reps = [f"--repetition={r}" for r in out.repetitions]
+        return {"decided": False, "text": f"{host}: {out.text}: nothing of it on this host", "call": None}
     return {"decided": False, "text": f"{host}: {out.text} ({out.runs} run(s), {out.minutes:.1f} measured "
                                       "minutes so far)",
-            "batch": {"variants": mine, "args": [*picked, *reps],
-                      "explain_args": ["--triton-log", *picked], "runtime": None, "todo": todo}}
+            "call": _call(hplan, mine, out.repetitions, todo, f"s{out.runs}")}
+
+
+def _call(hplan: records.HostPlan, variants: list[str], repetitions: list[int], todo: int,
+          label: str, restore: bool = False) -> dict[str, Any]:
+    """The runner call of a further round, as the role runs it (:func:`runnercall.runner_call`)."""
+    token = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{label}"
+    call = runnercall.runner_call(hplan.runner, variants, repetitions, token=token, todo=todo,
+                                  restore=restore)
+    return records.to_json(call)
 
 
 def _sharded(hplan: records.HostPlan) -> bool:

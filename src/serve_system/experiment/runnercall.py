@@ -1,0 +1,68 @@
+"""A runner call as one record: every command line the ``experiment`` role runs for one call of the
+node-side runner (:mod:`.runner`), built here and nowhere else.
+
+``serve-system plan --role`` answers a host's first calls with them, ``serve-system decide`` each
+further one (:mod:`serve_system.results.adaptive`); the role runs ``start``, then each of ``follow``
+(one per level still to measure: it prints that level's progress line), ``wait_end`` when no level was
+left to report the end, ``explain`` (Triton's log on its stdin) after a refused load, and the host's
+``restore`` at the end. Where the runner runs, its timeouts and its memory cap are the host plan's
+:class:`~.records.RunnerSettings`: the runner reads them there, so no call carries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from . import records as rec
+
+
+@dataclass
+class RunnerCall:
+    """One runner call on a host: the variants it measures and the command lines that run it."""
+
+    variants: list[str]
+    #: levels still to measure in it (one ``follow`` each)
+    todo: int
+    #: FastAPI: the runtime the endpoint is brought up with first; None: Triton
+    runtime: str | None
+    #: starts the runner in the client container, detached (its events go to its log on the node)
+    start: list[str]
+    #: on the node: waits for level 1, 2, ... of the call and prints its event
+    follow: list[list[str]] = field(default_factory=list)
+    #: on the node: waits for the call's end
+    wait_end: list[str] = field(default_factory=list)
+    #: in the client container: adds Triton's reasons (its log on stdin) to the refused loads' records
+    explain: list[str] = field(default_factory=list)
+
+
+def runner_argv(settings: rec.RunnerSettings, *, detach: bool = False) -> list[str]:
+    """The runner in the client container (``docker exec``), on the host plan's ``plan.json``."""
+    here = settings.client_dir.rstrip("/")
+    return ["docker", "exec", "--detach" if detach else "-i", settings.container,
+            "python3", f"{here}/.node.pyz", "--plan", f"{here}/plan.json"]
+
+
+def restore_argv(settings: rec.RunnerSettings) -> list[str]:
+    """Restores the models' committed configs, writes the host record and packs the records."""
+    return [*runner_argv(settings), "--restore"]
+
+
+def runner_call(settings: rec.RunnerSettings, variants: Sequence[str], repetitions: Sequence[int], *,
+                token: str, todo: int, runtime: str | None = None, restore: bool = False) -> RunnerCall:
+    """The call measuring ``variants`` (in plan order; only ``repetitions`` of them when given), ``todo``
+    levels, then restoring the baseline when ``restore``; ``settings``: the host plan's. ``token`` names
+    its event log on the node (unique per call of a run)."""
+    s = settings
+    log = f".progress-{token}.log"
+    picked = [f"--variant={n}" for n in variants]
+    node = (s.node_dir or s.client_dir).rstrip("/")
+    follow = ["python3", f"{node}/.node.pyz", "--follow", f"{node}/{log}",
+              "--stderr", f"{node}/{log}.err", "--timeout", str(s.level_wait_s())]
+    return RunnerCall(
+        variants=list(variants), todo=todo, runtime=runtime,
+        start=[*runner_argv(s, detach=True), *picked, *(f"--repetition={r}" for r in repetitions),
+               *(["--restore"] if restore else []), "--log", log, "--stderr", f"{log}.err"],
+        follow=[[*follow, "--seq", str(n)] for n in range(1, todo + 1)],
+        wait_end=[*follow, "--seq", "0"],
+        explain=[*runner_argv(s), "--triton-log", *picked])

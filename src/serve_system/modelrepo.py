@@ -146,33 +146,13 @@ def render(
         wanted.update({f"{name}/{rel}": data for rel, data in files.items()})
         rows.append(row)
     wanted[MANIFEST] = (json.dumps([asdict(r) for r in rows], indent=2) + "\n").encode()
-    return sync_tree(dest, wanted), rows
+    return safeio.sync_tree(dest, wanted, adopt=MANIFEST), rows
 
 
 def has_weights(model_dir: Path) -> bool:
     """The model's source directory holds a weights file (model.onnx, food11.pth, ...)."""
     return model_dir.is_dir() and any(p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)
                                       for p in model_dir.rglob("*"))
-
-
-def sync_tree(dest: Path, wanted: dict[str, bytes], *, private: bool = False) -> bool:
-    """Make ``dest`` hold ``wanted`` (relative path -> bytes) and none of the files the tool put there
-    before (:class:`safeio.OwnedFolder`: a user's own files and a user's non-empty folder are never
-    touched; nothing is written through a link); True when anything changed. ``private``: a folder of
-    the tool's own cache (an image's build context), mirrored: every other file in it goes too."""
-    folder = safeio.OwnedFolder(dest, option="--dest", adopt=MANIFEST, force=private)
-    if private:
-        folder.owned |= {rel for p in dest.rglob("*") if not p.is_symlink() and p.is_file()
-                         and safeio.is_plain_path(rel := p.relative_to(dest).as_posix())}
-    changed = bool(folder.clear(keep=lambda name: name in wanted))
-    for rel, data in wanted.items():
-        path = folder.path(rel)
-        if not path.is_symlink() and path.is_file() and path.read_bytes() == data:
-            folder.add(rel)
-            continue
-        folder.write_bytes(rel, data)
-        changed = True
-    return changed
 
 
 def format_table(rows: list[ModelRow]) -> list[str]:

@@ -557,3 +557,25 @@ def is_plain_path(name: str) -> bool:
 def _safe_rel(name: str) -> bool:
     parts = name.split("/")
     return bool(name) and all(PLAIN_NAME.fullmatch(x) for x in parts)
+
+
+def sync_tree(dest: Path, wanted: dict[str, bytes], *, adopt: str | None = None, private: bool = False,
+              option: str = "--dest") -> bool:
+    """Make ``dest`` hold ``wanted`` (relative path -> bytes) and none of the files the tool put there
+    before (:class:`OwnedFolder`: a user's own files and a user's non-empty folder are never touched;
+    nothing is written through a link); True when anything changed. ``adopt``: as
+    :class:`OwnedFolder`'s. ``private``: a folder of the tool's own cache (an image's build context),
+    mirrored: every other file in it goes too."""
+    folder = OwnedFolder(dest, option=option, adopt=adopt, force=private)
+    if private:
+        folder.owned |= {rel for p in dest.rglob("*") if not p.is_symlink() and p.is_file()
+                         and is_plain_path(rel := p.relative_to(dest).as_posix())}
+    changed = bool(folder.clear(keep=lambda name: name in wanted))
+    for rel, data in wanted.items():
+        path = folder.path(rel)
+        if not path.is_symlink() and path.is_file() and path.read_bytes() == data:
+            folder.add(rel)
+            continue
+        folder.write_bytes(rel, data)
+        changed = True
+    return changed

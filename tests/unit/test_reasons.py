@@ -23,7 +23,7 @@ from report_trees import (
 
 from serve_system.experiment import records
 from serve_system.results import findings as fnd
-from serve_system.results import reasons
+from serve_system.results import reasons, setups
 from serve_system.results import tree as res
 from serve_system.results.report import write_report
 
@@ -183,20 +183,20 @@ def test_constant_and_poisson_at_different_rates_name_the_rates(tmp_path: Path) 
 
 def test_a_need_that_ran_adapted_says_how_the_host_changed_it() -> None:
     """The walk's fifth cause: planned as the claim needs, measured, but the host changed it."""
-    def setup(variant_: str, kind: str, adapted: tuple[str, ...] = ()) -> fnd.Setup:
-        return fnd.Setup("n1", variant_, "m", "python", 2, kind, False, "constant", 1, 4, "{}", "{}", "{}",
-                         None, adapted)
+    def setup(variant_: str, kind: str, adapted: tuple[str, ...] = ()) -> setups.Setup:
+        return setups.Setup("n1", variant_, "m", "python", 2, kind, False, "constant", 1, 4, "{}", "{}",
+                            "{}", None, adapted)
 
     moved = ("instance_group[0]: KIND_GPU x2 -> KIND_CPU x2 (host has no GPU)",)
-    setups = {("n1", "a"): setup("a", "CPU", moved), ("n1", "b"): setup("b", "CPU")}
+    ran = {("n1", "a"): setup("a", "CPU", moved), ("n1", "b"): setup("b", "CPU")}
     rows = [{"host": "n1", "variant": v, "status": "ok", "load": 1} for v in ("a", "b")]
     gpu = reasons.Need("variant on GPU instances", lambda s: s.instance_kind == "GPU" or bool(s.adapted),
                        lambda s: s.instance_kind == "GPU")
-    assert reasons.why([gpu], setups, rows) == (
+    assert reasons.why([gpu], ran, rows) == (
         "Adapted to the host, so no variant on GPU instances ran as planned: `a` on n1: instance_group[0]: "
         "KIND_GPU x2 -> KIND_CPU x2 (host has no GPU).")
     # the causes before it win: the same need with nothing measured
-    assert reasons.why([gpu], setups, [{**r, "status": "failed", "error": "x"} for r in rows]) == (
+    assert reasons.why([gpu], ran, [{**r, "status": "failed", "error": "x"} for r in rows]) == (
         "Nothing was measured in this run: all 2 level(s) or variant(s) failed, e.g. `a`: x.")
 
 

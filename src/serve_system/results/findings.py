@@ -36,7 +36,6 @@ the set-ups (:func:`serve_system.results.tree.variant_setups`).
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
@@ -44,10 +43,10 @@ from typing import Any
 
 from .. import metrics
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
-from ..triton import pbtxt as tc
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
+from .setups import Setup, is_shim, make_setup
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
 VERDICTS = iv.VERDICTS
@@ -68,74 +67,6 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Setup:
-    """What one (host, variant) ran: the parts of its configuration the claims compare."""
-
-    host: str
-    variant: str
-    model: str | None
-    backend: str | None
-    instances: int
-    instance_kind: str
-    dynamic_batching: bool
-    distribution: str
-    batch_size: int
-    host_cpus: int | None
-    #: the configuration without name, instance groups and dynamic batching (a hashable key)
-    rest: str
-    #: the configuration without name and instance groups
-    without_instances: str
-    #: the configuration without name and dynamic batching
-    without_batching: str
-    #: who really served it where not the backend its spec names (``serve_system_served_by``: the shim)
-    served_by: str | None = None
-    #: how the host changed its configuration (GPU instances moved to CPU, GPU ids folded)
-    adapted: tuple[str, ...] = ()
-
-    @property
-    def planned_backend(self) -> str | None:
-        """The backend its spec names: onnxruntime for a model the ONNX shim served."""
-        return "onnxruntime" if why_.is_shim(self.served_by) else self.backend
-
-
-def _key(cfg: dict[str, Any], drop: tuple[str, ...]) -> str:
-    return json.dumps({k: v for k, v in cfg.items() if k not in drop}, sort_keys=True)
-
-
-_PLATFORMS = {"onnxruntime_onnx": "onnxruntime", "tensorrt_plan": "tensorrt", "pytorch_libtorch": "pytorch"}
-
-
-def make_setup(host: str, variant: str, raw: dict[str, Any]) -> Setup | None:
-    """A :class:`Setup` from :func:`results.variant_setups`' record; None when nothing says how it ran."""
-    dist = raw.get("distribution") or "constant"
-    batch = int(raw.get("batch_size") or 1)
-    backend: str | None
-    if raw.get("runtime"):  # a FastAPI variant: one process, no Triton configuration
-        rt = str(raw["runtime"])
-        backend = {"onnx": "onnxruntime", "pytorch": "python"}.get(rt, rt)
-        return Setup(host, variant, f"fastapi:{rt}", backend, 1, "process", False, dist, batch,
-                     raw.get("host_cpus"), "fastapi", "fastapi", "fastapi")
-    text = raw.get("config_pbtxt")
-    if not text:
-        return None
-    try:
-        cfg = tc.to_dict(tc.parse_pbtxt(text, f"{host}/{variant}/config.pbtxt"))
-    except tc.ConfigError:
-        return None
-    backend = cfg.get("backend") or _PLATFORMS.get(cfg.get("platform", ""), cfg.get("platform"))
-    groups = cfg.get("instance_group") or [{}]
-    instances = sum(int(g.get("count", 1)) * max(1, len(g.get("gpus") or [])) for g in groups)
-    kinds = sorted({str(g.get("kind", "KIND_AUTO")).removeprefix("KIND_") for g in groups})
-    rest = _key(cfg, ("name", "instance_group", "dynamic_batching"))
-    served = ((cfg.get("parameters") or {}).get("serve_system_served_by") or {}).get("string_value")
-    adapted = tuple(str(n) for n in raw.get("notes") or [] if not str(n).startswith("served by:"))
-    return Setup(host, variant, cfg.get("name"), backend, instances, "+".join(kinds),
-                 "dynamic_batching" in cfg, dist, batch, raw.get("host_cpus"), rest,
-                 _key(cfg, ("name", "instance_group")), _key(cfg, ("name", "dynamic_batching")),
-                 served, adapted)
 
 
 # -- measurements: each level's repetitions -----------------------------------------------------
@@ -337,7 +268,7 @@ def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -
     onnx_ = why_.Need("variant on Triton's onnxruntime backend or FastAPI's onnx runtime",
                       lambda s: s.planned_backend == "onnxruntime", lambda s: s.backend == "onnxruntime")
     python = why_.Need("variant on Triton's Python backend or FastAPI's pytorch runtime",
-                       lambda s: s.backend == "python" and not why_.is_shim(s.served_by))
+                       lambda s: s.backend == "python" and not is_shim(s.served_by))
     found = why_.why([onnx_, python], setups, rows)
     if found:
         return found

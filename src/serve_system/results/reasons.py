@@ -22,15 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..experiment import records
-
-if TYPE_CHECKING:  # findings imports this module
-    from .findings import Setup
+from .setups import Setup, is_shim
 
 #: the ``serve_system_served_by`` parameter's value that the renderer sets for the ONNX shim
-SHIM_PREFIX = "onnx_python_shim"
 #: what the ONNX shim is, in the reasons' words
 SHIM = "the serve-system ONNX shim (Triton's Python backend running onnxruntime)"
 #: how many variants or levels a reason names before it counts the rest
@@ -155,10 +152,6 @@ def failed(candidates: list[Setup], rows: list[dict[str, Any]], lead: str = "Run
 
 
 # -- 4. served by another backend ----------------------------------------------------------------
-
-
-def is_shim(served_by: str | None) -> bool:
-    return bool(served_by) and str(served_by).startswith(SHIM_PREFIX)
 
 
 def shimmed(need: Need, variants: list[Setup]) -> str:

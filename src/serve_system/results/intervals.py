@@ -177,8 +177,9 @@ def _welch(var_a: float, n_a: int, var_b: float, n_b: int) -> tuple[float, float
     return se, df
 
 
-def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]] | Effect:
-    """Both sides' log samples, or the Effect that has no interval (no samples, a non-positive one)."""
+def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float], float] | Effect:
+    """Both sides' log samples and the difference of their means (B - A), or the Effect that has no
+    interval (no samples, a non-positive one)."""
     xa, xb = [float(x) for x in a], [float(x) for x in b]
     na, nb = len(xa), len(xb)
     if not na or not nb:
@@ -187,7 +188,8 @@ def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[flo
         ma, mb = math.fsum(xa) / na, math.fsum(xb) / nb
         return Effect(na, nb, (mb / ma - 1) if ma > 0 else None, None, None,
                       "a sample is zero or negative: no ratio interval")
-    return [math.log(x) for x in xa], [math.log(x) for x in xb]
+    la, lb = [math.log(x) for x in xa], [math.log(x) for x in xb]
+    return la, lb, math.fsum(lb) / nb - math.fsum(la) / na
 
 
 def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) -> Effect:
@@ -197,10 +199,8 @@ def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) 
     logs = _logs(a, b)
     if isinstance(logs, Effect):
         return logs
-    la, lb = logs
-    na, nb = len(la), len(lb)
-    d = math.fsum(lb) / nb - math.fsum(la) / na
-    change = math.expm1(d)
+    la, lb, d = logs
+    na, nb, change = len(la), len(lb), math.expm1(d)
     if na < 2 or nb < 2:
         return Effect(na, nb, change, None, None, ONE_REPETITION, d)
     va, vb = _var(la), _var(lb)
@@ -286,10 +286,8 @@ def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: 
     logs = _logs(a, b)
     if isinstance(logs, Effect):
         return logs
-    la, lb = logs
-    na, nb = len(la), len(lb)
-    d = math.fsum(lb) / nb - math.fsum(la) / na
-    change = math.expm1(d)
+    la, lb, d = logs
+    na, nb, change = len(la), len(lb), math.expm1(d)
     if pool.df < 1:
         return Effect(na, nb, change, None, None, NO_POOL, d)
     half = t_quantile(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb + extra)

@@ -445,7 +445,23 @@ class Search(_Model):
         default=4, description="optuna: trials measured per runner call")
 
 
-class TritonSpec(_Model):
+class _SpecFile(_Model):
+    """What both kinds of spec keep of their file: where it was read and the data as written."""
+
+    _path: Path = PrivateAttr(default=Path("spec.yml"))
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The spec as written (for the run's manifest)."""
+        return self._raw
+
+
+class TritonSpec(_SpecFile):
     """An experiment on Triton (``kind: triton``, the default)."""
 
     kind: Literal["triton"] = "triton"
@@ -477,20 +493,9 @@ class TritonSpec(_Model):
                                   "each (also: -e shard=true)")
     search: Search | None = Field(default=None, description="how the variants are searched (default: grid)")
 
-    _path: Path = PrivateAttr(default=Path("spec.yml"))
-    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
     _expanded: list[Variant] = PrivateAttr(default_factory=list)
 
     # the spec as the planner reads it ---------------------------------------------------------
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def data(self) -> dict[str, Any]:
-        """The spec as written (for the run's manifest)."""
-        return self._raw
-
     @property
     def all_variants(self) -> list[Variant]:
         """The variants listed, then those the sweep generates."""
@@ -558,7 +563,7 @@ class FastapiWarmup(_Model):
         default=0, description="requests sent after each start of the endpoint, not measured")
 
 
-class FastapiSpec(_Model):
+class FastapiSpec(_SpecFile):
     """The lab's FastAPI endpoint benchmark (``kind: fastapi``)."""
 
     kind: Literal["fastapi"]
@@ -570,17 +575,6 @@ class FastapiSpec(_Model):
     smallest_effect: SmallestEffect = DEFAULT_SMALLEST_EFFECT
     warmup: FastapiWarmup = FastapiWarmup()
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
-
-    _path: Path = PrivateAttr(default=Path("spec.yml"))
-    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return self._raw
 
 
 #: a spec of either kind, as :func:`load_spec` returns it

@@ -119,112 +119,151 @@ def plan(
     ``done`` holds (variant, level id) pairs already measured (resume), marked ``done``.
     """
     errs: list[str] = []
-    where = str(spec.path)
     out: list[VariantPlan] = []
-    policy = spec.on_missing_gpus
     for v in spec.all_variants:
-        vname = v.name
-        try:
-            base = base_config(spec, v, repository)
-        except ConfigError as exc:
-            errs.append(f"{where}: {vname}: base_config: {exc}")
+        made = _config(spec, v, host_gpus, compute_capability, repository, errs)
+        if made is None:
             continue
-        # a base shared by variants says its own problems once, under its own field
-        in_base = {str(p) for p in jinja_in(base)}
-        errs += [f"{where}: {_base_field(spec, v)}: {p}" for p in sorted(in_base)]
-        try:
-            cfg = apply_overrides(base, v.config, f"{where}: {vname}: config")
-        except ConfigError as exc:
-            errs.append(str(exc))
-            continue
+        cfg, notes, stand_in = made
         model = v.model or spec.model
-        if cfg.name and cfg.name != model:
-            errs.append(f"{where}: {vname}: config.name: {cfg.name!r} differs from the model name {model!r}")
-        notes: list[str] = []
-        stand_in = None
-        params = cfg.parameters
-        if "serve_system_weights" in params and (
-                params["serve_system_weights"].string_value.startswith("stand-in")):
-            stand_in = params["serve_system_weights"].string_value
-        if "serve_system_served_by" in params:
-            notes.append(f"served by: {params['serve_system_served_by'].string_value}")
-        if "serve_system_instances" in params and "instance_group" not in (v.config or {}):
-            # the node's base config was moved off GPUs when it was deployed; this variant runs it as is
-            notes += params["serve_system_instances"].string_value.split("; ")
-        if needs_adapting(cfg, host_gpus, compute_capability):
-            if policy == "adapt":
-                cfg, adapted = adapt_to_host(cfg, host_gpus, compute_capability)
-                notes += adapted
-            elif gpus_needed(cfg) > host_gpus:
-                errs.append(f"{where}: {vname}: instance_group: uses {gpus_needed(cfg)} GPU(s), the host "
-                            f"has {host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
-                continue
-        for prob in check(cfg, host_gpus, compute_capability=compute_capability):
-            if str(prob) in in_base:
-                continue
-            errs.append(f"{where}: {vname}: config.{prob.field}: {prob.message}")
         perf = spec.merged_perf(v)
         load = spec.merged_load(v)
-        for prob in check_shapes(cfg, perf.get("shapes") or {}):
-            errs.append(
-                f"{where}: {_perf_field(v, 'shapes')}{prob.field.removeprefix('shapes')}: {prob.message}")
         batch = int(perf.get("batch_size", 1))
-        if cfg.max_batch_size == 0 and batch > 1:
-            errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > 1 but the model does not batch "
-                        "(max_batch_size 0): use batch_size 1")
-        elif cfg.max_batch_size and batch > cfg.max_batch_size:
-            errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > max_batch_size "
-                        f"{cfg.max_batch_size}: use a smaller batch_size")
-        input_data = None
-        if perf.get("input_data") and perf["input_data"] not in ("random", "zero"):
-            try:
-                src = resolve(spec.path, str(perf["input_data"]))
-            except ValueError as exc:
-                errs.append(f"{where}: {_perf_field(v, 'input_data')}: {exc}")
-                continue
-            if not src.exists():
-                errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf['input_data']} not found: give "
-                            "an existing JSON file (relative to the spec's folder), 'random' or 'zero'")
-            input_data = str(src)
-            perf["input_data"] = f"{node_work_dir}/{src.name}"
+        errs += _perf_problems(spec, v, cfg, perf, batch)
+        try:
+            input_data = _input_data(spec, v, perf, node_work_dir, errs)
+        except ValueError:
+            continue
         if input_data is None:  # generated inputs: large ones get a request count (perf_analyzer's memory)
             perf, bound = perfmod.bound_requests(perf, request_bytes(cfg, perf.get("shapes") or {}, batch))
             notes += [bound] if bound else []
         if "distribution" in load:
             perf["distribution"] = load["distribution"]
-        mode = load.get("mode", perfmod.CONCURRENCY)
         purl = grpc_url if perf.get("protocol") == "grpc" else url
-        levels = expand_levels(load.get("levels"))
-        version = v.version or spec.version
-        lplans = []
-        for rep, rep_levels, rep_perf in search.schedule(spec, levels, perf):  # a grid: every level
-            for lv in rep_levels:
-                lid = level_id(mode, lv, rep)
-                csv_path = f"{node_work_dir}/{vname}/{lid}/perf.csv"
-                argv = perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=rep_perf,
-                                          csv_path=csv_path)
-                retries, p2 = [], rep_perf
-                for _ in range(int(perf.get("retries", 1))):
-                    p2 = perfmod.longer_window(p2)
-                    retries.append(perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=p2,
-                                                      csv_path=csv_path))
-                lplans.append(LevelPlan(id=lid, mode=mode, load=lv, repetition=rep, argv=argv,
-                                        retry_argv=retries, done=(vname, lid) in (done or set())))
-        warm_n = spec.warmup.requests
-        warm_perf = {k: v2 for k, v2 in perf.items() if k not in ("request_count", "warmup_request_count",
-                                                                   "percentile", "latency_threshold_ms")}
-        # exactly warm_n requests (a count bound, not windows until stable: no stability to reach here)
-        warm_perf.update(measurement_mode="count_windows", measurement_request_count=max(warm_n, 1),
-                         request_count=max(warm_n, 1), verbose_csv=False)
-        warmup_argv = perfmod.build_argv(model=model, url=purl, mode=perfmod.CONCURRENCY, load=1,
-                                         perf=warm_perf) if warm_n > 0 else []
-        out.append(VariantPlan(name=vname, model=model, version=version, config_pbtxt=render_pbtxt(cfg),
-                               load_body=load_api_body(cfg), notes=notes, levels=lplans,
-                               input_data=input_data, perf=perf, warmup_argv=warmup_argv,
+        lplans = _level_plans(spec, v.name, model, purl, load, perf, node_work_dir, done or set())
+        out.append(VariantPlan(name=v.name, model=model, version=v.version or spec.version,
+                               config_pbtxt=render_pbtxt(cfg), load_body=load_api_body(cfg), notes=notes,
+                               levels=lplans, input_data=input_data, perf=perf,
+                               warmup_argv=_warmup_argv(spec.warmup.requests, model, purl, perf),
                                stand_in=stand_in))
     if errs:
         raise SpecError(list(dict.fromkeys(errs)))  # a spec-wide setting's problem reads once
     return out
+
+
+def _config(spec: TritonSpec, v: Variant, host_gpus: int, compute_capability: float | None,
+            repository: Path | None, errs: list[str]) -> tuple[ModelConfig, list[str], str | None] | None:
+    """A variant's configuration for the host (its base with its overrides, adapted where the spec
+    allows), its notes and its stand-in weights' mark; its problems added to ``errs``; None when it
+    cannot be made at all."""
+    where, vname = str(spec.path), v.name
+    try:
+        base = base_config(spec, v, repository)
+    except ConfigError as exc:
+        errs.append(f"{where}: {vname}: base_config: {exc}")
+        return None
+    # a base shared by variants says its own problems once, under its own field
+    in_base = {str(p) for p in jinja_in(base)}
+    errs += [f"{where}: {_base_field(spec, v)}: {p}" for p in sorted(in_base)]
+    try:
+        cfg = apply_overrides(base, v.config, f"{where}: {vname}: config")
+    except ConfigError as exc:
+        errs.append(str(exc))
+        return None
+    model = v.model or spec.model
+    if cfg.name and cfg.name != model:
+        errs.append(f"{where}: {vname}: config.name: {cfg.name!r} differs from the model name {model!r}")
+    notes: list[str] = []
+    stand_in = None
+    params = cfg.parameters
+    if "serve_system_weights" in params and (
+            params["serve_system_weights"].string_value.startswith("stand-in")):
+        stand_in = params["serve_system_weights"].string_value
+    if "serve_system_served_by" in params:
+        notes.append(f"served by: {params['serve_system_served_by'].string_value}")
+    if "serve_system_instances" in params and "instance_group" not in (v.config or {}):
+        # the node's base config was moved off GPUs when it was deployed; this variant runs it as is
+        notes += params["serve_system_instances"].string_value.split("; ")
+    if needs_adapting(cfg, host_gpus, compute_capability):
+        if spec.on_missing_gpus == "adapt":
+            cfg, adapted = adapt_to_host(cfg, host_gpus, compute_capability)
+            notes += adapted
+        elif gpus_needed(cfg) > host_gpus:
+            errs.append(f"{where}: {vname}: instance_group: uses {gpus_needed(cfg)} GPU(s), the host "
+                        f"has {host_gpus}: run it on a GPU node, or set on_missing_gpus: adapt")
+            return None
+    errs += [f"{where}: {vname}: config.{prob.field}: {prob.message}"
+             for prob in check(cfg, host_gpus, compute_capability=compute_capability)
+             if str(prob) not in in_base]
+    return cfg, notes, stand_in
+
+
+def _perf_problems(spec: TritonSpec, v: Variant, cfg: ModelConfig, perf: dict[str, Any],
+                   batch: int) -> list[str]:
+    """What in a variant's perf settings its model cannot take (input shapes, the client batch)."""
+    where = str(spec.path)
+    errs = [f"{where}: {_perf_field(v, 'shapes')}{prob.field.removeprefix('shapes')}: {prob.message}"
+            for prob in check_shapes(cfg, perf.get("shapes") or {})]
+    if cfg.max_batch_size == 0 and batch > 1:
+        errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > 1 but the model does not batch "
+                    "(max_batch_size 0): use batch_size 1")
+    elif cfg.max_batch_size and batch > cfg.max_batch_size:
+        errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > max_batch_size "
+                    f"{cfg.max_batch_size}: use a smaller batch_size")
+    return errs
+
+
+def _input_data(spec: TritonSpec, v: Variant, perf: dict[str, Any], node_work_dir: str,
+                errs: list[str]) -> str | None:
+    """The input data file a variant ships to the node (None: generated inputs), ``perf`` pointed at
+    its node path; a path outside the spec's folder raises ValueError, its problem added to ``errs``."""
+    if not perf.get("input_data") or perf["input_data"] in ("random", "zero"):
+        return None
+    where = str(spec.path)
+    try:
+        src = resolve(spec.path, str(perf["input_data"]))
+    except ValueError as exc:
+        errs.append(f"{where}: {_perf_field(v, 'input_data')}: {exc}")
+        raise
+    if not src.exists():
+        errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf['input_data']} not found: give "
+                    "an existing JSON file (relative to the spec's folder), 'random' or 'zero'")
+    perf["input_data"] = f"{node_work_dir}/{src.name}"
+    return str(src)
+
+
+def _level_plans(spec: TritonSpec, vname: str, model: str, purl: str, load: dict[str, Any],
+                 perf: dict[str, Any], node_work_dir: str, done: set[tuple[str, str]]) -> list[LevelPlan]:
+    """A variant's levels in the plan's repetitions, each with perf_analyzer's command line and its
+    retries with longer windows (``done``: already measured, marked so)."""
+    mode = load.get("mode", perfmod.CONCURRENCY)
+    lplans = []
+    for rep, rep_levels, rep_perf in search.schedule(spec, expand_levels(load.get("levels")), perf):
+        for lv in rep_levels:  # a grid: every level
+            lid = level_id(mode, lv, rep)
+            csv_path = f"{node_work_dir}/{vname}/{lid}/perf.csv"
+            argv = perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=rep_perf,
+                                      csv_path=csv_path)
+            retries, p2 = [], rep_perf
+            for _ in range(int(perf.get("retries", 1))):
+                p2 = perfmod.longer_window(p2)
+                retries.append(perfmod.build_argv(model=model, url=purl, mode=mode, load=lv, perf=p2,
+                                                  csv_path=csv_path))
+            lplans.append(LevelPlan(id=lid, mode=mode, load=lv, repetition=rep, argv=argv,
+                                    retry_argv=retries, done=(vname, lid) in done))
+    return lplans
+
+
+def _warmup_argv(warm_n: int, model: str, purl: str, perf: dict[str, Any]) -> list[str]:
+    """perf_analyzer's warm-up: exactly ``warm_n`` requests (a count bound, not windows until stable:
+    no stability to reach here); none when ``warm_n`` is 0."""
+    if warm_n <= 0:
+        return []
+    warm_perf = {k: v2 for k, v2 in perf.items() if k not in ("request_count", "warmup_request_count",
+                                                               "percentile", "latency_threshold_ms")}
+    warm_perf.update(measurement_mode="count_windows", measurement_request_count=warm_n,
+                     request_count=warm_n, verbose_csv=False)
+    return perfmod.build_argv(model=model, url=purl, mode=perfmod.CONCURRENCY, load=1, perf=warm_perf)
 
 
 def _base_field(spec: TritonSpec, v: Variant) -> str:

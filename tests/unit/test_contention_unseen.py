@@ -93,3 +93,18 @@ def test_a_run_measured_wholly_under_contention_says_so(tmp_path: Path) -> None:
         assert f["detail"].startswith("Nothing counts in this run: all ") and "under contention" in \
             f["detail"] and "re-run it on a quiet node" in f["detail"], f
     assert "no level has a record" not in (run / "report.md").read_text()
+
+
+def test_a_variant_whose_levels_were_all_contended_is_not_counted_not_failed() -> None:
+    from serve_system.results import findings, reasons
+
+    rows = [{"host": "n1", "variant": v, "load": 8.0, "repetition": rep, "status": "ok", "throughput": 100.0,
+             "contention": "other processes took 40 % of the node's CPU" if v == "b" else None}
+            for v in ("a", "b") for rep in (1, 2, 3)]
+    judged = findings.set_aside(rows)
+    assert {r["status"] for r in judged if r["variant"] == "b"} == {reasons.CONTENDED}
+    objective = {"metric": "throughput", "at_load": 8}
+    text = reasons.unqualified(objective, judged, {"a"})
+    assert text.startswith(" (`b`: not counted at load 8: measured under contention, not counted: "), text
+    judged[3]["status"] = "failed"  # one of its levels failed outright: it failed
+    assert "`b`: failed at load 8" in reasons.unqualified(objective, judged, {"a"})

@@ -146,7 +146,8 @@ def failed(candidates: list[Setup], rows: list[dict[str, Any]], lead: str = "Run
             parts.append(f"{_where(s, many)}: {row_failure(mine[0])}")
             continue
         why = list(dict.fromkeys(row_failure(r) for r in mine))
-        parts.append(f"{_where(s, many)} failed at all {len(mine)} level(s): " + "; ".join(why[:2])
+        word = "was not counted" if all(r.get("status") == CONTENDED for r in mine) else "failed"
+        parts.append(f"{_where(s, many)} {word} at all {len(mine)} level(s): " + "; ".join(why[:2])
                      + (f" (and {len(why) - 2} other reason(s))" if len(why) > 2 else ""))
     return f"{lead}: " + "; ".join(parts) + "."
 
@@ -291,7 +292,8 @@ def unqualified(objective: dict[str, Any], rows: list[dict[str, Any]], qualified
                          f"{loads_text((r.get('mode') or 'concurrency', float(r['load'])) for r in mine)})")
         elif not ok:
             where = f" at load {float(at):g}" if at is not None else ""
-            parts.append(f"`{v}`: failed{where}: {row_failure(there[0])}")
+            word = "not counted" if all(r.get("status") == CONTENDED for r in there) else "failed"
+            parts.append(f"`{v}`: {word}{where}: {row_failure(there[0])}")
         elif not any(r.get(metric) is not None for r in ok):
             parts.append(f"`{v}`: no {metric} recorded")
         elif cons:

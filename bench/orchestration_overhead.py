@@ -28,27 +28,64 @@ from pathlib import Path
 from playbook_run import HERE, dynbatch_copy, run_playbook, write
 
 
+def _blocks(host_dir: Path) -> dict[str, int]:
+    """How many times each variant was loaded, read off the level timeline: its contiguous runs of
+    levels of one repetition in start order (the runner loads a variant afresh for every repetition,
+    the same variant's next one included)."""
+    order = []
+    for lj in host_dir.glob("*/*/level.json"):
+        meta = json.loads(lj.read_text())
+        order.append((float(meta["start"]), lj.parent.parent.name, meta.get("repetition")))
+    order.sort()
+    blocks: dict[str, int] = {}
+    for i, (_, name, rep) in enumerate(order):
+        if i == 0 or order[i - 1][1:] != (name, rep):
+            blocks[name] = blocks.get(name, 0) + 1
+    return blocks
+
+
+def _every_load(host_dir: Path, field: str, every: str) -> tuple[float, bool] | None:
+    """The seconds of every load's ``field`` (``switch_seconds``/``warmup_seconds``) summed over the
+    variants, and whether any was estimated: a record with the list of every load (``every``) is read
+    as it is; an older record keeps only its last load, counted once per load of the timeline
+    (None where a record lacks even that)."""
+    blocks = _blocks(host_dir)
+    total, estimated = 0.0, False
+    for vj in host_dir.glob("*/variant.json"):
+        v = json.loads(vj.read_text())
+        if v.get(every):
+            total += float(sum(v[every]))
+        elif v.get(field) is None:
+            return None
+        else:
+            total += float(v[field]) * max(1, blocks.get(vj.parent.name, 1))
+            estimated = estimated or blocks.get(vj.parent.name, 1) > 1
+    return total, estimated
+
+
 def perf_seconds(host_dir: Path) -> tuple[float, int, float | None]:
     """Summed perf_analyzer seconds and level count under a host folder (old and new level records),
-    and the warm-ups' seconds where the variant records have them (None: not recorded)."""
+    and every load's warm-up seconds (None: not recorded)."""
     total, n = 0.0, 0
     for lj in host_dir.glob("*/*/level.json"):
         meta = json.loads(lj.read_text())
         total += float(meta["end"]) - float(meta["start"])
         n += 1
-    warm = [json.loads(vj.read_text()).get("warmup_seconds") for vj in host_dir.glob("*/variant.json")]
-    return total, n, (sum(warm) if warm and all(w is not None for w in warm) else None)
+    warm = _every_load(host_dir, "warmup_seconds", "warmups")
+    return total, n, None if warm is None else warm[0]
 
 
-def triton_seconds(host_dir: Path) -> float | None:
-    """Triton's own work the spec asks for: each variant's load until READY and the final restore
-    (None where the records do not have them: older runs). A variant record keeps its last load."""
-    loads = [json.loads(vj.read_text()).get("switch_seconds") for vj in host_dir.glob("*/variant.json")]
+def triton_seconds(host_dir: Path) -> tuple[float, bool] | None:
+    """Triton's own work the spec asks for: every load of every variant until READY (an interleaved
+    run loads each variant once per repetition) and the final restore, and whether a load's seconds
+    were estimated (an older record keeps only its last load: counted once per load). None where the
+    records do not have them."""
+    loads = _every_load(host_dir, "switch_seconds", "switches")
     host = host_dir / "host.json"
     restore = json.loads(host.read_text()).get("restore_seconds") if host.is_file() else None
-    if not loads or any(x is None for x in loads) or restore is None:
+    if loads is None or restore is None:
         return None
-    return float(sum(loads)) + float(restore)
+    return loads[0] + float(restore), loads[1]
 
 
 def fixed_spec(dest: Path, short: bool, shipped: bool = False) -> Path:
@@ -80,12 +117,15 @@ def measure(label: str, repo: Path, var: str, run_id: str, args: argparse.Namesp
     # the spec's warm-up requests are perf_analyzer runs too (not part of any level)
     print(f"{'':>6}  with the warm-ups' perf_analyzer runs ({warm:.1f} s) counted as measurement: "
           f"overhead {wall - perf - warm:.1f} s = {(wall - perf - warm) / wall * 100:.1f} %", flush=True)
-    loads = triton_seconds(host_dir)
-    if loads is None:
+    found = triton_seconds(host_dir)
+    if found is None:
         return None
-    # Triton loading each variant and the baseline again: the spec's own work
-    print(f"{'':>6}  and Triton's own loads and restore ({loads:.1f} s) too: orchestration "
-          f"{wall - perf - warm - loads:.1f} s (Ansible, the controller's commands, transfers)", flush=True)
+    loads, estimated = found
+    # Triton loading each variant (once per repetition) and the baseline again: the spec's own work
+    print(f"{'':>6}  and Triton's own loads and restore ({loads:.1f} s"
+          f"{'; older records: each load taken as its variant last' if estimated else ''}) too: "
+          f"orchestration {wall - perf - warm - loads:.1f} s (Ansible, the controller's commands, transfers)",
+          flush=True)
     return wall - perf - warm - loads
 
 

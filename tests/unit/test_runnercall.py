@@ -72,7 +72,8 @@ def test_the_runner_records_the_facts_the_node_printed_as_the_plan_holds_them(
     # a line of another form, or a cap that is none: refused in one line, nothing rewritten
     before = (run / "n" / "plan.json").read_bytes()
     capsys.readouterr()
-    for bad, says in (("os=x\nrm -rf /", "line 'rm -rf /': not os=..., image=/NAME=ID or cap=X.Y"),
+    for bad, says in (("os=x\nrm -rf /",
+                       "line 'rm -rf /': not os=..., image=/NAME=ID, cap=X.Y or config=MODEL BASE64"),
                       ("cap=NVIDIA-SMI has failed", "is not a compute capability")):
         assert main([*args, f"--node-facts=n={bad}"]) == 1
         err = capsys.readouterr().err
@@ -139,3 +140,47 @@ def test_a_bad_runner_setting_is_refused_before_anything_is_written(
     assert says in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
     assert not run.exists()
 
+
+
+def test_the_host_is_planned_on_the_base_configs_its_look_printed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The role's one look at the node carries its base configs (base64, on the plan's stdin): the host is
+    planned on them, they are kept in <host>/.node_base, and a missing, bad or oversized one is refused
+    in one line with nothing written; a name the spec does not hold is never made a path."""
+    import base64
+    import io
+
+    from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-found]
+
+    from serve_system.cli import main
+
+    spec = _dynbatch_in_repo(tmp_path)
+    repo_cfg = (spec.parents[2] / "model_repository" / "food_classifier" / "config.pbtxt").read_bytes()
+    served = repo_cfg.replace(b"max_batch_size: 16", b"max_batch_size: 12", 1)
+    assert served != repo_cfg
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    args = ["plan", str(spec), "--run-dir", str(run), "--host", "n=0", "--quiet", "--node-facts=n=-"]
+
+    def look(text: str) -> int:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+        return main(args)
+
+    b64 = base64.b64encode(served).decode()
+    assert look(f"os=Ubuntu\nconfig=food_classifier {b64}\nconfig=../../escape {b64}\n") == 0
+    assert (run / "n" / ".node_base" / "food_classifier" / "config.pbtxt").read_bytes() == served
+    assert not (tmp_path / "results" / "escape").exists() and not list(run.rglob("escape"))
+    plan = records.read(run / "n" / "plan.json", records.HostPlan)
+    assert plan.facts["os"] == "Ubuntu"
+    baseline = next(v for v in plan.variants if v.name == "baseline")
+    assert "max_batch_size: 12" in baseline.config_pbtxt  # the node's base, not the spec's file
+    before = (run / "n" / "plan.json").read_bytes()
+    capsys.readouterr()
+    missing = "the node has no regular file model_repository/food_classifier/config.pbtxt"
+    for bad, says in (("config=food_classifier\n", missing),
+                      ("config=food_classifier not*base64\n", "not base64"),
+                      (f"config=food_classifier {base64.b64encode(b'x' * (1024 * 1024 + 1)).decode()}\n",
+                       "larger than 1024 KiB")):
+        assert look(bad) == 1
+        err = capsys.readouterr().err
+        assert says in err and len(err.splitlines()) == 1, err
+    assert (run / "n" / "plan.json").read_bytes() == before

@@ -93,3 +93,17 @@ def test_metrics_torn_scrape_keeps_the_samples_before_the_tear() -> None:
     assert stats.utilisation(torn)["cpu"] == {"nv_cpu_utilization": 1.0,
                                               "nv_cpu_memory_total_bytes": 25276502016.0}
     assert stats.parse_metrics("not prometheus text at all {") == []
+
+
+def test_a_sample_is_summarised_from_its_kept_families_alone() -> None:
+    """Only the kept families are parsed: the same triples as parsing the whole scrape and keeping them,
+    with HELP/TYPE lines, other families between them and a label holding a kept name."""
+    scrape = ("# HELP nv_inference_count Number of inferences\n# TYPE nv_inference_count counter\n"
+              'nv_inference_count{model="nv_cpu_utilization",version="1"} 7\n'
+              "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization gauge\n"
+              "nv_cpu_utilization 0.5\n# TYPE nv_energy_consumption counter\n"
+              'nv_energy_consumption{gpu_uuid="GPU-aaa"} 1e3\n' + GPU_METRICS)
+    whole = [t for t in stats.parse_metrics(scrape) if t[0] in stats.KEPT_METRICS]
+    assert stats.parse_metrics(stats.kept_families(scrape)) == whole
+    assert len(whole) == 6 and stats.kept_families("nv_inference_count 1\n") == ""
+    assert stats.utilisation(scrape)["cpu"] == {"nv_cpu_utilization": 0.5}

@@ -20,6 +20,7 @@ name (its folder is ``RUN_DIR/<host>``, the only thing ``--fresh`` removes), ``-
 from __future__ import annotations
 
 import argparse
+import base64
 import re
 import sys
 import time
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import safeio
 from ..experiment import plan as exp
 from ..experiment import search
 from ..experiment.records import RunnerSettings
@@ -52,8 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "them (the lowest counts; below 7.0 TensorRT accelerators are dropped or refused)")
     p.add_argument("--node-facts", action="append", default=[], metavar="NAME=TEXT",
                    help="a --host's facts as the node printed them, one a line: os=PRETTY_NAME, "
-                        "image=/CONTAINER=IMAGE_ID (docker inspect), cap=X.Y (nvidia-smi's compute_cap); "
-                        "kept in its plan for the provenance, its caps as --compute-capability")
+                        "image=/CONTAINER=IMAGE_ID (docker inspect), cap=X.Y (nvidia-smi's compute_cap), "
+                        "config=MODEL BASE64 (the model's config.pbtxt as its Triton serves it: the host is "
+                        "planned on it, and it is kept in RUN_DIR/<host>/.node_base); kept in its plan for "
+                        "the provenance, its caps as --compute-capability. NAME=-: the text on stdin")
     p.add_argument("--url", default=exp.TRITON_HTTP,
                    help="Triton's HTTP endpoint as the client container sees it")
     p.add_argument("--grpc-url", default=exp.TRITON_GRPC,
@@ -169,16 +173,28 @@ def _hosts(values: list[str]) -> list[tuple[str, int]]:
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
-def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
-    """``--node-facts NAME=TEXT`` -> {NAME: the facts the runner records}; a line of another form is
-    refused, naming it (the node's text is data: nothing of it is evaluated)."""
+#: the most a node's base config may hold (Triton's configs are a few KB)
+CONFIG_LIMIT = 1024 * 1024
+#: what the experiment role's look at the node prints for a model whose config it could not read
+_NO_CONFIG = ("the node has no regular file model_repository/{model}/config.pbtxt: deploy the models with "
+              "playbooks/site.yml first")
+
+
+def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> tuple[dict[str, dict[str, Any]],
+                                                                          dict[str, dict[str, bytes]]]:
+    """``--node-facts NAME=TEXT`` (``NAME=-``: TEXT on stdin) -> ({NAME: the facts the runner records},
+    {NAME: {model: its base config as the node serves it}}); a line of another form is refused, naming
+    it (the node's text is data: nothing of it is evaluated, no model name it gives becomes a path)."""
     gpus = dict(hosts)
     out: dict[str, dict[str, Any]] = {}
+    configs: dict[str, dict[str, bytes]] = {}
     for v in values:
         name, _, text = v.partition("=")
         if name not in gpus:
             raise SpecError([(f"--node-facts {name!r}: not one of the --host names "
                               f"({', '.join(sorted(gpus))}): name a host given with --host")])
+        if text == "-":
+            text = sys.stdin.read()
         facts: dict[str, Any] = {"host": name, "os": "unknown", "gpus": gpus[name],
                                  "gpu_compute_capability": [], "images": {}}
         for line in text.splitlines():
@@ -190,10 +206,45 @@ def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, di
                 facts["images"][container.lstrip("/")[:200]] = image[:200]
             elif key == "cap":
                 facts["gpu_compute_capability"].append(value.strip())
+            elif key == "config" and value:
+                model, _, body = value.partition(" ")
+                configs.setdefault(name, {})[model] = _node_config(name, model, body)
             elif line.strip():
-                raise SpecError([(f"--node-facts {name}: line {line[:80]!r}: not os=..., image=/NAME=ID or "
-                                  "cap=X.Y: give what the experiment role's facts task prints")])
+                raise SpecError([(f"--node-facts {name}: line {line[:80]!r}: not os=..., image=/NAME=ID, "
+                                  "cap=X.Y or config=MODEL BASE64: give what the experiment role's look at "
+                                  "the node prints")])
         out[name] = facts
+    return out, configs
+
+
+def _node_config(host: str, model: str, body: str) -> bytes:
+    """A model's base config as the node printed it (base64), decoded; refused in one line when it is
+    missing on the node, not base64, or larger than :data:`CONFIG_LIMIT`."""
+    where = f"--node-facts {host}: config={model[:80]!r}"
+    if not body.strip():
+        raise SpecError([f"{where}: {_NO_CONFIG.format(model=model[:80])}"])
+    try:
+        raw = base64.b64decode(body.strip(), validate=True)
+    except ValueError:
+        raise SpecError([f"{where}: not base64: give what the experiment role's look at the node prints"]) \
+            from None
+    if len(raw) > CONFIG_LIMIT:
+        raise SpecError([(f"{where}: larger than {CONFIG_LIMIT // 1024} KiB: not a Triton config; look at "
+                          f"the node's model_repository/{model[:80]}/config.pbtxt")])
+    return raw
+
+
+def _write_node_bases(run: Path, configs: dict[str, dict[str, bytes]], models: set[str]) -> dict[str, Path]:
+    """Each host's base configs the node printed, kept with its results (``RUN_DIR/<host>/.node_base``,
+    through the one write path), for the models the spec names (any other name the node gave is
+    ignored, never made a path); {host: that folder}."""
+    out: dict[str, Path] = {}
+    for host, by_model in configs.items():
+        base = exp.check_host_dir(run, host) / ".node_base"
+        for model in sorted(models & set(by_model)):
+            folder = base / safeio.plain_name(model, f"--node-facts {host}", "model")
+            safeio.write_bytes(folder / "config.pbtxt", by_model[model], within=run)
+        out[host] = base
     return out
 
 
@@ -267,9 +318,12 @@ def _run(args: argparse.Namespace) -> int:
                               node_work_dir=work, fastapi_image=args.fastapi_image)
         hosts = _hosts(args.host) or [("localhost", 0)]
         bases = _bases(args.base_dir, hosts)
-        facts = _node_facts(args.node_facts, hosts)
+        facts, configs = _node_facts(args.node_facts, hosts)
         caps = _compute_caps(args.compute_capability + [f"{h}={','.join(f['gpu_compute_capability'])}"
                                                         for h, f in facts.items()], hosts)
+        if configs and isinstance(spec, TritonSpec):  # the role's host plan: its run folder is written
+            bases |= _write_node_bases(exp.check_run_dir(run_dir, spec.name), configs,
+                                       {v.model or spec.model for v in spec.all_variants})
         plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
         run = exp.check_run_dir(run_dir, spec.name)
         for h, _ in hosts:

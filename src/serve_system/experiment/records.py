@@ -300,6 +300,10 @@ class VariantRecord:
     load_started: float | None = None
     #: seconds the warm-up requests took (before the first level; not part of any level)
     warmup_seconds: float | None = None
+    #: every switch to this variant in the run, the last one included: its switch and warm-up seconds
+    #: (an interleaved run loads a variant once per repetition; the two fields above are the last load's)
+    switches: list[float] = field(default_factory=list)
+    warmups: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     stand_in: str | None = None
     runtime: str | None = None

@@ -541,6 +541,18 @@ class Runner:
                  restored=self.restored if restore else None)
         return 0
 
+    @staticmethod
+    def earlier_loads(path: Path) -> tuple[list[float], list[float]]:
+        """The switch and warm-up seconds of the variant's earlier loads in this run (its record from an
+        earlier repetition, this call's or an earlier call's; none on a first load or an unreadable one)."""
+        if not path.is_file():
+            return [], []
+        try:
+            old = rec.read(path, rec.VariantRecord)
+        except rec.RecordError:
+            return [], []
+        return list(old.switches), list(old.warmups)
+
     def steps(self) -> list[tuple[int | None, str]]:
         """The order of the loads: the plan's rounds (repetition r of every variant, in the round's
         order, then r + 1), or, for a plan without rounds, each variant once in plan order."""
@@ -562,6 +574,7 @@ class Runner:
         self.progress(v.name, pending[0].id, "running")
         vrec = rec.VariantRecord(name=v.name, model=v.model, version=v.version, status=rec.MEASURED,
                                  notes=list(v.notes), stand_in=v.stand_in, runtime=v.runtime)
+        vrec.switches, vrec.warmups = self.earlier_loads(vdir / "variant.json")
         answered = True  # whether Triton answered the load (a refusal is an answer)
         if self.plan.kind == rec.FASTAPI:
             ok, vrec.error, vrec.health = self.fastapi_up(v)
@@ -582,6 +595,7 @@ class Runner:
             if ok and not self.wait_ready(v.model, v.version, self.args.ready_timeout):
                 ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
             vrec.switch_seconds = round(time.time() - t0, 3)
+            vrec.switches.append(vrec.switch_seconds)
         if not ok:
             # a refusal is Triton's answer; no answer at all (Triton gone) leaves the runtime unavailable
             vrec.status = failed_load_status(self.plan.kind, answered, vrec.error)
@@ -596,6 +610,7 @@ class Runner:
             t0 = time.time()
             run_capped(v.warmup_argv, vdir, self.args.perf_memory_mb, self.args.perf_timeout)
             vrec.warmup_seconds = round(time.time() - t0, 3)
+            vrec.warmups.append(vrec.warmup_seconds)
         rec.write(vdir / "variant.json", vrec)
         failed = 0
         for lv in pending:

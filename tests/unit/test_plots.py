@@ -53,3 +53,14 @@ def test_every_spec_is_drawn_to_its_file_and_nothing_is_drawn_through_a_link(tmp
     with pytest.raises(safeio.UnsafeFile):
         plots.draw(fastapi, tmp_path / "fastapi" / "r2" / "plots")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_long_title_is_wrapped_to_its_panel() -> None:
+    """A title is wrapped to the width of its panel (a long host name ran past the figure's edge); a
+    short one stays as it is."""
+    from serve_system.results.plots import _fitted
+
+    long = "node-serve-system-root: server-side latency breakdown (mean; bars: 95 % interval over repetitions)"
+    lines = _fitted(long, 6.0, 10).splitlines()
+    assert len(lines) == 2 and all(len(line) <= 72 for line in lines) and " ".join(lines) == long
+    assert _fitted("short", 6.0, 10) == "short"

@@ -17,6 +17,7 @@ Aggregates are the mean over the repetitions, with the 95 % interval as error ba
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -109,6 +110,12 @@ def _draw_series(ax: Any, s: Series) -> None:
         ax.annotate(text, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
 
 
+def _fitted(title: str, inches: float, fontsize: float) -> str:
+    """A title wrapped to the width of its panel (a long host name would run past the figure's edge)."""
+    per_line = max(20, int(inches * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.wrap(title, per_line, break_on_hyphens=False)) or title
+
+
 def draw(plot: Plot, folder: Path) -> Path:
     """Draw a plot spec into ``folder`` (never through a link); return the file."""
     import matplotlib
@@ -116,9 +123,11 @@ def draw(plot: Plot, folder: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(plot.panels), figsize=plot.size, squeeze=False,
+    # constrained layout: laid out within the one draw savefig makes (tight_layout draws it twice)
+    fig, axes = plt.subplots(1, len(plot.panels), figsize=plot.size, squeeze=False, layout="constrained",
                              gridspec_kw={"width_ratios": plot.widths} if plot.widths else None)
-    for ax, p in zip(axes[0], plot.panels, strict=True):
+    ratios = plot.widths or [1.0] * len(plot.panels)
+    for ax, p, share in zip(axes[0], plot.panels, ratios, strict=True):
         for s in p.series:
             _draw_series(ax, s)
         if p.xscale:
@@ -131,12 +140,12 @@ def draw(plot: Plot, folder: Path) -> Path:
             ax.set_ylim(**p.ylim)
         ax.set_xlabel(p.xlabel)
         ax.set_ylabel(p.ylabel)
-        ax.set_title(p.title, **p.title_style)
+        ax.set_title(_fitted(p.title, plot.size[0] * share / sum(ratios), p.title_style.get("fontsize", 12)),
+                     **p.title_style)
         if p.grid is not None:
             ax.grid(**p.grid)
         if p.legend is not None:
             ax.legend(**p.legend)
-    fig.tight_layout()
     path = folder / safeio.plain_name(plot.name, str(folder), "plot name")
     with safeio.open_write(path, within=folder.parent, binary=True) as fh:
         fig.savefig(fh, dpi=110, format="png")

@@ -15,6 +15,9 @@ already made (each with its ``wall_s`` in bench.json or manifest start..host end
 ``--shipped`` runs the spec as shipped (``repetitions: auto``: every round and decision it takes, the
 issue's "fixed cost" form); ``--pairs N`` alternates before and after N times and prints each side's
 median fixed cost (wall - perf_analyzer - warm-ups - Triton's loads and restore) with its spread.
+Every load counts: an interleaved run loads each variant once per repetition (the variant records list
+every load's switch and warm-up seconds; an older checkout's records keep only the last, counted once
+per load read off its level timeline, and the line says so).
 """
 
 from __future__ import annotations

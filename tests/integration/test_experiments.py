@@ -175,6 +175,17 @@ def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster,
     assert "dynamic_batching" not in live and live["instance_group"][0]["kind"] == "KIND_CPU"
     progress = _progress(cluster, node)
     assert progress["state"] == "finished" and progress["run_id"] == "it1"
+    baseline_loads = records.read(host / "baseline" / "variant.json", records.VariantRecord).switches
+    assert len(baseline_loads) == 1  # every load of the run listed: the baseline was loaded once
+
+    # -e fresh=true forgets the run id's levels on the node too: the baseline is measured again
+    third = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *common, "-e", "fresh=true",
+                         "-e", json.dumps({"variants": ["baseline"]}), limit=node.name)
+    assert third.rc == 0, third.tail(80)
+    assert f"{node.name} baseline: 2 level(s) measured" in third.flat
+    assert all(_level(host / "baseline" / p).start > base[p] for p in base)
+    assert not (host / "dynbatch").exists()
+    assert len(records.read(host / "baseline" / "variant.json", records.VariantRecord).switches) == 1
 
 
 def test_triton_killed_and_playbook_sigkilled_mid_level(

@@ -175,7 +175,7 @@ def test_the_host_is_planned_on_the_base_configs_its_look_printed(
     assert "max_batch_size: 12" in baseline.config_pbtxt  # the node's base, not the spec's file
     before = (run / "n" / "plan.json").read_bytes()
     capsys.readouterr()
-    missing = "the node has no regular file model_repository/food_classifier/config.pbtxt"
+    missing = "the node has no regular file model_repository/food_classifier/config.pbtxt of at most 1 MiB"
     for bad, says in (("config=food_classifier\n", missing),
                       ("config=food_classifier not*base64\n", "not base64"),
                       (f"config=food_classifier {base64.b64encode(b'x' * (1024 * 1024 + 1)).decode()}\n",

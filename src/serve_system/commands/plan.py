@@ -176,8 +176,8 @@ _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 #: the most a node's base config may hold (Triton's configs are a few KB)
 CONFIG_LIMIT = 1024 * 1024
 #: what the experiment role's look at the node prints for a model whose config it could not read
-_NO_CONFIG = ("the node has no regular file model_repository/{model}/config.pbtxt: deploy the models with "
-              "playbooks/site.yml first")
+_NO_CONFIG = ("the node has no regular file model_repository/{model}/config.pbtxt of at most 1 MiB: deploy "
+              "the models with playbooks/site.yml first")
 
 
 def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> tuple[dict[str, dict[str, Any]],

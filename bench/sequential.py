@@ -7,8 +7,8 @@ interleaved rounds are), judged by the project's own functions, thousands of tim
 
 - **auto** (``experiments/specs/dynbatch.yml``'s budget: looks after 3, 4 and 5 repetitions): a claim
   "B raises throughput by at least the smallest effect" (:func:`serve_system.results.intervals.decide`
-  on :func:`serve_system.results.findings.compare`) and the best variant of the two
-  (:func:`serve_system.results.findings.standing` on :func:`~serve_system.results.findings.rank`);
+  on :func:`serve_system.results.claim.compare`) and the best variant of the two
+  (:func:`serve_system.results.best.standing` on :func:`~serve_system.results.best.rank`);
   after each look both are judged and the run stops when both are decided, as
   :func:`serve_system.results.adaptive.next_round` does. Rows: *false best* (a winner named under
   A/A), *false held* / *false did not hold* (a true effect exactly at the smallest effect, read as
@@ -55,9 +55,9 @@ sys.path.insert(0, str(HERE / "src"))
 from serve_system.experiment import search
 from serve_system.experiment.spec.models import Budget
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.results import findings as fnd
+from serve_system.results import best, searchdecide
+from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
-from serve_system.results import searchdecide
 from serve_system.results import sequential as sq
 
 EFFECTS = (0.05, 0.10, 0.20)
@@ -98,8 +98,8 @@ def auto_run(rng: np.random.Generator, policy: tuple[sq.Looks, int], smallest: f
     n = looks.first
     for n in range(looks.first, n_max + 1):
         xa, xb = [float(x) for x in a[:n]], [float(x) for x in b[:n]]
-        word = iv.decide(fnd.compare(xa, xb, looks, claim_sides), "up", smallest).word
-        found = fnd.standing(fnd.rank(_rows({"A": xa, "B": xb}), OBJECTIVE), smallest, looks)
+        word = iv.decide(cl.compare(xa, xb, looks, claim_sides), "up", smallest).word
+        found = best.standing(best.rank(_rows({"A": xa, "B": xb}), OBJECTIVE), smallest, looks)
         assert found is not None
         top, _, _, lead = found
         winner = top["variant"] if lead.word == iv.HELD else None

@@ -96,12 +96,12 @@ def test_a_run_measured_wholly_under_contention_says_so(tmp_path: Path) -> None:
 
 
 def test_a_variant_whose_levels_were_all_contended_is_not_counted_not_failed() -> None:
-    from serve_system.results import findings, reasons
+    from serve_system.results import reasons
 
     rows = [{"host": "n1", "variant": v, "load": 8.0, "repetition": rep, "status": "ok", "throughput": 100.0,
              "contention": "other processes took 40 % of the node's CPU" if v == "b" else None}
             for v in ("a", "b") for rep in (1, 2, 3)]
-    judged = findings.set_aside(rows)
+    judged = reasons.set_aside(rows)
     assert {r["status"] for r in judged if r["variant"] == "b"} == {reasons.CONTENDED}
     objective = {"metric": "throughput", "at_load": 8}
     text = reasons.unqualified(objective, judged, {"a"})

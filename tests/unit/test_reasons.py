@@ -25,10 +25,11 @@ from serve_system.experiment import records
 from serve_system.results import findings as fnd
 from serve_system.results import reasons, setups
 from serve_system.results import tree as res
+from serve_system.results.claim import Finding
 from serve_system.results.report import write_report
 
 
-def _findings(run: Path) -> dict[str, fnd.Finding]:
+def _findings(run: Path) -> dict[str, Finding]:
     return {f.key: f for f in write_report(run)["findings"]}
 
 

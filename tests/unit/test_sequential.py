@@ -14,6 +14,7 @@ from test_adaptive import _plan
 
 from serve_system.experiment import records, runner
 from serve_system.results import adaptive, findings, report, tree
+from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
 from serve_system.results import sequential as sq
 
@@ -72,7 +73,7 @@ def test_one_fixed_look_judges_a_claim_at_its_one_sided_95_percent_bound() -> No
         sq.fixed_error(3)
     a = [100 * math.exp(x) for x in (-0.1, 0.0, 0.1)]
     b = [x * 1.3 for x in a]  # log difference 0.2624, sd 0.1 a side, Welch's df 4
-    claim, best = findings.compare(a, b, None, sq.CLAIM), findings.compare(a, b)
+    claim, best = cl.compare(a, b, None, sq.CLAIM), cl.compare(a, b)
     se = math.sqrt(0.01 / 3 + 0.01 / 3)
     assert claim.low == pytest.approx(math.expm1(math.log(1.3) - 2.1318468 * se), rel=1e-6)  # t(0.95, 4)
     assert best.low == pytest.approx(math.expm1(math.log(1.3) - 2.7764451 * se), rel=1e-6)  # t(0.975, 4)

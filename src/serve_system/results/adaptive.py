@@ -29,12 +29,14 @@ from typing import Any
 from ..errors import ServeSystemError
 from ..experiment import records, runnercall
 from . import findings as fnd
+from . import reasons as why_
 from . import searchdecide as search
 from . import sequential, tree
+from .claim import Finding
 from .runs import read_manifest
 
 
-def undecided_variants(found: list[fnd.Finding]) -> set[str]:
+def undecided_variants(found: list[Finding]) -> set[str]:
     """The variants of the comparisons that are still inconclusive."""
     out: set[str] = set()
     for f in found:
@@ -89,7 +91,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
         return {"decided": True, "text": f"{host}: every planned repetition is measured", "call": None}
     manifest = read_manifest(run_dir)
     every = tree.collect(run_dir, {host})  # the host is judged on its own levels: no other host's is read
-    rows = fnd.counted(every)  # a level measured under contention does not count: it is measured again
+    rows = why_.counted(every)  # a level measured under contention does not count: it is measured again
     setups = tree.variant_setups(run_dir, {host})
     redo = contended(every, int(hplan.adaptive.get("start") or 1)) & {v.name for v in hplan.variants}
     found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"],

@@ -40,6 +40,7 @@ from ..errors import ServeSystemError
 from . import findings as fnd
 from . import runs
 from . import tree as res
+from .claim import Finding
 
 #: the metrics compared across nodes (one box plot each per load)
 METRICS: tuple[str, ...] = metrics.select("throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us")
@@ -279,7 +280,7 @@ def _setup_notes(nodes: list[Node]) -> list[str]:
 
 
 def pooled_findings(nodes: list[Node], manifest: dict[str, Any], pooled: bool = True
-                    ) -> tuple[list[fnd.Finding], dict[str, dict[str, str]]]:
+                    ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
     """The lab's claims with each node as a repetition (none without ``pooled``); and claim key ->
     node label -> the verdict of the node's own run."""
     objectives, smallest = manifest["objectives"], float(manifest["smallest_effect"])

@@ -27,25 +27,28 @@ configurations that were actually sent), never from the experiment's name:
   Python backend (or the FastAPI ``pytorch`` runtime) at the same load and instance count: higher
   throughput and lower latency;
 - ``best_variant``: for each objective of the spec, the best variant, named only when its lead over
-  the next variant has a 95 % interval that excludes zero (otherwise the two are tied).
+  the next variant has a 95 % interval that excludes zero (otherwise the two are tied): :mod:`.best`,
+  which also ranks the levels for the report.
 
 A claim made of several comparisons did not hold when one of them did not hold, held when all held,
 and is inconclusive otherwise. Inputs: the summary rows (:func:`serve_system.results.tree.collect`) and
-the set-ups (:func:`serve_system.results.tree.variant_setups`).
+the set-ups (:func:`serve_system.results.tree.variant_setups`); each claim builds its finding as
+:mod:`.claim` says.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
 from .. import metrics
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
+from . import best
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
+from .claim import Finding, as_evidence, compare, finish, ms
 from .setups import Setup, is_shim, make_setup
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
@@ -55,18 +58,6 @@ SATURATED = 0.85
 
 Level = dict[str, Any]
 Levels = dict[tuple[str, str, str, float], Level]
-
-
-@dataclass
-class Finding:
-    key: str
-    claim: str
-    verdict: str
-    detail: str
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # -- measurements: each level's repetitions -----------------------------------------------------
@@ -101,19 +92,6 @@ def _effect(a: Level, b: Level, metric: str, looks: sq.Looks | None = None) -> i
     return compare(a["samples"][metric], b["samples"][metric], looks, sq.CLAIM)
 
 
-def compare(a: list[float], b: list[float], looks: sq.Looks | None = None, sides: int = sq.BEST) -> iv.Effect:
-    """:func:`iv.effect` at the level of ``sides`` (:data:`.sequential.BEST`: the two-sided 95 %
-    interval; :data:`.sequential.CLAIM`: the 90 % one, each end a one-sided 95 % bound), or at a
-    sequential look, that of the look (:mod:`.sequential`)."""
-    if looks is None or not looks.sequential:
-        return iv.effect(a, b, sq.fixed_quantile(sides))
-    return iv.effect(a, b, looks.quantile(min(len(a), len(b)), sides))
-
-
-def _ms(us: float | None) -> str:
-    return "-" if us is None else f"{us / 1000:.2f} ms"
-
-
 def _load(mode: str, load: float) -> str:
     return f"{'concurrency' if mode == 'concurrency' else mode.replace('_', ' ')} {load:g}"
 
@@ -124,12 +102,6 @@ def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Any) -> 
     ok = why_.measured(rows)
     gone = [s for k, s in sorted(setups.items()) if k not in ok and pred(s)]
     return (" " + why_.failed(gone, rows, "Not measured")) if gone else ""
-
-
-def _ev(e: iv.Effect) -> dict[str, Any]:
-    """An effect as a finding's evidence keeps it."""
-    return {"change": e.change, "ci_low": e.low, "ci_high": e.high, "n": [e.n_a, e.n_b],
-            "level": e.level, "detectable": iv.detectable(e)}
 
 
 def _suffix(v: iv.Verdict, failed: str) -> str:
@@ -148,20 +120,6 @@ def _both(*vs: iv.Verdict) -> iv.Verdict:
     if word == INCONCLUSIVE:
         return next(v for v in vs if v.word == INCONCLUSIVE)
     return iv.Verdict(word)
-
-
-def _finish(key: str, claim: str, verdicts: list[iv.Verdict], parts: list[str],
-            evidence: list[dict[str, Any]]) -> Finding:
-    """A finding from its comparisons: the combined verdict, a count where they differ, the reason a
-    one-repetition run is inconclusive."""
-    words = [v.word for v in verdicts]
-    word = iv.combine(words)
-    lead = ""
-    if len(set(words)) > 1:
-        lead = f"Held at {words.count(HELD)} of {len(words)} comparisons. "
-    if word == INCONCLUSIVE and any(v.reason == iv.ONE_REPETITION for v in verdicts):
-        lead = f"Inconclusive: {iv.ONE_REPETITION}. " + lead
-    return Finding(key, claim, word, lead + "; ".join(parts) + ".", evidence)
 
 
 # -- why a claim is not measurable: the causes of :mod:`.reasons`, then what differed -------------
@@ -302,19 +260,19 @@ def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
         if falls:
             v = iv.Verdict(NOT_HELD)
         verdicts.append(v)
-        steps = ", ".join(f"{load:g} -> {_ms(m['queue_us'])} (infer {_ms(m.get('compute_infer_us'))})"
+        steps = ", ".join(f"{load:g} -> {ms(m['queue_us'])} (infer {ms(m.get('compute_infer_us'))})"
                           for load, m in pts)
         failed = "does not grow" + ("".join(f"; falls from {a:g} to {b:g}" for a, b in falls))
         parts.append(f"`{variant}` on {host} (1 {s.instance_kind} instance, no dynamic batching): queue at "
                      f"concurrency {steps}; concurrency {pts[-1][0]:g} against {pts[0][0]:g}: "
                      f"{iv.describe('queue', grows)}" + _suffix(v, failed))
-        evidence.append({"host": host, "variant": variant, "verdict": v.word, "effect": _ev(grows),
+        evidence.append({"host": host, "variant": variant, "verdict": v.word, "effect": as_evidence(grows),
                          "levels": [{"load": load, "queue_us": m["queue_us"],
                                      "compute_infer_us": m.get("compute_infer_us"),
                                      "repetitions": m["repetitions"]} for load, m in pts]})
     if not verdicts:
         return Finding("queue_delay", claim, NOT_MEASURABLE, _queue_why(means, setups, rows))
-    return _finish("queue_delay", claim, verdicts, parts, evidence)
+    return finish("queue_delay", claim, verdicts, parts, evidence)
 
 
 def _twins(setups: dict[tuple[str, str], Setup]) -> list[tuple[str, str, str]]:
@@ -355,21 +313,21 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
             ev: dict[str, Any] = {"host": host, "without": base_v, "with": dyn_v, "mode": mode, "load": load,
                                   "avg_batch_without": bm["avg_batch_size"],
                                   "avg_batch_with": dm["avg_batch_size"],
-                                  "batch_effect": _ev(batch)}
+                                  "batch_effect": as_evidence(batch)}
             if mode == "concurrency" and bm.get("throughput") and dm.get("throughput") is not None:
                 thr = _effect(bm, dm, "throughput", looks)
                 vt = iv.decide(thr, metrics.improves("throughput"), smallest)
                 text += (f"; throughput {bm['throughput']:.1f} -> {dm['throughput']:.1f}/s, "
                          f"{iv.effect_text(thr)}")
                 ev.update(throughput_without=bm["throughput"], throughput_with=dm["throughput"],
-                          throughput_effect=_ev(thr))
+                          throughput_effect=as_evidence(thr))
                 vd = _both(vb, vt)
                 failed = " and ".join(w for w, bad in (("batch not larger", vb.word == NOT_HELD),
                                                        ("throughput not higher", vt.word == NOT_HELD)) if bad)
             else:
                 vd = vb
                 failed = "batch not larger"
-                text += (f"; p95 {_ms(bm.get('p95_us'))} -> {_ms(dm.get('p95_us'))} (request rate: the "
+                text += (f"; p95 {ms(bm.get('p95_us'))} -> {ms(dm.get('p95_us'))} (request rate: the "
                          "throughput is the rate, so only the batch is judged)")
             ev["verdict"] = vd.word
             verdicts.append(vd)
@@ -387,7 +345,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                 + "; ".join(seen) + ".") if seen else ""
         return Finding("dynamic_batching", claim, NOT_MEASURABLE,
                        _batching_why(means, setups, rows) + told, evidence)
-    return _finish("dynamic_batching", claim, verdicts, parts, evidence)
+    return finish("dynamic_batching", claim, verdicts, parts, evidence)
 
 
 def _busy(m: Level, s: Setup) -> tuple[bool, str]:
@@ -439,7 +397,7 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 steps.append(f"{sa.instances} -> {sb.instances} instances: {ma['throughput']:.1f} -> "
                              f"{mb['throughput']:.1f}/s ({iv.effect_text(rise)}; at {sa.instances}: {util}) "
                              f"{how}")
-                step_ev.append({"from": sa.instances, "to": sb.instances, "effect": _ev(rise),
+                step_ev.append({"from": sa.instances, "to": sb.instances, "effect": as_evidence(rise),
                                 "verdict": v.word, "saturated": busy})
             verdicts.append(_both(*step_verdicts))
             word = verdicts[-1].word
@@ -453,7 +411,7 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                                          "cpu_util": m.get("cpu_util")} for s, m in pts]})
     if not verdicts:
         return Finding("instances", claim, NOT_MEASURABLE, _instances_why(means, setups, rows))
-    return _finish("instances", claim, verdicts, parts, evidence)
+    return finish("instances", claim, verdicts, parts, evidence)
 
 
 def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
@@ -478,16 +436,16 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 e = _effect(cm, pm, tail, looks)
                 verdict = iv.decide(e, "up", smallest)
                 verdicts.append(verdict)
-                parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {_ms(cm[tail])} constant "
-                             f"(`{cv}`) -> {_ms(pm[tail])} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
-                             f"{_ms(cm.get('queue_us'))} -> {_ms(pm.get('queue_us'))}"
+                parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {ms(cm[tail])} constant "
+                             f"(`{cv}`) -> {ms(pm[tail])} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
+                             f"{ms(cm.get('queue_us'))} -> {ms(pm.get('queue_us'))}"
                              + _suffix(verdict, "not higher"))
                 evidence.append({"host": host, "constant": cv, "poisson": pv, "load": load, "tail": tail,
-                                 "constant_us": cm[tail], "poisson_us": pm[tail], "effect": _ev(e),
+                                 "constant_us": cm[tail], "poisson_us": pm[tail], "effect": as_evidence(e),
                                  "verdict": verdict.word})
     if not verdicts:
         return Finding("poisson", claim, NOT_MEASURABLE, _poisson_why(means, setups, rows))
-    return _finish("poisson", claim, verdicts, parts, evidence)
+    return finish("poisson", claim, verdicts, parts, evidence)
 
 
 def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
@@ -520,124 +478,17 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                 what = "FastAPI" if py.rest == "fastapi" else "Triton"
                 name = lat.split("_")[0]
                 parts.append(f"{what} {_load(mode, load)} on {host}: `{pyv}` {pm['throughput']:.1f}/s, "
-                             f"{name} {_ms(pm[lat])} vs `{ov}` {om['throughput']:.1f}/s, {_ms(om[lat])}: "
+                             f"{name} {ms(pm[lat])} vs `{ov}` {om['throughput']:.1f}/s, {ms(om[lat])}: "
                              f"{iv.describe('throughput', thr)}; {iv.describe(name, lt)}"
                              + _suffix(verdict, "ONNX not faster"))
                 evidence.append({"host": host, "python": pyv, "onnx": ov, "mode": mode, "load": load,
                                  "throughput_python": pm["throughput"], "throughput_onnx": om["throughput"],
                                  "latency_metric": lat, "latency_python_us": pm[lat],
-                                 "latency_onnx_us": om[lat], "throughput_effect": _ev(thr),
-                                 "latency_effect": _ev(lt), "verdict": verdict.word})
+                                 "latency_onnx_us": om[lat], "throughput_effect": as_evidence(thr),
+                                 "latency_effect": as_evidence(lt), "verdict": verdict.word})
     if not verdicts:
         return Finding("onnx_backend", claim, NOT_MEASURABLE, _onnx_why(means, setups, rows), evidence)
-    return _finish("onnx_backend", claim, verdicts, parts, evidence)
-
-
-def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every (host, variant, mode, load) that qualifies for an objective, best first (by the mean over
-    the repetitions; ``samples`` keeps each repetition's value)."""
-    metric, goal = metrics.metric_of(objective), metrics.goal_of(objective)
-    at_load = objective.get("at_load")
-    cons = objective.get("constraints") or {}
-    groups: dict[tuple[str, str, Any, Any], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r.get("status") != "ok" or r.get("load") is None:
-            continue
-        if at_load is not None and float(r["load"]) != float(at_load):
-            continue
-        groups.setdefault((r["host"], r["variant"], r["mode"], r["load"]), []).append(r)
-    cands = []
-    for key, rs in groups.items():
-        vals: dict[str, float] = {}
-        for m in {metric, *cons}:
-            nums = [float(r[m]) for r in rs if r.get(m) is not None]
-            if nums:
-                vals[m] = statistics.fmean(nums)
-        if metric not in vals:
-            continue
-        if all(m in vals and not ("max" in b and vals[m] > b["max"])
-               and not ("min" in b and vals[m] < b["min"]) for m, b in cons.items()):
-            cands.append({"objective": objective.get("name", f"{goal}_{metric}"), "metric": metric,
-                          "goal": goal, "host": key[0], "variant": key[1], "mode": key[2], "load": key[3],
-                          "value": vals[metric],
-                          "repetitions": len(rs), "samples": [float(r[metric]) for r in rs
-                                                              if r.get(metric) is not None],
-                          "at_load": at_load, "constraints": cons})
-    cands.sort(key=lambda c: c["value"], reverse=metrics.wants_higher(goal))
-    return cands
-
-
-def _fmt_metric(metric: str, v: float) -> str:
-    return _ms(v) if metric.endswith("_us") else f"{v:,.2f}"
-
-
-def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
-             looks: sq.Looks | None = None
-             ) -> tuple[dict[str, Any], dict[str, Any], iv.Effect, iv.Verdict] | None:
-    """(best, next variant, the best's lead over it, the lead's verdict: held = a winner), or None
-    when fewer than two variants qualify."""
-    top = ranked[0] if ranked else None
-    second = next((c for c in ranked if top and c["variant"] != top["variant"]), None)
-    if top is None or second is None:
-        return None
-    e = compare(second["samples"], top["samples"], looks)
-    return top, second, e, iv.lead(e, top["goal"], smallest)
-
-
-def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
-                 smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None) -> Finding:
-    claim = "The sweep's objective picks one best variant"
-    parts, verdicts, evidence = [], [], []
-    for o in objectives:
-        ranked = rank(rows, o)
-        name = o.get("name") or f"{o.get('goal', 'max')}_{o.get('metric', 'throughput')}"
-        found = standing(ranked, smallest, looks)
-        if found is None:
-            parts.append(f"**{name}**: " + ("no measured level qualifies" if not ranked else
-                                              f"only `{ranked[0]['variant']}` qualifies, nothing to compare")
-                         + why_.unqualified(o, rows, {c["variant"] for c in ranked}))
-            continue
-        top, second, e, v = found
-        verdicts.append(v)
-        where = "" if o.get("at_load") is not None else f" at {top['mode']} {top['load']:g}"
-        outcome = {HELD: f"`{top['variant']}` is the best",
-                   NOT_HELD: "a tie: they differ by less than the smallest effect "
-                             f"({smallest * 100:g} %)"}.get(
-            v.word, "a tie: the lead's interval includes zero"
-            + ("" if v.reason == iv.ONE_REPETITION or not iv.explain(v) else f" ({iv.explain(v)})"))
-        if v.word == INCONCLUSIVE and v.reason == iv.ONE_REPETITION:
-            outcome = "no winner named: one repetition gives no interval"
-        parts.append(f"**{name}** ({o.get('goal', 'max')} {top['metric']}): `{top['variant']}`{where} "
-                     f"{_fmt_metric(top['metric'], top['value'])} vs next `{second['variant']}` "
-                     f"{_fmt_metric(second['metric'], second['value'])}: lead {iv.effect_text(e)}: {outcome}")
-        evidence.append({"objective": name, "best": top, "next": second, "lead": _ev(e), "verdict": v.word,
-                         "winner": top["variant"] if v.word == HELD else None})
-    if not verdicts:
-        if not why_.measured(rows):
-            return Finding("best_variant", claim, NOT_MEASURABLE, why_.nothing_measured(rows))
-        return Finding("best_variant", claim, NOT_MEASURABLE,
-                       "Fewer than two variants qualify for any objective"
-                       + (": " + "; ".join(parts) if parts else "") + ".")
-    f = _finish("best_variant", claim, verdicts, parts, evidence)
-    f.detail = ("A best variant is named when its lead over the next variant has a 95 % interval that "
-                "excludes zero; otherwise they are tied. " + f.detail)
-    return f
-
-
-def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows a ``repetitions: auto`` run judges: those of levels not measured under contention
-    (the runner's ``contention``: :func:`serve_system.experiment.records.contention_cause`); auto
-    measures such a level again instead (:mod:`.adaptive`)."""
-    return [r for r in rows if not r.get("contention")]
-
-
-def set_aside(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows a ``repetitions: auto`` run's report judges: as :func:`counted`, with each level
-    measured under contention kept as a row of status ``contended`` (no claim reads it; a claim
-    left without data says that contention is why, not that nothing was measured)."""
-    return [{**r, "status": why_.CONTENDED, "error": f"measured under contention, not counted: "
-             f"{r['contention']}"} if r.get("contention") and r.get("status") == "ok" else r
-            for r in rows]
+    return finish("onnx_backend", claim, verdicts, parts, evidence)
 
 
 def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
@@ -659,7 +510,7 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
             dynamic_batching(means, setups, rows, batches, smallest, looks),
             instances(means, setups, rows, smallest, looks), poisson(means, setups, rows, smallest, looks),
             onnx_backend(means, setups, rows, smallest, looks),
-            best_variant(rows, objectives, smallest, looks)]
+            best.best_variant(rows, objectives, smallest, looks)]
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None,

@@ -15,7 +15,9 @@ A claim that could not be judged gets the first of these causes that applies, in
 
 :func:`why` walks the first five for a claim's :class:`Need`\\ s; the claim gives the sixth, which only
 it can tell. :func:`level_failure` and :func:`note` are the reasons the report's ``## Not measured``
-and ``## Adapted to the host`` give.
+and ``## Adapted to the host`` give. :func:`counted` and :func:`set_aside` are the rows a
+``repetitions: auto`` run judges: a level measured under contention is left out, or kept as
+:data:`CONTENDED` so that a claim left without data says so.
 """
 
 from __future__ import annotations
@@ -54,8 +56,24 @@ def _names(variants: Iterable[str]) -> str:
     return shown + (f" and {len(vs) - NAMED} more" if len(vs) > NAMED else "")
 
 
-#: the status :func:`serve_system.results.findings.set_aside` gives a level measured under contention
+#: the status :func:`set_aside` gives a level measured under contention
 CONTENDED = "contended"
+
+
+def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a ``repetitions: auto`` run judges: those of levels not measured under contention
+    (the runner's ``contention``: :func:`serve_system.experiment.records.contention_cause`); auto
+    measures such a level again instead (:mod:`.adaptive`)."""
+    return [r for r in rows if not r.get("contention")]
+
+
+def set_aside(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a ``repetitions: auto`` run's report judges: as :func:`counted`, with each level
+    measured under contention kept as a row of status :data:`CONTENDED` (no claim reads it; a claim
+    left without data says that contention is why, not that nothing was measured)."""
+    return [{**r, "status": CONTENDED, "error": f"measured under contention, not counted: "
+             f"{r['contention']}"} if r.get("contention") and r.get("status") == "ok" else r
+            for r in rows]
 
 
 def _hosts(setups: Iterable[Setup]) -> set[str]:

@@ -18,6 +18,7 @@ from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment import records
+from . import best as bestmod
 from . import findings as fnd
 from . import intervals as iv
 from . import plots as plotsmod
@@ -73,7 +74,7 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]],
 
 def best(rows: list[dict[str, Any]], objective: dict[str, Any]) -> dict[str, Any] | None:
     """The best (host, variant, load) by an objective, averaging repetitions; None if no row qualifies."""
-    ranked = fnd.rank(rows, objective)
+    ranked = bestmod.rank(rows, objective)
     return ranked[0] if ranked else None
 
 
@@ -93,7 +94,7 @@ def _rule(o: dict[str, Any]) -> str:
 def _standing(ranked: list[dict[str, Any]], smallest: float, looks: sequential.Looks | None = None) -> str:
     """After the best variant: whether its lead over the next variant is decided, or a tie (at a
     sequential look: its repeated interval, as the findings judge it)."""
-    found = fnd.standing(ranked, smallest, looks)
+    found = bestmod.standing(ranked, smallest, looks)
     if found is None:
         return ""
     _, second, e, v = found
@@ -246,7 +247,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     smallest = manifest["smallest_effect"]
     winners = [best(rows, o) for o in objectives]
     looks = runs.plan_looks(run)
-    judged = fnd.set_aside(rows) if looks is not None else rows  # auto measured contended levels again
+    judged = why_.set_aside(rows) if looks is not None else rows  # auto measured contended levels again
     found = fnd.evaluate(judged, res.variant_setups(run), objectives, smallest, looks)
     plots, skipped = plotsmod.make_plots(run, rows)
     shard = shardres.read(run, manifest)
@@ -266,7 +267,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
                          f"(mean of {w['repetitions']})"
-                         + _standing(fnd.rank(judged, o), smallest, looks))
+                         + _standing(bestmod.rank(judged, o), smallest, looks))
     if shard and sharded:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
                       "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]

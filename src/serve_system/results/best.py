@@ -1,0 +1,117 @@
+"""The best variant by each of the spec's objectives: the measured levels ranked (:func:`rank`), the
+best's lead over the next variant (:func:`standing`), and the claim that names it
+(:func:`best_variant`, the last of the report's ``## Findings``).
+
+A level qualifies for an objective when it meets the objective's constraints (each a mean over the
+level's ok repetitions) at its ``at_load``, if any; the levels are ranked by the mean of the
+objective's metric. The best is named only when its lead over the next variant has a two-sided
+95 % interval (:data:`.sequential.BEST`; at a sequential look, its repeated interval) that excludes
+zero; otherwise the two are tied, as they are when the interval lies within the spec's smallest
+effect of interest either way (:func:`.intervals.lead`). Used by the findings (:mod:`.findings`)
+and the report's best-variant lines (:mod:`.report`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .. import metrics
+from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
+from . import intervals as iv
+from . import reasons as why_
+from . import sequential as sq
+from .claim import Finding, as_evidence, compare, finish, ms
+
+
+def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every (host, variant, mode, load) that qualifies for an objective, best first (by the mean over
+    the repetitions; ``samples`` keeps each repetition's value)."""
+    metric, goal = metrics.metric_of(objective), metrics.goal_of(objective)
+    at_load = objective.get("at_load")
+    cons = objective.get("constraints") or {}
+    groups: dict[tuple[str, str, Any, Any], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("load") is None:
+            continue
+        if at_load is not None and float(r["load"]) != float(at_load):
+            continue
+        groups.setdefault((r["host"], r["variant"], r["mode"], r["load"]), []).append(r)
+    cands = []
+    for key, rs in groups.items():
+        vals: dict[str, float] = {}
+        for m in {metric, *cons}:
+            nums = [float(r[m]) for r in rs if r.get(m) is not None]
+            if nums:
+                vals[m] = statistics.fmean(nums)
+        if metric not in vals:
+            continue
+        if all(m in vals and not ("max" in b and vals[m] > b["max"])
+               and not ("min" in b and vals[m] < b["min"]) for m, b in cons.items()):
+            cands.append({"objective": objective.get("name", f"{goal}_{metric}"), "metric": metric,
+                          "goal": goal, "host": key[0], "variant": key[1], "mode": key[2], "load": key[3],
+                          "value": vals[metric],
+                          "repetitions": len(rs), "samples": [float(r[metric]) for r in rs
+                                                              if r.get(metric) is not None],
+                          "at_load": at_load, "constraints": cons})
+    cands.sort(key=lambda c: c["value"], reverse=metrics.wants_higher(goal))
+    return cands
+
+
+def _fmt_metric(metric: str, v: float) -> str:
+    return ms(v) if metric.endswith("_us") else f"{v:,.2f}"
+
+
+def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
+             looks: sq.Looks | None = None
+             ) -> tuple[dict[str, Any], dict[str, Any], iv.Effect, iv.Verdict] | None:
+    """(best, next variant, the best's lead over it, the lead's verdict: held = a winner), or None
+    when fewer than two variants qualify."""
+    top = ranked[0] if ranked else None
+    second = next((c for c in ranked if top and c["variant"] != top["variant"]), None)
+    if top is None or second is None:
+        return None
+    e = compare(second["samples"], top["samples"], looks)
+    return top, second, e, iv.lead(e, top["goal"], smallest)
+
+
+def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
+                 smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None) -> Finding:
+    """The ``best_variant`` claim: for each objective, the best variant and its lead over the next one,
+    or why fewer than two variants qualify."""
+    claim = "The sweep's objective picks one best variant"
+    parts, verdicts, evidence = [], [], []
+    for o in objectives:
+        ranked = rank(rows, o)
+        name = o.get("name") or f"{o.get('goal', 'max')}_{o.get('metric', 'throughput')}"
+        found = standing(ranked, smallest, looks)
+        if found is None:
+            parts.append(f"**{name}**: " + ("no measured level qualifies" if not ranked else
+                                              f"only `{ranked[0]['variant']}` qualifies, nothing to compare")
+                         + why_.unqualified(o, rows, {c["variant"] for c in ranked}))
+            continue
+        top, second, e, v = found
+        verdicts.append(v)
+        where = "" if o.get("at_load") is not None else f" at {top['mode']} {top['load']:g}"
+        outcome = {iv.HELD: f"`{top['variant']}` is the best",
+                   iv.NOT_HELD: "a tie: they differ by less than the smallest effect "
+                                f"({smallest * 100:g} %)"}.get(
+            v.word, "a tie: the lead's interval includes zero"
+            + ("" if v.reason == iv.ONE_REPETITION or not iv.explain(v) else f" ({iv.explain(v)})"))
+        if v.word == iv.INCONCLUSIVE and v.reason == iv.ONE_REPETITION:
+            outcome = "no winner named: one repetition gives no interval"
+        parts.append(f"**{name}** ({o.get('goal', 'max')} {top['metric']}): `{top['variant']}`{where} "
+                     f"{_fmt_metric(top['metric'], top['value'])} vs next `{second['variant']}` "
+                     f"{_fmt_metric(second['metric'], second['value'])}: lead {iv.effect_text(e)}: {outcome}")
+        evidence.append({"objective": name, "best": top, "next": second, "lead": as_evidence(e),
+                         "verdict": v.word, "winner": top["variant"] if v.word == iv.HELD else None})
+    if not verdicts:
+        if not why_.measured(rows):
+            return Finding("best_variant", claim, iv.NOT_MEASURABLE, why_.nothing_measured(rows))
+        return Finding("best_variant", claim, iv.NOT_MEASURABLE,
+                       "Fewer than two variants qualify for any objective"
+                       + (": " + "; ".join(parts) if parts else "") + ".")
+    f = finish("best_variant", claim, verdicts, parts, evidence)
+    f.detail = ("A best variant is named when its lead over the next variant has a 95 % interval that "
+                "excludes zero; otherwise they are tied. " + f.detail)
+    return f

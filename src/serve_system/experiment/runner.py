@@ -1,11 +1,14 @@
 """The node-side runner: measures a host's planned variants entirely on the node.
 
 Shipped by the ``experiment`` role into the node's work folder as the node bundle (``.node.pyz``: a
-zip application of this module, ``records.py``, the plan and its inputs, written by ``serve-system
-plan``) and run inside the client container (``docker exec jupyter python3 .node.pyz``); standard
-library only. One call measures the variants it is given, one after the
-other, and with ``--restore`` then restores the baseline; the role makes one call for a Triton
-spec's whole plan. For a Triton variant::
+zip application of this module, ``nodeproc.py``, ``records.py``, the plan and its inputs, written by
+``serve-system plan``) and run inside the client container (``docker exec jupyter python3 .node.pyz``);
+standard library only. This module is the measuring's order (loads, levels, events, restore, pack); the
+node's processes it drives and reads (perf_analyzer under its caps, /proc's CPU counters around a level,
+the metrics sampler, the host's facts) are :mod:`.nodeproc`'s (moved out of this module: the node's
+processes are one concern, the measuring's order another). One call measures the variants it is given,
+one after the other, and with ``--restore`` then restores the baseline; the role makes one call for a
+Triton spec's whole plan. For a Triton variant::
 
     load through the repository API with the variant's config -> READY -> warm-up ->
     per pending level: stats before, metrics sampling, perf_analyzer (under a memory and a time
@@ -40,10 +43,7 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -51,37 +51,26 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-try:  # as part of the package (tests) or as a file next to records.py (on the node)
+try:  # as part of the package (tests) or as files next to it (on the node)
+    from . import nodeproc
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
-    import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+    import nodeproc  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+    import records as rec  # type: ignore[no-redef,import-not-found]
 
 #: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application): the
 #: host-side ``--follow`` (:mod:`.follow`, on the node itself), else the runner (in the client container)
 BUNDLE_MAIN = ("import sys\nif '--follow' in sys.argv:\n    import follow\n"
                "    raise SystemExit(follow.main())\nimport runner\nraise SystemExit(runner.main())\n")
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
-BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "follow.py", "records.py", "safeio.py"})
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "nodeproc.py", "follow.py", "records.py",
+                            "safeio.py"})
 
 #: beside the plan: per model, the load body last loaded in this run (see Runner.step)
 LOADED = ".loaded.json"
-UNSTABLE = re.compile(r"Failed to obtain stable measurement", re.IGNORECASE)
-#: perf_analyzer's own words for requests that failed (it can still exit 0 with nothing measured)
-REQUEST_ERROR = re.compile(r"had error:\s*(.+)|(No valid requests recorded[^.\n]*)", re.IGNORECASE)
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
 #: the same way until the model is loaded again (new stubs)
 STUB_DEAD = re.compile(r"Stub process '[^']*' is not healthy", re.IGNORECASE)
-
-
-def _csv_rows(argv: list[str]) -> int | None:
-    """The result rows of the CSV perf_analyzer was asked to write (``-f``); None: it was not asked."""
-    if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
-        return None
-    try:
-        lines = Path(argv[argv.index("-f") + 1]).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return 0
-    return max(0, sum(1 for ln in lines if ln.strip()) - 1)
 
 
 def failed_load_status(kind: str, answered: bool, error: str | None) -> str:
@@ -91,20 +80,6 @@ def failed_load_status(kind: str, answered: bool, error: str | None) -> str:
     if kind == rec.FASTAPI or not answered or STUB_DEAD.search(error or ""):
         return rec.UNAVAILABLE
     return rec.REFUSED
-
-
-def nothing_measured(argv: list[str], rc: int | None, text: str) -> str | None:
-    """Why a perf_analyzer run that exited 0 measured nothing (no result row in its CSV), in its own
-    words (the first request error it printed), or None when it measured the level."""
-    if rc != 0 or _csv_rows(argv) != 0:
-        return None
-    found = list(REQUEST_ERROR.finditer(text))
-    failed = next((m.group(1).strip() for m in found if m.group(1) and m.group(1).strip()), None)
-    if failed:
-        return f"perf_analyzer measured nothing: its requests failed: {failed}"
-    said = next((m.group(2).strip() for m in found if m.group(2)), None)
-    unstable = next((ln.strip() for ln in text.splitlines() if UNSTABLE.search(ln)), None)
-    return f"perf_analyzer measured nothing: {said or unstable or 'no result row in its CSV'}"
 
 
 class Http:
@@ -132,191 +107,6 @@ def _json(raw: bytes) -> Any:
         return json.loads(raw.decode("utf-8", "replace")) if raw else {}
     except ValueError:
         return {"text": raw.decode("utf-8", "replace")[:2000]}
-
-
-class Sampler(threading.Thread):
-    """Samples Triton's Prometheus metrics into metrics.jsonl while a level runs."""
-
-    def __init__(self, url: str, out: Path, interval: float):
-        super().__init__(daemon=True)
-        self.url, self.out, self.interval = url, out, interval
-        self.stop = threading.Event()
-        self.errors = 0
-
-    def run(self) -> None:
-        with self.out.open("a", encoding="utf-8") as f:
-            while not self.stop.is_set():
-                t = time.time()
-                try:
-                    with urllib.request.urlopen(self.url, timeout=5) as resp:
-                        line = {"t": t, "text": resp.read().decode("utf-8", "replace")}
-                except OSError as exc:
-                    self.errors += 1
-                    line = {"t": t, "error": str(exc)}
-                f.write(json.dumps(line) + "\n")
-                f.flush()
-                self.stop.wait(max(0.0, self.interval - (time.time() - t)))
-
-
-#: the node's own /proc as the client container sees it (the serve_stack role mounts it there), else
-#: the container's: /proc/stat and /proc/pressure are the node's either way, the processes are not
-HOST_PROC = Path("/host/proc")
-
-
-def proc_root() -> Path:
-    return HOST_PROC if (HOST_PROC / "stat").is_file() else Path("/proc")
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-
-
-def cpu_snapshot(root: Path) -> dict[str, Any]:
-    """One reading of the node's CPU counters: /proc/stat's busy, steal and total ticks and its CPU
-    count, /proc/pressure/cpu's ``some`` total (microseconds), each process's CPU ticks and name."""
-    out: dict[str, Any] = {"t": time.monotonic(), "cpus": 0, "procs": {}}
-    for line in (_read(root / "stat") or "").splitlines():
-        parts = line.split()
-        if parts and parts[0] == "cpu":
-            nums = [int(x) for x in parts[1:9] if x.isdigit()] + [0] * 8
-            idle, steal = nums[3] + nums[4], nums[7]
-            out.update(total=sum(nums[:8]), idle=idle, steal=steal)
-        elif parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
-            out["cpus"] += 1
-    for line in (_read(root / "pressure" / "cpu") or "").splitlines():
-        if line.startswith("some"):
-            total = [f.split("=", 1)[1] for f in line.split() if f.startswith("total=")]
-            if total and total[0].isdigit():
-                out["pressure_us"] = int(total[0])
-    try:  # the runner itself, as the node numbers it (``self`` resolves in the procfs' own namespace)
-        me = int(os.readlink(root / "self"))
-    except (OSError, ValueError):
-        me = os.getpid()
-    try:
-        pids = [p for p in os.listdir(root) if p.isdigit() and int(p) != me]
-    except OSError:
-        pids = []
-    for pid in pids:
-        text = _read(root / pid / "stat")
-        if not text or ")" not in text:
-            continue
-        comm = text[text.index("(") + 1:text.rindex(")")]
-        rest = text[text.rindex(")") + 2:].split()
-        if len(rest) > 12 and rest[11].isdigit() and rest[12].isdigit():
-            out["procs"][int(pid)] = (comm, int(rest[11]) + int(rest[12]))
-    return out
-
-
-def contention(before: dict[str, Any], after: dict[str, Any], client_cpu_s: float = 0.0) -> rec.Contention:
-    """What else used the node's CPU between two :func:`cpu_snapshot` readings (a level's span).
-    ``client_cpu_s``: the measuring client's CPU seconds as its rusage counted them (it has exited
-    by the second reading, so /proc no longer shows it)."""
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    seconds = max(1e-6, after["t"] - before["t"])
-    cpus = max(1, int(after.get("cpus") or 1))
-    c = rec.Contention(seconds=round(seconds, 3), cpus=cpus)
-    if "total" in before and "total" in after and after["total"] > before["total"]:
-        span = after["total"] - before["total"]
-        c.busy = round(1 - (after["idle"] - before["idle"] + after["steal"] - before["steal"]) / span, 4)
-        c.steal = round((after["steal"] - before["steal"]) / span, 4)
-    if "pressure_us" in before and "pressure_us" in after:
-        c.pressure = round(min(1.0, (after["pressure_us"] - before["pressure_us"]) / 1e6 / seconds), 4)
-    procs = after["procs"]
-    if any(comm in rec.MEASURING[:2] for comm, _ in procs.values()):  # the node's processes are visible
-        used: dict[int, tuple[str, float]] = {}
-        measuring = 0.0
-        for pid, (comm, ticks) in procs.items():
-            was = before["procs"].get(pid)
-            delta = ticks - (was[1] if was and was[0] == comm else 0)
-            if comm in rec.MEASURING:
-                measuring += max(0, delta) / tick
-            elif delta > 0:
-                used[pid] = (comm, delta / tick)
-        measuring += max(0.0, client_cpu_s)
-        c.others = round(sum(s for _, s in used.values()) / (cpus * seconds), 4)
-        c.measuring = round(measuring / (cpus * seconds), 4)
-        if c.busy is not None:
-            c.unseen = round(max(0.0, c.busy - c.others - c.measuring), 4)
-        c.top = [f"{comm} ({pid}) {sec:.1f} CPU-s" for pid, (comm, sec) in
-                 sorted(used.items(), key=lambda kv: -kv[1][1])[:5]]
-    c.cause = rec.contention_cause(c)
-    return c
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -> tuple[rec.Attempt, str]:
-    """Run a measuring command, killed if its resident memory passes ``memory_mb`` or time ``timeout_s``."""
-    start = time.time()
-    peak = 0.0
-    reason = None
-    out_path = cwd / ".attempt.out"
-    with out_path.open("wb") as out:
-        try:
-            proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        except OSError as exc:
-            return rec.Attempt(argv=argv, rc=None, start=start, end=time.time(),
-                               reason=f"could not start: {exc}"), ""
-        while (reaped := _reap(proc)) is None:
-            rss = _rss_mb(proc.pid)
-            if rss is not None:
-                peak = max(peak, rss)
-            if rss is not None and rss > memory_mb:
-                reason = (f"killed by the runner: memory cap {memory_mb:.0f} MB reached "
-                          f"(resident {rss:.0f} MB)")
-            elif time.time() - start > timeout_s:
-                reason = f"killed by the runner: time cap {timeout_s:.0f} s reached"
-            if reason:
-                os.killpg(proc.pid, signal.SIGKILL)
-                reaped = _reap(proc, block=True)
-                break
-            time.sleep(0.2)
-    rc = proc.returncode
-    if reason is None and rc is not None and rc < 0:
-        name = signal.Signals(-rc).name
-        reason = (f"perf_analyzer was killed by {name}"
-                  + (" (the kernel's OOM killer?)" if name == "SIGKILL" else ""))
-    text = out_path.read_text(encoding="utf-8", errors="replace")
-    out_path.unlink()
-    return rec.Attempt(argv=argv, rc=rc, start=start, end=time.time(), reason=reason,
-                       max_rss_mb=round(peak, 1) or None,
-                       peak_rss_bytes=None if reaped is None else reaped[0] * 1024,
-                       cpu_s=None if reaped is None else round(reaped[1], 3)), text
-
-
-def _reap(proc: subprocess.Popen[bytes], block: bool = False) -> tuple[int, float] | None:
-    """Reap ``proc`` if it ended (``block``: wait for it): its peak resident memory in KiB (the
-    kernel's ru_maxrss, its reaped children included) and its CPU seconds (user + system), with
-    ``proc.returncode`` set; None while it runs."""
-    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
-    if pid == 0:
-        return None
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
-
-
-def host_facts() -> dict[str, Any]:
-    """What the node's kernel says of the host, from inside the container (same kernel, CPUs and memory)."""
-    memory_mb = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            memory_mb = next((int(ln.split()[1]) // 1024 for ln in f if ln.startswith("MemTotal:")), None)
-    except (OSError, ValueError):
-        pass
-    return {"kernel": os.uname().release, "cpus": os.cpu_count(), "memory_mb": memory_mb}
 
 
 def given_facts(text: str) -> dict[str, Any]:
@@ -349,7 +139,7 @@ class Runner:
         self.triton, self.fastapi = Http(ends.get("triton", "")), Http(ends.get("fastapi", ""))
         self.metrics_url = ends.get("metrics", "")
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
-        self.facts: dict[str, Any] = {**host_facts(), **self.plan.facts, **given_facts(args.facts)}
+        self.facts: dict[str, Any] = {**nodeproc.host_facts(), **self.plan.facts, **given_facts(args.facts)}
         self.session_levels: list[float] = []
         self.pending: dict[str, list[rec.LevelPlan]] = {}
         self.total = self.n = 0
@@ -608,7 +398,7 @@ class Runner:
             return None, 0
         if v.warmup_argv:
             t0 = time.time()
-            run_capped(v.warmup_argv, vdir, self.args.perf_memory_mb, self.args.perf_timeout)
+            nodeproc.run_capped(v.warmup_argv, vdir, self.args.perf_memory_mb, self.args.perf_timeout)
             vrec.warmup_seconds = round(time.time() - t0, 3)
             vrec.warmups.append(vrec.warmup_seconds)
         rec.write(vdir / "variant.json", vrec)
@@ -659,15 +449,16 @@ class Runner:
                 problems.append(f"Triton did not answer before the level ({before.get('error', code)})")
             rec.safeio.write_text(ldir / rec.STATS_BEFORE_FILE, json.dumps(before, indent=1) + "\n",
                                   within=ldir)
-            sampler = Sampler(self.metrics_url, ldir / "metrics.jsonl", self.args.metrics_interval)
+            sampler = nodeproc.Sampler(self.metrics_url, ldir / "metrics.jsonl", self.args.metrics_interval)
             sampler.start()
-        root = proc_root()
-        node_before = cpu_snapshot(root)
+        root = nodeproc.proc_root()
+        node_before = nodeproc.cpu_snapshot(root)
         attempts: list[rec.Attempt] = []
         commands = [lv.argv, *lv.retry_argv] if triton else [lv.argv]
         text = ""
         for n, argv in enumerate(commands):
-            attempt, text = run_capped(argv, ldir, self.args.perf_memory_mb, self.args.perf_timeout)
+            attempt, text = nodeproc.run_capped(argv, ldir, self.args.perf_memory_mb,
+                                                self.args.perf_timeout)
             if n:
                 attempt.reason = attempt.reason or "unstable measurement: retried with a longer window"
             attempts.append(attempt)
@@ -677,9 +468,10 @@ class Runner:
             rec.safeio.write_text(ldir / name, text, within=ldir)
             if attempt.reason and attempt.reason.startswith(("killed", "perf_analyzer was killed")):
                 break
-            if not (triton and UNSTABLE.search(text)):
+            if not (triton and nodeproc.UNSTABLE.search(text)):
                 break
-        used = contention(node_before, cpu_snapshot(root), sum(a.cpu_s or 0.0 for a in attempts))
+        used = nodeproc.contention(node_before, nodeproc.cpu_snapshot(root),
+                                   sum(a.cpu_s or 0.0 for a in attempts))
         if sampler is not None:
             sampler.stop.set()
             sampler.join(timeout=10)
@@ -703,7 +495,7 @@ class Runner:
         elif last.rc != 0 and not problems:
             tail = [ln.strip() for ln in text.splitlines() if ln.strip()]
             problems.append(f"exit status {last.rc}: {tail[-1] if tail else 'no output'}")
-        elif triton and (empty := nothing_measured(last.argv, last.rc, text)) is not None:
+        elif triton and (empty := nodeproc.nothing_measured(last.argv, last.rc, text)) is not None:
             problems.append(empty)
         if triton and not restarted and STUB_DEAD.search(text):
             # the instance's stub died (Python backend): nothing it serves answers until a fresh load

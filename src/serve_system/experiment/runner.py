@@ -1,14 +1,15 @@
 """The node-side runner: measures a host's planned variants entirely on the node.
 
 Shipped by the ``experiment`` role into the node's work folder as the node bundle (``.node.pyz``: a
-zip application of this module, ``nodeproc.py``, ``records.py``, the plan and its inputs, written by
-``serve-system plan``) and run inside the client container (``docker exec jupyter python3 .node.pyz``);
-standard library only. This module is the measuring's order (loads, levels, events, restore, pack); the
-node's processes it drives and reads (perf_analyzer under its caps, /proc's CPU counters around a level,
-the metrics sampler, the host's facts) are :mod:`.nodeproc`'s (moved out of this module: the node's
-processes are one concern, the measuring's order another). One call measures the variants it is given,
-one after the other, and with ``--restore`` then restores the baseline; the role makes one call for a
-Triton spec's whole plan. For a Triton variant::
+zip application of this module, ``nodeproc.py``, ``tritonapi.py``, ``records.py``, the plan and its
+inputs, written by ``serve-system plan``) and run inside the client container (``docker exec jupyter
+python3 .node.pyz``); standard library only. This module is the measuring's order (loads, levels,
+events, restore, pack). Moved out of it, one concern each: the node's processes it drives and reads
+(perf_analyzer under its caps, /proc's CPU counters around a level, the metrics sampler, the host's
+facts) are :mod:`.nodeproc`'s; Triton's HTTP API as it uses it (the JSON client, a load retried while
+Triton restarts, READY, a fresh load, statistics, the last-loaded config) is :mod:`.tritonapi`'s.
+One call measures the variants it is given, one after the other, and with ``--restore`` then restores
+the baseline; the role makes one call for a Triton spec's whole plan. For a Triton variant::
 
     load through the repository API with the variant's config -> READY -> warm-up ->
     per pending level: stats before, metrics sampling, perf_analyzer (under a memory and a time
@@ -45,29 +46,26 @@ import re
 import shutil
 import sys
 import time
-import urllib.error
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Any
 
 try:  # as part of the package (tests) or as files next to it (on the node)
-    from . import nodeproc
+    from . import nodeproc, tritonapi
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
     import nodeproc  # type: ignore[no-redef,import-not-found]  # the node's flat layout
     import records as rec  # type: ignore[no-redef,import-not-found]
+    import tritonapi  # type: ignore[no-redef,import-not-found]
 
 #: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application): the
 #: host-side ``--follow`` (:mod:`.follow`, on the node itself), else the runner (in the client container)
 BUNDLE_MAIN = ("import sys\nif '--follow' in sys.argv:\n    import follow\n"
                "    raise SystemExit(follow.main())\nimport runner\nraise SystemExit(runner.main())\n")
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
-BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "nodeproc.py", "follow.py", "records.py",
-                            "safeio.py"})
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "nodeproc.py", "tritonapi.py", "follow.py",
+                            "records.py", "safeio.py"})
 
-#: beside the plan: per model, the load body last loaded in this run (see Runner.step)
-LOADED = ".loaded.json"
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
 #: the same way until the model is loaded again (new stubs)
 STUB_DEAD = re.compile(r"Stub process '[^']*' is not healthy", re.IGNORECASE)
@@ -80,33 +78,6 @@ def failed_load_status(kind: str, answered: bool, error: str | None) -> str:
     if kind == rec.FASTAPI or not answered or STUB_DEAD.search(error or ""):
         return rec.UNAVAILABLE
     return rec.REFUSED
-
-
-class Http:
-    """Tiny JSON-over-HTTP client (urllib), with the status and body of failures kept."""
-
-    def __init__(self, base: str, timeout: float = 30.0):
-        self.base = base.rstrip("/")
-        self.timeout = timeout
-
-    def call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                return resp.status, _json(resp.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, _json(exc.read())
-        except (OSError, ValueError) as exc:
-            return -1, {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw.decode("utf-8", "replace")) if raw else {}
-    except ValueError:
-        return {"text": raw.decode("utf-8", "replace")[:2000]}
 
 
 def given_facts(text: str) -> dict[str, Any]:
@@ -136,7 +107,8 @@ class Runner:
             if not ends.get(key):
                 raise rec.RecordError(f"{self.plan_path}: endpoints.{key}: missing: plan the run again with "
                                       f"serve-system plan, or give --{key}")
-        self.triton, self.fastapi = Http(ends.get("triton", "")), Http(ends.get("fastapi", ""))
+        self.triton = tritonapi.Triton(ends.get("triton", ""), self.home, self.plan.host, args.ready_timeout)
+        self.fastapi = tritonapi.Http(ends.get("fastapi", ""))
         self.metrics_url = ends.get("metrics", "")
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
         self.facts: dict[str, Any] = {**nodeproc.host_facts(), **self.plan.facts, **given_facts(args.facts)}
@@ -193,7 +165,7 @@ class Runner:
         left = (total - done) * sum(self.session_levels) / len(self.session_levels)
         return f"ETA {time.strftime('%H:%M:%S', time.gmtime(time.time() + left))} UTC ({left:.0f} s left)"
 
-    # ---------------------------------------------------------------------------------- triton
+    # ---------------------------------------------------------------------------------- measuring
     def provenance(self, variant: rec.VariantPlan) -> dict[str, Any]:
         import hashlib
 
@@ -208,76 +180,6 @@ class Runner:
                               "perf_analyzer": pa, "python": sys.version.split()[0]}
         return {**self.plan.provenance, **self._versions, **self.facts,
                 "config_sha256": hashlib.sha256(variant.config_pbtxt.encode()).hexdigest()}
-
-    def wait_ready(self, model: str | None, version: str, timeout: float) -> bool:
-        path = f"/v2/models/{model}/versions/{version}/ready" if model else "/v2/health/ready"
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.triton.call("GET", path, timeout=5)[0] == 200:
-                return True
-            time.sleep(0.25)
-        return False
-
-    def load(self, v: rec.VariantPlan) -> tuple[bool, str | None, float, bool]:
-        """Ask Triton to load the variant's config: (loaded, the error, seconds, whether Triton answered).
-
-        A load that gets no answer at all (connection refused or reset: Triton is restarting, e.g. after a
-        crash of an earlier config) is not a refusal: the runner waits for Triton to be ready again and
-        asks once more, within --ready-timeout.
-        """
-        t0 = time.time()
-        deadline = t0 + self.args.ready_timeout
-        waited = False
-        while True:
-            code, body = self.triton.call("POST", f"/v2/repository/models/{v.model}/load", v.load_body,
-                                          timeout=self.args.ready_timeout)
-            if code != -1 or time.time() >= deadline:
-                break
-            if not waited:
-                print(f"{self.plan.host} {v.name}: Triton did not answer the load "
-                      f"({_error_text(body)}); waiting for it to be ready again", file=sys.stderr)
-            waited = True
-            if not self.wait_ready(None, "", max(0.0, deadline - time.time())):
-                break
-        took = time.time() - t0
-        if code == 200:
-            return True, None, took, True
-        error = _error_text(body)
-        if code == -1:
-            why = (f"Triton did not answer the load ({error}), and was not ready again within "
-                   f"{self.args.ready_timeout:.0f} s (if it stays unready, e.g. stuck in a load that never "
-                   "ended, restart it on the node, e.g. docker restart triton_server, and run the same run "
-                   "id again: what was measured is kept)")
-            return False, why, took, False
-        # Triton's own reason (e.g. a config check) is in the repository index, not the load answer
-        icode, index = self.triton.call("POST", "/v2/repository/index", {})
-        if icode == 200 and isinstance(index, list):
-            reason = next((m.get("reason") for m in index if m.get("name") == v.model and m.get("reason")),
-                          None)
-            if reason and reason not in error:
-                error = f"{error} | {reason}"
-        return False, f"HTTP {code}: {error}", took, True
-
-    def last_loaded(self) -> dict[str, str]:
-        """Per model, the load body this run last loaded (kept beside the plan across runner calls)."""
-        try:
-            data = json.loads((self.home / LOADED).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def note_loaded(self, model: str, key: str | None) -> None:
-        data = self.last_loaded()
-        if key is None:
-            data.pop(model, None)
-        else:
-            data[model] = key
-        tmp = self.home / (LOADED + ".tmp")
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        tmp.replace(self.home / LOADED)
-
-    def stats(self, v: rec.VariantPlan) -> tuple[int, Any]:
-        return self.triton.call("GET", f"/v2/models/{v.model}/versions/{v.version}/stats")
 
     def measure(self, names: list[str], restore: bool, repetitions: list[int] | None = None) -> int:
         """Measure the named variants in the plan's order (its rounds: repetition 1 of every variant,
@@ -376,13 +278,13 @@ class Runner:
             # same variant again, two variants with one config): unloaded first then, so that every
             # repetition is a fresh load (new instances, new stubs). Otherwise loaded over the old one,
             # so a refused config leaves the previous one serving.
-            if self.last_loaded().get(v.model) == _body_key(v.load_body):
+            if self.triton.last_loaded().get(v.model) == tritonapi.body_key(v.load_body):
                 self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
                                  timeout=self.args.ready_timeout)
             t0 = vrec.load_started = time.time()
-            ok, vrec.error, vrec.load_seconds, answered = self.load(v)
-            self.note_loaded(v.model, _body_key(v.load_body) if ok else None)
-            if ok and not self.wait_ready(v.model, v.version, self.args.ready_timeout):
+            ok, vrec.error, vrec.load_seconds, answered = self.triton.load(v)
+            self.triton.note_loaded(v.model, tritonapi.body_key(v.load_body) if ok else None)
+            if ok and not self.triton.wait_ready(v.model, v.version, self.args.ready_timeout):
                 ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
             vrec.switch_seconds = round(time.time() - t0, 3)
             vrec.switches.append(vrec.switch_seconds)
@@ -444,7 +346,7 @@ class Runner:
         sampler = None
         problems: list[str] = []
         if triton:
-            code, before = self.stats(v)
+            code, before = self.triton.stats(v)
             if code != 200:
                 problems.append(f"Triton did not answer before the level ({before.get('error', code)})")
             rec.safeio.write_text(ldir / rec.STATS_BEFORE_FILE, json.dumps(before, indent=1) + "\n",
@@ -477,16 +379,16 @@ class Runner:
             sampler.join(timeout=10)
         restarted = False
         if triton:
-            code, after = self.stats(v)
+            code, after = self.triton.stats(v)
             if code != 200 or (sampler is not None and sampler.errors):
                 problems.append("Triton stopped answering during the level")
                 restarted = True
-            elif _count(after) < _count(before):
+            elif tritonapi.success_count(after) < tritonapi.success_count(before):
                 problems.append("Triton restarted during the level (its statistics were reset)")
                 restarted = True
             if restarted:
-                self.recover(v)
-                code, after = self.stats(v)
+                self.triton.recover(v)
+                code, after = self.triton.stats(v)
             rec.safeio.write_text(ldir / rec.STATS_AFTER_FILE, json.dumps(after, indent=1) + "\n",
                                   within=ldir)
         last = attempts[-1]
@@ -500,7 +402,7 @@ class Runner:
         if triton and not restarted and STUB_DEAD.search(text):
             # the instance's stub died (Python backend): nothing it serves answers until a fresh load
             problems.append("a Python stub process died: the variant was loaded afresh for the next level")
-            self.reload(v)
+            self.triton.reload(v)
         lrec = rec.LevelRecord(
             variant=v.name, level=lv.id, mode=lv.mode, load=lv.load, repetition=lv.repetition,
             status=rec.FAILED if problems else rec.OK, error="; ".join(problems) or None,
@@ -510,22 +412,6 @@ class Runner:
             client_peak_rss_bytes=rec.client_peak_rss(attempts), contention=used)
         rec.write(ldir / "level.json", lrec)  # last: the level is complete
         return lrec
-
-    def reload(self, v: rec.VariantPlan) -> None:
-        """Load the variant afresh (unloaded first: new instances, new stubs) and wait READY."""
-        self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
-                         timeout=self.args.ready_timeout)
-        ok = self.load(v)[0]
-        self.note_loaded(v.model, _body_key(v.load_body) if ok else None)
-        if ok:
-            self.wait_ready(v.model, v.version, self.args.ready_timeout)
-
-    def recover(self, v: rec.VariantPlan) -> None:
-        """After Triton went away: wait for it, load the variant again, wait READY."""
-        if not self.wait_ready(None, "", self.args.ready_timeout):
-            return
-        self.load(v)
-        self.wait_ready(v.model, v.version, self.args.ready_timeout)
 
     def pack(self) -> None:
         """One archive of the host's complete records (variants, levels, host.json), fetched in one
@@ -576,7 +462,7 @@ class Runner:
                              timeout=self.args.ready_timeout)
             code, _ = self.triton.call("POST", f"/v2/repository/models/{model}/load", {},
                                        timeout=self.args.ready_timeout)
-            self.note_loaded(model, None)
+            self.triton.note_loaded(model, None)
             statuses.append(code)
         took = round(time.time() - t0, 3)
         done = rec.done_levels(self.home)
@@ -596,15 +482,6 @@ class Runner:
         self.progress("", "", "finished")
 
 
-def _error_text(body: Any) -> str:
-    return str(body.get("error") or body) if isinstance(body, dict) else str(body)
-
-
-def _body_key(body: Any) -> str:
-    """A load body as a comparable string (the config override it carries)."""
-    return json.dumps(body, sort_keys=True, separators=(",", ":"))
-
-
 def _stamped(line: str) -> tuple[float | None, str]:
     """A ``docker logs --timestamps`` line as (UNIX seconds, text); (None, line) without a timestamp."""
     stamp, _, text = line.partition(" ")
@@ -615,13 +492,6 @@ def _stamped(line: str) -> tuple[float | None, str]:
 
     whole = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
     return whole + float(f"0.{m.group(2) or 0}"), text.strip()
-
-
-def _count(stats: Any) -> int:
-    try:
-        return sum(int(m["inference_stats"]["success"]["count"]) for m in stats["model_stats"])
-    except (KeyError, TypeError, ValueError):
-        return 0
 
 
 def unpack_bundle(bundle: Path) -> None:

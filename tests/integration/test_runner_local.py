@@ -185,7 +185,7 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
 
 
 def test_runner_sampler_against_real_triton(triton: LocalTriton, tmp_path: Path) -> None:
-    from serve_system.experiment.runner import Sampler
+    from serve_system.experiment.nodeproc import Sampler
     from serve_system.results import stats
 
     sampler = Sampler(f"http://127.0.0.1:{triton.metrics}/metrics", tmp_path / "metrics.jsonl", 0.3)

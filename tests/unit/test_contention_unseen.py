@@ -13,7 +13,7 @@ import pytest
 from report_trees import lab_run
 from test_sequential import _proc
 
-from serve_system.experiment import records, runner
+from serve_system.experiment import nodeproc, records
 from serve_system.results import tree
 
 
@@ -23,7 +23,7 @@ def _readings(tmp_path: Path, busy_ticks: int, triton_ticks: int) -> tuple[dict,
     _proc(tmp_path / "a", (0, 0, 0, 0, 0, 0, 0, 0), 0, {10: ("tritonserver", 0), 12: ("sshd", 0)})
     _proc(tmp_path / "b", (busy_ticks, 0, 0, 2000 - busy_ticks, 0, 0, 0, 0), 0,
           {10: ("tritonserver", triton_ticks), 12: ("sshd", 0)})
-    before, after = runner.cpu_snapshot(tmp_path / "a"), runner.cpu_snapshot(tmp_path / "b")
+    before, after = nodeproc.cpu_snapshot(tmp_path / "a"), nodeproc.cpu_snapshot(tmp_path / "b")
     before["t"], after["t"] = 0.0, 10.0
     return before, after
 
@@ -31,15 +31,15 @@ def _readings(tmp_path: Path, busy_ticks: int, triton_ticks: int) -> tuple[dict,
 def test_busy_time_no_process_accounts_for_is_other_work(tmp_path: Path) -> None:
     # the CPU fully busy, Triton 16 CPU-s, the client 4 CPU-s (exited: only its rusage knows): quiet
     before, after = _readings(tmp_path, 2000, 1600)
-    quiet = runner.contention(before, after, client_cpu_s=4.0)
+    quiet = nodeproc.contention(before, after, client_cpu_s=4.0)
     assert quiet.measuring == pytest.approx(1.0) and quiet.unseen == pytest.approx(0.0)
     assert quiet.cause is None
     # without the client's rusage its 4 CPU-s would look like someone else's: contention
-    assert runner.contention(before, after).unseen == pytest.approx(0.2)
+    assert nodeproc.contention(before, after).unseen == pytest.approx(0.2)
     # Triton and the client got 3 CPU-s of 20, the CPU busy all along: 85 % went to work the node
     # does not show (the rehearsal machine's other work): flagged, and said so
     before, after = _readings(tmp_path, 2000, 200)
-    hogged = runner.contention(before, after, client_cpu_s=1.0)
+    hogged = nodeproc.contention(before, after, client_cpu_s=1.0)
     assert hogged.others == 0.0 and hogged.unseen == pytest.approx(0.85)
     assert hogged.cause is not None and hogged.cause.startswith("other processes took 85 % of the node's CPU")
     assert "85 % by work the node's processes do not account for" in hogged.cause
@@ -57,7 +57,7 @@ def test_unseen_work_counts_in_the_threshold_and_the_summary(tmp_path: Path) -> 
 def test_the_client_cpu_comes_from_its_rusage(tmp_path: Path) -> None:
     # a child that burns CPU then exits: the attempt records its CPU seconds (wait4's rusage)
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
-    attempt, _ = runner.run_capped([sys.executable, "-c", burn], tmp_path, memory_mb=4096, timeout_s=60)
+    attempt, _ = nodeproc.run_capped([sys.executable, "-c", burn], tmp_path, memory_mb=4096, timeout_s=60)
     assert attempt.rc == 0 and attempt.cpu_s is not None and attempt.cpu_s >= 0.3
 
 

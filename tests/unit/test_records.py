@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import follow, records, runner
+from serve_system.experiment import follow, nodeproc, records, runner
 from serve_system.experiment.plan import Targets, estimate_seconds, lease_problem
 
 
@@ -96,16 +96,16 @@ def test_the_resume_rule(tmp_path: Path) -> None:
 def test_runner_caps_memory_and_time(tmp_path: Path) -> None:
     hog = [sys.executable, "-c",
            "import time\nx=[]\nwhile True:\n x.append(bytearray(20_000_000)); time.sleep(0.05)"]
-    attempt, _ = runner.run_capped(hog, tmp_path, memory_mb=200, timeout_s=60)
+    attempt, _ = nodeproc.run_capped(hog, tmp_path, memory_mb=200, timeout_s=60)
     assert attempt.reason is not None and attempt.reason.startswith("killed by the runner: memory cap 200 MB")
     assert attempt.max_rss_mb is not None and attempt.max_rss_mb > 150 and attempt.end - attempt.start < 30
     slow = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
-    attempt, out = runner.run_capped(slow, tmp_path, memory_mb=500, timeout_s=1)
+    attempt, out = nodeproc.run_capped(slow, tmp_path, memory_mb=500, timeout_s=1)
     assert attempt.reason == "killed by the runner: time cap 1 s reached" and "started" in out
-    ok, out = runner.run_capped([sys.executable, "-c", "print('fine')"], tmp_path, memory_mb=500,
+    ok, out = nodeproc.run_capped([sys.executable, "-c", "print('fine')"], tmp_path, memory_mb=500,
                                 timeout_s=30)
     assert ok.rc == 0 and ok.reason is None and out.strip() == "fine"
-    killed, _ = runner.run_capped([sys.executable, "-c",
+    killed, _ = nodeproc.run_capped([sys.executable, "-c",
                                    "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
                                   tmp_path, memory_mb=500, timeout_s=30)
     assert killed.rc == -9 and killed.reason is not None and "SIGKILL" in killed.reason
@@ -114,12 +114,12 @@ def test_runner_caps_memory_and_time(tmp_path: Path) -> None:
 def test_runner_records_the_exact_peak_rss(tmp_path: Path) -> None:
     """The kernel's peak (wait4) of a short-lived spike the 0.2 s sampling cannot see, and of a killed hog."""
     spike = [sys.executable, "-c", "x = bytearray(300_000_000)"]
-    attempt, _ = runner.run_capped(spike, tmp_path, memory_mb=2000, timeout_s=60)
+    attempt, _ = nodeproc.run_capped(spike, tmp_path, memory_mb=2000, timeout_s=60)
     assert attempt.rc == 0 and attempt.peak_rss_bytes is not None
     assert 300_000_000 <= attempt.peak_rss_bytes < 1_000_000_000, attempt.peak_rss_bytes
     hog = [sys.executable, "-c",
            "import time\nx=[]\nwhile True:\n x.append(bytearray(20_000_000)); time.sleep(0.05)"]
-    killed, _ = runner.run_capped(hog, tmp_path, memory_mb=200, timeout_s=60)
+    killed, _ = nodeproc.run_capped(hog, tmp_path, memory_mb=200, timeout_s=60)
     assert killed.reason is not None and killed.reason.startswith("killed by the runner: memory cap")
     assert killed.peak_rss_bytes is not None and killed.peak_rss_bytes > 200 * 1024 * 1024
     level = _level(attempts=[attempt, killed])
@@ -136,23 +136,24 @@ def test_a_run_that_exits_0_having_measured_nothing_is_named_with_its_own_error(
     text = (FIXTURES / "stub_not_healthy_c8.stdout").read_text()
     csv = tmp_path / "perf.csv"
     argv = ["perf_analyzer", "-m", "food_classifier", "-f", str(csv)]
-    why = runner.nothing_measured(argv, 0, text)
+    why = nodeproc.nothing_measured(argv, 0, text)
     assert why == ("perf_analyzer measured nothing: its requests failed: "
                    "Stub process 'food_classifier_0_2' is not healthy.")
     assert runner.STUB_DEAD.search(text)
     csv.write_text("Concurrency,Inferences/Second\n")  # the header alone: still nothing measured
-    assert runner.nothing_measured(argv, 0, text) == why
+    assert nodeproc.nothing_measured(argv, 0, text) == why
     csv.write_text("Concurrency,Inferences/Second\n8,190.5\n")  # a result row: measured
-    assert runner.nothing_measured(argv, 0, text) is None
+    assert nodeproc.nothing_measured(argv, 0, text) is None
     # a non-zero exit is reported by its status; a run not asked for a CSV is not judged by it
-    assert runner.nothing_measured(argv, 1, text) is None
-    assert runner.nothing_measured(["perf_analyzer", "-m", "m"], 0, text) is None
+    assert nodeproc.nothing_measured(argv, 1, text) is None
+    assert nodeproc.nothing_measured(["perf_analyzer", "-m", "m"], 0, text) is None
     # no request error printed: perf_analyzer's unstable line, else the missing row
     csv.unlink()
     unstable = (FIXTURES / "unstable_count_windows.txt").read_text()
-    assert runner.nothing_measured(argv, 0, unstable).startswith(  # type: ignore[union-attr]
+    assert nodeproc.nothing_measured(argv, 0, unstable).startswith(  # type: ignore[union-attr]
         "perf_analyzer measured nothing: Failed to obtain stable measurement")
-    assert runner.nothing_measured(argv, 0, "") == "perf_analyzer measured nothing: no result row in its CSV"
+    assert (nodeproc.nothing_measured(argv, 0, "")
+            == "perf_analyzer measured nothing: no result row in its CSV")
 
 
 def test_a_load_whose_stub_died_is_unavailable_not_refused() -> None:

@@ -12,7 +12,7 @@ from report_trees import lab_run
 from scipy import stats
 from test_adaptive import _plan
 
-from serve_system.experiment import records, runner
+from serve_system.experiment import nodeproc, records
 from serve_system.results import adaptive, findings, report, tree
 from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
@@ -181,13 +181,13 @@ def test_the_runner_reads_what_else_used_the_cpu(tmp_path: Path) -> None:
     tick = 100
     _proc(tmp_path / "a", (100, 0, 100, 1000, 0, 0, 0, 0), 0,
           {10: ("tritonserver", 50), 11: ("perf_analyzer", 10), 12: ("stress-ng", 0)})
-    before = runner.cpu_snapshot(tmp_path / "a")
+    before = nodeproc.cpu_snapshot(tmp_path / "a")
     _proc(tmp_path / "b", (500, 0, 300, 1100, 0, 0, 0, 100), 5_000_000,
           {10: ("tritonserver", 250), 11: ("perf_analyzer", 60), 12: ("stress-ng", 2 * 10 * tick // 2),
            13: ("sshd", 5)})
-    after = runner.cpu_snapshot(tmp_path / "b")
+    after = nodeproc.cpu_snapshot(tmp_path / "b")
     before["t"], after["t"] = 0.0, 10.0
-    c = runner.contention(before, after)
+    c = nodeproc.contention(before, after)
     assert c.cpus == 2 and c.seconds == 10.0
     assert c.steal == pytest.approx(100 / 800) and c.busy == pytest.approx(1 - (100 + 100) / 800)
     assert c.pressure == pytest.approx(0.5)
@@ -197,7 +197,7 @@ def test_the_runner_reads_what_else_used_the_cpu(tmp_path: Path) -> None:
     assert c.cause is not None and "stress-ng (12)" in c.cause and "stole 12 %" in c.cause
     # only the container's processes visible (no Triton among them): no share of others is claimed
     _proc(tmp_path / "c", (100, 0, 100, 1000, 0, 0, 0, 0), 0, {5: ("jupyter-lab", 1)})
-    quiet = runner.contention(runner.cpu_snapshot(tmp_path / "c"), runner.cpu_snapshot(tmp_path / "c"))
+    quiet = nodeproc.contention(nodeproc.cpu_snapshot(tmp_path / "c"), nodeproc.cpu_snapshot(tmp_path / "c"))
     assert quiet.others is None and quiet.cause is None
 
 

@@ -44,7 +44,7 @@ from . import records as rec
 from . import runnercall, search
 from . import shard as shardmod
 from .records import LevelPlan, VariantPlan
-from .runner import BUNDLE_MAIN
+from .runner import BUNDLE_MAIN, BUNDLE_MODULES
 from .spec.messages import SpecError
 from .spec.models import (
     AUTO_START,
@@ -621,8 +621,10 @@ def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
     """What the role puts on the node in one task: the node bundle, a Python zip application of the
     runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
     pkg = Path(__file__).parent
-    files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "follow.py", "records.py",
-                                                            "fastapi_bench.py")}
+    # the runner's modules (BUNDLE_MODULES, defined once; __main__.py is written below) and the FastAPI
+    # client (data the runner puts beside it)
+    files: dict[str, Path] = {name: pkg / name for name in BUNDLE_MODULES - {"__main__.py", "safeio.py"}}
+    files["fastapi_bench.py"] = pkg / "fastapi_bench.py"
     files["safeio.py"] = pkg.parent / "safeio.py"  # records' read and write path
     for data in sorted({v.input_data for v in variants if v.input_data}):
         files[Path(data).name] = Path(data)

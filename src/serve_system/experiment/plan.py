@@ -622,7 +622,7 @@ def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
     runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
     pkg = Path(__file__).parent
     files: dict[str, Path] = {name: pkg / name for name in ("runner.py", "follow.py", "records.py",
-                                                            "fastapi_bench.py")}
+                                                            "archive.py", "fastapi_bench.py")}
     files["safeio.py"] = pkg.parent / "safeio.py"  # records' read and write path
     for data in sorted({v.input_data for v in variants if v.input_data}):
         files[Path(data).name] = Path(data)

@@ -52,8 +52,10 @@ from pathlib import Path
 from typing import Any
 
 try:  # as part of the package (tests) or as a file next to records.py (on the node)
+    from . import archive
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
+    import archive  # type: ignore[no-redef,import-not-found]  # the node's flat layout
     import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
 
 #: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application): the
@@ -61,7 +63,7 @@ except ImportError:  # pragma: no cover - the node's layout
 BUNDLE_MAIN = ("import sys\nif '--follow' in sys.argv:\n    import follow\n"
                "    raise SystemExit(follow.main())\nimport runner\nraise SystemExit(runner.main())\n")
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
-BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "follow.py", "records.py", "safeio.py"})
+BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "follow.py", "records.py", "archive.py", "safeio.py"})
 
 #: beside the plan: per model, the load body last loaded in this run (see Runner.step)
 LOADED = ".loaded.json"
@@ -738,7 +740,7 @@ class Runner:
     def pack(self) -> None:
         """One archive of the host's complete records (variants, levels, host.json), fetched in one
         transfer."""
-        rec.pack(self.home, [v.name for v in self.plan.variants], self.home / rec.ARCHIVE)
+        archive.pack(self.home, [v.name for v in self.plan.variants], self.home / archive.ARCHIVE)
 
     def explain(self, names: list[str], log: str) -> int:
         """Add Triton's own reason to the records of refused loads, from its log (``docker logs -t``) on

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from serve_system import safeio
 from serve_system.errors import ServeSystemError
-from serve_system.experiment import perf, records
+from serve_system.experiment import archive, perf, records
 from serve_system.results import stats, tree
 
 # ------------------------------------------------------------------------------------------ harness
@@ -406,9 +406,9 @@ def test_collect_archive(members: list[tuple[str, bytes, bytes]], damage: str, a
             (host / "v").write_text("a file")
         elif state == "folder_where_file":
             (host / "host.json").mkdir()
-        archive = make(root, "results.tar.gz", archive_kind, build(members, damage, at))
+        packed = make(root, "results.tar.gz", archive_kind, build(members, damage, at))
         outside_before, host_before = snapshot(outside), snapshot(run) if run.exists() else {}
-        result = outcome(lambda: records.unpack(archive, host, _plan(), member_budget=2**20,
+        result = outcome(lambda: archive.unpack(packed, host, _plan(), member_budget=2**20,
                                                 total_budget=2 * 2**20), root)
         assert snapshot(outside) == outside_before  # never written through a link
         if isinstance(result, ServeSystemError):  # refused: nothing landed

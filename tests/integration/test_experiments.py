@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from serve_system.experiment import archive, records
 from serve_system.experiment import perf as perfmod
-from serve_system.experiment import records
 
 from .ansible_run import REPO, ansible_bin, run_playbook
 
@@ -357,22 +357,22 @@ def test_an_archive_corrupted_in_transit_lands_nothing_and_the_rerun_measures_on
     kept = {p.name: _level(p).start for p in (host / "baseline").iterdir() if records.level_done(p)}
     assert set(kept) == {"c1_r1", "c8_r1"}
     # the archive as the node packs it, corrupted in transit; the level it would bring back is gone here
-    archive = tmp_path / "packed.tar.gz"
-    records.pack(host, ["baseline"], archive)
-    raw = archive.read_bytes()
+    packed = tmp_path / "packed.tar.gz"
+    archive.pack(host, ["baseline"], packed)
+    raw = packed.read_bytes()
     (host / ".fetch").mkdir(exist_ok=True)
-    (host / records.FETCHED).write_bytes(raw[:-8] + bytes(b ^ 0xFF for b in raw[-8:-4]) + raw[-4:])
+    (host / archive.FETCHED).write_bytes(raw[:-8] + bytes(b ^ 0xFF for b in raw[-8:-4]) + raw[-4:])
     shutil.rmtree(host / "baseline" / "c8_r1")
     before = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
     proc = subprocess.run([sys.executable, "-m", "serve_system.cli", "collect", "--run-dir", str(run)],
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
-    assert f"{host / records.FETCHED}: not a readable archive of records" in proc.stderr
+    assert f"{host / archive.FETCHED}: not a readable archive of records" in proc.stderr
     assert sorted(str(p.relative_to(host)) for p in host.rglob("*")) == before  # nothing landed
     assert not any(".unpack-" in p.name for p in run.iterdir())
     # the level is missing on the node too: the same run id measures it, and only it
     cluster.exec(node, "sh", "-c", "rm -rf /opt/serve-system/work/*/it-crc/baseline/c8_r1")
-    (host / records.FETCHED).unlink()
+    (host / archive.FETCHED).unlink()
     second = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *common,
                           "-e", json.dumps({"variants": ["baseline"]}), limit=node.name)
     assert second.rc == 0, second.tail(80)

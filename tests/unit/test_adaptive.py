@@ -14,7 +14,7 @@ from report_trees import lab_run
 
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
-from serve_system.experiment import records, runnercall
+from serve_system.experiment import archive, records, runnercall
 from serve_system.results import adaptive
 
 LOADS = {"baseline": (1, 8, 16), "dynbatch": (8,), "gpus01_2x2": (8,), "gpus01_4x2": (8,), "onnx": (1,)}
@@ -104,7 +104,7 @@ def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: objec
 def test_fetched_records_are_collected_before_deciding(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(run, {"start": 3, "max": 4, "minutes": None})
-    fetched = run / "node-1" / records.FETCHED
+    fetched = run / "node-1" / archive.FETCHED
     fetched.parent.mkdir()
     fetched.write_bytes(b"not an archive")
     with pytest.raises(ServeSystemError, match=r"not a readable archive of records"):  # one line, named
@@ -146,7 +146,7 @@ def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
                                                   "text": "node-2: every claim is decided"}
     # another host's broken level and bad archive are that host's answer, not this one's
     (run / "node-2" / "baseline" / "c1_r1" / "level.json").write_text("{not json")
-    bad = run / "node-3" / records.FETCHED
+    bad = run / "node-3" / archive.FETCHED
     bad.parent.mkdir()
     bad.write_bytes(b"not an archive")
     assert _decision(adaptive.next_round(run, "node-1")) == want

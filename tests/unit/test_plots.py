@@ -60,7 +60,8 @@ def test_a_long_title_is_wrapped_to_its_panel() -> None:
     short one stays as it is."""
     from serve_system.results.plots import _fitted
 
-    long = "node-serve-system-root: server-side latency breakdown (mean; bars: 95 % interval over repetitions)"
+    long = ("node-serve-system-root: server-side latency breakdown (mean; bars: 95 % interval over "
+            "repetitions)")
     lines = _fitted(long, 6.0, 10).splitlines()
     assert len(lines) == 2 and all(len(line) <= 72 for line in lines) and " ".join(lines) == long
     assert _fitted("short", 6.0, 10) == "short"

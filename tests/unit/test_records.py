@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import follow, nodeproc, records, runner
+from serve_system.experiment import archive, follow, nodeproc, records, runner
 from serve_system.experiment.plan import Targets, estimate_seconds, lease_problem
 
 
@@ -266,12 +266,12 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
     records.write(node / "host.json", records.HostRecord(host="n1", end="2026-11-22T10:00:00Z",
                                                          baseline_restored=True))
     (node / "fine" / "c1_r1" / "perf.csv").write_text("Concurrency,Inferences/Second\n1,10\n")
-    archive = tmp_path / records.ARCHIVE
-    records.pack(node, ["first", "second", "fine"], archive)
-    with tarfile.open(archive) as tar:
+    packed = tmp_path / archive.ARCHIVE
+    archive.pack(node, ["first", "second", "fine"], packed)
+    with tarfile.open(packed) as tar:
         order = tar.getnames()
     ctl = tmp_path / "ctl"
-    assert records.unpack(archive, ctl, ["first", "second", "fine"]) == 6
+    assert archive.unpack(packed, ctl, ["first", "second", "fine"]) == 6
     assert records.done_levels(ctl) == {("fine", "c1_r1")} and not (ctl / "fine" / "c8_r1").exists()
     assert (ctl / "fine" / "c1_r1" / "perf.csv").read_text() == (
         node / "fine" / "c1_r1" / "perf.csv").read_text()
@@ -295,30 +295,30 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
                             ("fine/link", tarfile.SYMTYPE, "fine/link: not a record")):
         dest = tmp_path / "refused"
         with pytest.raises(records.RecordError, match=why):
-            records.unpack(bad(name, kind), dest, ["first", "second", "fine"])
+            archive.unpack(bad(name, kind), dest, ["first", "second", "fine"])
         assert not dest.exists()  # nothing written
-    (tmp_path / "torn.tar.gz").write_bytes(archive.read_bytes()[:40])
+    (tmp_path / "torn.tar.gz").write_bytes(packed.read_bytes()[:40])
     with pytest.raises(records.RecordError, match="not a readable archive of records"):
-        records.unpack(tmp_path / "torn.tar.gz", tmp_path / "refused", ["fine"])
+        archive.unpack(tmp_path / "torn.tar.gz", tmp_path / "refused", ["fine"])
     # the role fetches each host's archive to <host>/.fetch/; collect_run puts every one in, then drops it
     run = tmp_path / "run"
     for host in ("n1", "n2"):
         (run / host / ".fetch").mkdir(parents=True)
         shutil.copyfile(node / "plan.json", run / host / "plan.json")
-        shutil.copyfile(archive, run / host / records.FETCHED)
-    assert records.collect_run(run) == [("n1", 6), ("n2", 6)]
+        shutil.copyfile(packed, run / host / archive.FETCHED)
+    assert archive.collect_run(run) == [("n1", 6), ("n2", 6)]
     assert records.done_levels(run / "n2") == {("fine", "c1_r1")} and not (
-        run / "n1" / records.FETCHED).exists()
-    assert records.collect_run(run) == []  # nothing fetched since: nothing to do
+        run / "n1" / archive.FETCHED).exists()
+    assert archive.collect_run(run) == []  # nothing fetched since: nothing to do
     # the role asks decide of every host at once, and each call collects every archive: under the
     # run folder's lock each archive goes in once, and no call finds one gone under it
     hosts = [f"h{i:02d}" for i in range(12)]
     for host in hosts:
         (run / host / ".fetch").mkdir(parents=True)
         shutil.copyfile(node / "plan.json", run / host / "plan.json")
-        shutil.copyfile(archive, run / host / records.FETCHED)
+        shutil.copyfile(packed, run / host / archive.FETCHED)
     with concurrent.futures.ProcessPoolExecutor(4) as pool:
-        calls = list(pool.map(records.collect_run, [run] * 4))
+        calls = list(pool.map(archive.collect_run, [run] * 4))
     assert sorted(h for call in calls for h, _ in call) == hosts  # no call failed; each archive once
     assert all(records.done_levels(run / h) == {("fine", "c1_r1")} for h in hosts)
     assert not list(run.iterdir()) or all(p.is_dir() for p in run.iterdir())  # the lock wrote no file

@@ -1,4 +1,4 @@
-"""The one read path, the one write path and the one archive path (serve_system.safeio, records.unpack)
+"""The one read path, the one write path and the one archive path (serve_system.safeio, archive.unpack)
 against links, named pipes, devices, huge and corrupt inputs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from serve_system import safeio
-from serve_system.experiment import records
+from serve_system.experiment import archive, records
 from serve_system.results import tree
 
 # ------------------------------------------------------------------------------------------- reading
@@ -230,7 +230,7 @@ LEVEL = json.dumps({"variant": "v", "level": "c1_r1", "mode": "concurrency", "lo
 def test_a_good_archive_lands_with_each_level_record_last(tmp_path: Path) -> None:
     a = _archive(tmp_path / "a.tar.gz", {"v/c1_r1/level.json": LEVEL, "v/c1_r1/perf.stdout": b"out",
                                          "v/variant.json": b"{}", "host.json": b"{}"})
-    assert records.unpack(a, tmp_path / "n1", _plan()) == 4
+    assert archive.unpack(a, tmp_path / "n1", _plan()) == 4
     assert (tmp_path / "n1" / "v" / "c1_r1" / "perf.stdout").read_bytes() == b"out"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz", "n1"]  # the temporary folder is gone
 
@@ -239,12 +239,12 @@ def test_a_re_runs_archive_leaves_what_landed_before_untouched(tmp_path: Path) -
     """The same run id again: the node packs every record again; a level that landed is not rewritten
     (its record keeps its time: the resume rule reads it as it was), a changed or new file lands."""
     members = {"v/c1_r1/level.json": LEVEL, "v/variant.json": b"{}", "host.json": b"{}"}
-    records.unpack(_archive(tmp_path / "a.tar.gz", members), tmp_path / "n1", _plan())
+    archive.unpack(_archive(tmp_path / "a.tar.gz", members), tmp_path / "n1", _plan())
     level = tmp_path / "n1" / "v" / "c1_r1" / "level.json"
     os.utime(level, (1_000_000, 1_000_000))
     before = level.stat().st_mtime_ns
     again = _archive(tmp_path / "b.tar.gz", {**members, "host.json": b'{"again": 1}'})
-    records.unpack(again, tmp_path / "n1", _plan())
+    archive.unpack(again, tmp_path / "n1", _plan())
     assert level.stat().st_mtime_ns == before
     assert (tmp_path / "n1" / "host.json").read_bytes() == b'{"again": 1}'
 
@@ -253,9 +253,9 @@ def test_a_bomb_stops_at_the_budget_and_nothing_lands(tmp_path: Path) -> None:
     a = _archive(tmp_path / "bomb.tar.gz", {"v/c1_r1/perf.stdout": b"\0" * (8 * 2**20)})
     assert a.stat().st_size < 64 * 1024
     with pytest.raises(records.RecordError, match="expands to more than 1 MiB"):
-        records.unpack(a, tmp_path / "n1", _plan(), member_budget=16 * 2**20, total_budget=2**20)
+        archive.unpack(a, tmp_path / "n1", _plan(), member_budget=16 * 2**20, total_budget=2**20)
     with pytest.raises(records.RecordError, match=r"perf\.stdout: 8388608 bytes, more than the 4 MiB"):
-        records.unpack(a, tmp_path / "n1", _plan(), member_budget=4 * 2**20)
+        archive.unpack(a, tmp_path / "n1", _plan(), member_budget=4 * 2**20)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.tar.gz"]
 
 
@@ -266,18 +266,18 @@ def test_a_crc_error_after_the_last_member_is_found(tmp_path: Path) -> None:
     with tarfile.open(tmp_path / "bad.tar.gz") as tar:  # tarfile alone reads every member of it
         assert tar.getnames() == ["v/variant.json"]
     with pytest.raises(records.RecordError, match="not a readable archive of records: CRC check failed"):
-        records.unpack(tmp_path / "bad.tar.gz", tmp_path / "n1", _plan())
+        archive.unpack(tmp_path / "bad.tar.gz", tmp_path / "n1", _plan())
     assert not (tmp_path / "n1").exists()
     (tmp_path / "trailing.tar.gz").write_bytes(good + gzip.compress(b"\0" * 1024) + b"junk")
     with pytest.raises(records.RecordError, match="not a readable archive"):
-        records.unpack(tmp_path / "trailing.tar.gz", tmp_path / "n1", _plan())
+        archive.unpack(tmp_path / "trailing.tar.gz", tmp_path / "n1", _plan())
 
 
 def test_an_unplanned_level_and_odd_members_are_refused(tmp_path: Path) -> None:
     for name in ("v/c9_r1/level.json", "w/variant.json", "v/c1_r1/deep/x", "v/.hidden", "host.json/x"):
         a = _archive(tmp_path / "a.tar.gz", {name: b"{}"})
         with pytest.raises(records.RecordError, match=f"{name}: not a record of this host's plan"):
-            records.unpack(a, tmp_path / "n1", _plan())
+            archive.unpack(a, tmp_path / "n1", _plan())
     assert not (tmp_path / "n1").exists()
 
 
@@ -287,13 +287,13 @@ def test_links_in_the_host_folder_are_never_followed(tmp_path: Path) -> None:
     (tmp_path / "n1" / "v").symlink_to(tmp_path / "elsewhere")
     a = _archive(tmp_path / "a.tar.gz", {"v/variant.json": b"{}", "host.json": b"{}"})
     with pytest.raises(records.RecordError, match=r"n1/v: is a link"):
-        records.unpack(a, tmp_path / "n1", _plan())
+        archive.unpack(a, tmp_path / "n1", _plan())
     assert not any((tmp_path / "elsewhere").iterdir()) and not (tmp_path / "n1" / "host.json").exists()
     (tmp_path / "n1" / "v").unlink()
     (tmp_path / "n1" / "v").mkdir()
     (tmp_path / "n1" / "v" / "variant.json").symlink_to(tmp_path / "elsewhere" / "victim")
     with pytest.raises(records.RecordError, match=r"n1/v/variant\.json: is a link"):  # at a file's place too
-        records.unpack(a, tmp_path / "n1", _plan())
+        archive.unpack(a, tmp_path / "n1", _plan())
     assert not (tmp_path / "elsewhere" / "victim").exists() and not (tmp_path / "n1" / "host.json").exists()
 
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import ServeSystemError
-from ..experiment import records
+from ..experiment import archive, records
 from ..results import report
 from ..textsafe import echo
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.collect:
         try:
-            for host, n in records.collect_run(args.run_dir):
+            for host, n in archive.collect_run(args.run_dir):
                 echo(f"{n} file(s) -> {args.run_dir / host}")
         except records.RecordError as exc:
             raise ServeSystemError(str(exc)) from None

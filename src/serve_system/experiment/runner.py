@@ -51,10 +51,11 @@ from pathlib import Path
 from typing import Any
 
 try:  # as part of the package (tests) or as files next to it (on the node)
-    from . import nodeproc, tritonapi
+    from . import archive, nodeproc, tritonapi
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
-    import nodeproc  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+    import archive  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+    import nodeproc  # type: ignore[no-redef,import-not-found]
     import records as rec  # type: ignore[no-redef,import-not-found]
     import tritonapi  # type: ignore[no-redef,import-not-found]
 
@@ -64,7 +65,7 @@ BUNDLE_MAIN = ("import sys\nif '--follow' in sys.argv:\n    import follow\n"
                "    raise SystemExit(follow.main())\nimport runner\nraise SystemExit(runner.main())\n")
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
 BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "nodeproc.py", "tritonapi.py", "follow.py",
-                            "records.py", "safeio.py"})
+                            "records.py", "archive.py", "safeio.py"})
 
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
 #: the same way until the model is loaded again (new stubs)
@@ -416,7 +417,7 @@ class Runner:
     def pack(self) -> None:
         """One archive of the host's complete records (variants, levels, host.json), fetched in one
         transfer."""
-        rec.pack(self.home, [v.name for v in self.plan.variants], self.home / rec.ARCHIVE)
+        archive.pack(self.home, [v.name for v in self.plan.variants], self.home / archive.ARCHIVE)
 
     def explain(self, names: list[str], log: str) -> int:
         """Add Triton's own reason to the records of refused loads, from its log (``docker logs -t``) on

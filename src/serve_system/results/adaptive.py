@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import records, runnercall
+from ..experiment import archive, records, runnercall
 from . import findings as fnd
 from . import reasons as why_
 from . import searchdecide as search
@@ -82,7 +82,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     try:
         hplan = records.read(run_dir / host / "plan.json", records.HostPlan)
         # only the host's own records, but a sharded search's: it is decided on every host's
-        records.collect_run(run_dir, None if _sharded(hplan) else {host})
+        archive.collect_run(run_dir, None if _sharded(hplan) else {host})
     except records.RecordError as exc:
         raise ServeSystemError(str(exc)) from None
     if hplan.search:
@@ -210,7 +210,7 @@ def shared_step(run_dir: Path, rec: dict[str, Any]) -> search.Outcome:
     key = hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = run_dir / KEPT
     path = folder / f"search-{key}.json"
-    with records.run_lock(run_dir):
+    with archive.run_lock(run_dir):
         state = tree.records_state(run_dir)
         kept = _read_kept(path)
         if kept is not None and kept.records == state:

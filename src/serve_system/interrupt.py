@@ -168,7 +168,12 @@ def parallel(fn: Callable[[T], R], items: Iterable[T], *, max_workers: int = 64)
     for _ in range(max(1, min(max_workers, len(todo)))):
         threading.Thread(target=worker, daemon=True, name="serve-system-worker").start()
     try:
-        done.wait()
+        # waited for in short steps: the kernel may hand a process's SIGINT to any of its threads, and
+        # on a worker it only sets Python's flag; the handler runs once the main thread next runs
+        # bytecode, which a wait without a timeout delays until every worker is done (a probe's whole
+        # timeout: Ctrl-C was seen to hang status --watch and launch for over a minute)
+        while not done.wait(0.1):
+            pass
     except BaseException:
         abort()
         raise

@@ -82,6 +82,8 @@ def one_run(work: Path, nodes: int, to: str) -> tuple[float, int, int]:
 
 
 def main() -> int:
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # started as a background job: the commands it
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # times would ignore their Ctrl-C too
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--nodes", type=int, default=2)

@@ -20,33 +20,36 @@ name (its folder is ``RUN_DIR/<host>``, the only thing ``--fresh`` removes), ``-
 from __future__ import annotations
 
 import argparse
-import base64
 import re
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from .. import safeio
+from ..experiment import nodelook, search
 from ..experiment import plan as exp
-from ..experiment import search
 from ..experiment.records import RunnerSettings
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import JINJA_RE, AnySpec, SearchBudget, TritonSpec, check_name
 from ..experiment.spec.reader import load_spec, repo_root
 from ..secretfiles import secret_reason
 from ..textsafe import dumps, echo
+from . import play
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="validate + render an experiment spec for hosts (used by the playbooks)")
     p.add_argument("spec", type=Path, metavar="SPEC")
-    where = p.add_mutually_exclusive_group(required=True)
+    where = p.add_mutually_exclusive_group()
     where.add_argument("--run-dir", type=Path, help="results/<experiment>/<run-id>")
     where.add_argument("--results-dir", type=Path,
                        help="the results folder: the run folder is RESULTS_DIR/<experiment>/<--run-id>")
     p.add_argument("--run-id", default="", help="with --results-dir: the run id")
+    p.add_argument("--play", metavar="FILE", default=None,
+                   help="the experiment role's one plan call: its settings and every host's look, as JSON in "
+                        "FILE (-: stdin); every host is planned and the role's view printed (see "
+                        "serve_system.commands.play)")
     p.add_argument("--host", action="append", default=[], metavar="NAME=GPUS",
                    help="a host and its GPU count (repeat per host)")
     p.add_argument("--compute-capability", action="append", default=[], metavar="NAME=CAP[,CAP...]",
@@ -173,81 +176,6 @@ def _hosts(values: list[str]) -> list[tuple[str, int]]:
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
-#: the most a node's base config may hold (Triton's configs are a few KB)
-CONFIG_LIMIT = 1024 * 1024
-#: what the experiment role's look at the node prints for a model whose config it could not read
-_NO_CONFIG = ("the node has no regular file model_repository/{model}/config.pbtxt of at most 1 MiB: deploy "
-              "the models with playbooks/site.yml first")
-
-
-def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> tuple[dict[str, dict[str, Any]],
-                                                                          dict[str, dict[str, bytes]]]:
-    """``--node-facts NAME=TEXT`` (``NAME=-``: TEXT on stdin) -> ({NAME: the facts the runner records},
-    {NAME: {model: its base config as the node serves it}}); a line of another form is refused, naming
-    it (the node's text is data: nothing of it is evaluated, no model name it gives becomes a path)."""
-    gpus = dict(hosts)
-    out: dict[str, dict[str, Any]] = {}
-    configs: dict[str, dict[str, bytes]] = {}
-    for v in values:
-        name, _, text = v.partition("=")
-        if name not in gpus:
-            raise SpecError([(f"--node-facts {name!r}: not one of the --host names "
-                              f"({', '.join(sorted(gpus))}): name a host given with --host")])
-        if text == "-":
-            text = sys.stdin.read()
-        facts: dict[str, Any] = {"host": name, "os": "unknown", "gpus": gpus[name],
-                                 "gpu_compute_capability": [], "images": {}}
-        for line in text.splitlines():
-            key, _, value = line.strip().partition("=")
-            if key == "os" and value:
-                facts["os"] = value[:200]
-            elif key == "image" and "=" in value:
-                container, _, image = value.partition("=")
-                facts["images"][container.lstrip("/")[:200]] = image[:200]
-            elif key == "cap":
-                facts["gpu_compute_capability"].append(value.strip())
-            elif key == "config" and value:
-                model, _, body = value.partition(" ")
-                configs.setdefault(name, {})[model] = _node_config(name, model, body)
-            elif line.strip():
-                raise SpecError([(f"--node-facts {name}: line {line[:80]!r}: not os=..., image=/NAME=ID, "
-                                  "cap=X.Y or config=MODEL BASE64: give what the experiment role's look at "
-                                  "the node prints")])
-        out[name] = facts
-    return out, configs
-
-
-def _node_config(host: str, model: str, body: str) -> bytes:
-    """A model's base config as the node printed it (base64), decoded; refused in one line when it is
-    missing on the node, not base64, or larger than :data:`CONFIG_LIMIT`."""
-    where = f"--node-facts {host}: config={model[:80]!r}"
-    if not body.strip():
-        raise SpecError([f"{where}: {_NO_CONFIG.format(model=model[:80])}"])
-    try:
-        raw = base64.b64decode(body.strip(), validate=True)
-    except ValueError:
-        raise SpecError([f"{where}: not base64: give what the experiment role's look at the node prints"]) \
-            from None
-    if len(raw) > CONFIG_LIMIT:
-        raise SpecError([(f"{where}: larger than {CONFIG_LIMIT // 1024} KiB: not a Triton config; look at "
-                          f"the node's model_repository/{model[:80]}/config.pbtxt")])
-    return raw
-
-
-def _write_node_bases(run: Path, configs: dict[str, dict[str, bytes]], models: set[str]) -> dict[str, Path]:
-    """Each host's base configs the node printed, kept with its results (``RUN_DIR/<host>/.node_base``,
-    through the one write path), for the models the spec names (any other name the node gave is
-    ignored, never made a path); {host: that folder}."""
-    out: dict[str, Path] = {}
-    for host, by_model in configs.items():
-        base = exp.check_host_dir(run, host) / ".node_base"
-        for model in sorted(models & set(by_model)):
-            folder = base / safeio.plain_name(model, f"--node-facts {host}", "model")
-            safeio.write_bytes(folder / "config.pbtxt", by_model[model], within=run)
-        out[host] = base
-    return out
-
-
 def _compute_caps(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, float]:
     """``--compute-capability NAME=6.0,6.0`` -> {NAME: 6.0} (the lowest); nothing listed: unknown."""
     names = {h for h, _ in hosts}
@@ -305,74 +233,100 @@ def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.play is not None:
+        return play.run(args, _plan, _strict_parser)
     try:
-        spec = load_spec(args.spec)
-        if args.results_dir is not None and not args.run_id:
-            raise SpecError(["--results-dir: give the run id too (--run-id NAME)"])
-        run_dir = (args.run_dir if args.run_dir is not None
-                   else args.results_dir.resolve() / spec.name / args.run_id)
-        work = (f"{args.node_work_root.rstrip('/')}/{spec.name}/{run_dir.name}" if args.node_work_root
-                else args.node_work_dir)
-        _check_options(args)
-        targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
-                              node_work_dir=work, fastapi_image=args.fastapi_image)
-        hosts = _hosts(args.host) or [("localhost", 0)]
-        bases = _bases(args.base_dir, hosts)
-        facts, configs = _node_facts(args.node_facts, hosts)
-        caps = _compute_caps(args.compute_capability + [f"{h}={','.join(f['gpu_compute_capability'])}"
-                                                        for h, f in facts.items()], hosts)
-        if configs and isinstance(spec, TritonSpec):  # the role's host plan: its run folder is written
-            bases |= _write_node_bases(exp.check_run_dir(run_dir, spec.name), configs,
-                                       {v.model or spec.model for v in spec.all_variants})
-        plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
-        run = exp.check_run_dir(run_dir, spec.name)
-        for h, _ in hosts:
-            exp.check_host_dir(run, h)
-        over = [h for h in args.shard_hosts.split(",") if h]
-        for h in over:
-            try:
-                check_name(h, "host name")
-            except ValueError as exc:
-                raise SpecError([f"--shard-hosts {args.shard_hosts!r}: {exc}"]) from None
-        settings = _settings(args, spec.name, run.name)
-        shard = exp.sharding(spec, plans, force=args.shard, over=over, run=run)
-        if shard is not None:
-            plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
+        answer = _plan(args)
     except SpecError as exc:
         for line in exc.lines:
             echo(line, file=sys.stderr)
         return 1
-    if args.role:
-        try:  # the variants picked are checked before anything is written
-            exp.role_view(spec, run, {}, args.only)
-        except SpecError as exc:
-            for line in exc.lines:
-                echo(line, file=sys.stderr)
-            return 1
+    if answer is not None:
+        print(dumps(answer))
+    return 0
+
+
+class _Strict(argparse.ArgumentParser):
+    """A parser whose errors are :class:`SpecError` (``--play`` turns the role's inputs into options)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SpecError([f"plan --play: {message}"])
+
+
+def _strict_parser() -> argparse.ArgumentParser:
+    parser = _Strict(prog="serve-system")
+    register(parser.add_subparsers(parser_class=_Strict))
+    return parser
+
+
+def _plan(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Check, then write the run folder as the options say; what to print (the plan, the role's view
+    with ``--role``, nothing with ``--quiet``). Any problem is a :class:`SpecError`, raised before
+    anything is written."""
+    if args.run_dir is None and args.results_dir is None:
+        raise SpecError(["plan: give the run folder: --run-dir DIR, or --results-dir DIR --run-id NAME"])
+    spec = load_spec(args.spec)
+    if args.results_dir is not None and not args.run_id:
+        raise SpecError(["--results-dir: give the run id too (--run-id NAME)"])
+    run_dir = (args.run_dir if args.run_dir is not None
+               else args.results_dir.resolve() / spec.name / args.run_id)
+    work = (f"{args.node_work_root.rstrip('/')}/{spec.name}/{run_dir.name}" if args.node_work_root
+            else args.node_work_dir)
+    _check_options(args)
+    targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
+                          node_work_dir=work, fastapi_image=args.fastapi_image)
+    hosts = _hosts(args.host) or [("localhost", 0)]
+    bases = _bases(args.base_dir, hosts)
+    looks = nodelook.node_facts(args.node_facts, dict(hosts))
+    facts = {h: look.facts for h, look in looks.items()}
+    caps = _compute_caps(args.compute_capability + [f"{h}={','.join(f['gpu_compute_capability'])}"
+                                                    for h, f in facts.items()], hosts)
+    if looks and isinstance(spec, TritonSpec):  # the role's host plan: its run folder is written
+        bases |= nodelook.write_node_bases(exp.check_run_dir(run_dir, spec.name), looks,
+                                           {v.model or spec.model for v in spec.all_variants})
+    plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
+    run = exp.check_run_dir(run_dir, spec.name)
+    for h, _ in hosts:
+        exp.check_host_dir(run, h)
+    over = [h for h in args.shard_hosts.split(",") if h]
+    for h in over:
+        try:
+            check_name(h, "host name")
+        except ValueError as exc:
+            raise SpecError([f"--shard-hosts {args.shard_hosts!r}: {exc}"]) from None
+    settings = _settings(args, spec.name, run.name)
+    shard = exp.sharding(spec, plans, force=args.shard, over=over, run=run)
+    if shard is not None:
+        plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
+    if args.role:  # the variants picked are checked before anything is written
+        exp.role_view(spec, run, {}, args.only)
     if args.lease_end and not args.ignore_lease_end:
-        estimate = max(exp.estimate_seconds(p) for p in plans.values())
-        found = _search_record(spec, plans, exp.picked_names(args.only))
-        if found is not None:  # a search is bounded by its budget, not by its plan's every level
-            estimate = search.estimate_seconds(found)
-        now = time.time()
-        problem = exp.lease_problem(args.lease_end, estimate, now)
-        if problem and found is not None:
-            problem = problem.replace("or pass -e ignore_lease_end=true",
-                                      "pass -e fit_lease=true (a smaller search budget), or -e "
-                                      "ignore_lease_end=true")
-            if args.fit_lease:
-                problem = _fit(args, spec, found, now)
-        if problem:
-            echo(f"{args.spec}: lease: {problem}", file=sys.stderr)
-            return 1
+        _check_lease(args, spec, plans)
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only),
                         compute_capability=caps, runner=settings, facts=facts)
     if args.role:
-        print(dumps(exp.role_view(spec, run, out, args.only)))
-    elif not args.quiet:
-        print(dumps(out))
-    return 0
+        return exp.role_view(spec, run, out, args.only)
+    return None if args.quiet else out
+
+
+def _check_lease(args: argparse.Namespace, spec: AnySpec, plans: dict[str, list[Any]]) -> None:
+    """Refuse (:class:`SpecError`) a plan that cannot end before ``--lease-end``; a search with
+    ``--fit-lease`` gets the budget that fits instead."""
+    estimate = max(exp.estimate_seconds(p) for p in plans.values())
+    found = _search_record(spec, plans, exp.picked_names(args.only))
+    if found is not None:  # a search is bounded by its budget, not by its plan's every level
+        estimate = search.estimate_seconds(found)
+    now = time.time()
+    problem = exp.lease_problem(args.lease_end, estimate, now)
+    if problem and found is not None:
+        problem = problem.replace("or pass -e ignore_lease_end=true",
+                                  "pass -e fit_lease=true (a smaller search budget), or -e "
+                                  "ignore_lease_end=true")
+        if args.fit_lease:
+            problem = _fit(args, spec, found, now)
+    if problem:
+        raise SpecError([f"{args.spec}: lease: {problem}"])
 
 
 def _search_record(spec: AnySpec, plans: dict[str, list[Any]], only: list[str]) -> dict[str, Any] | None:

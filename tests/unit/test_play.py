@@ -1,0 +1,116 @@
+"""``serve-system plan SPEC --play -``: the experiment role's one plan call (its settings and every
+host's look as one JSON document; every host planned in one process, a host that does not fit refused
+alone)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-found]
+
+from serve_system.cli import main
+from serve_system.experiment import records
+
+
+def _inputs(tmp_path: Path, **given: Any) -> dict[str, Any]:
+    return {"results_dir": str(tmp_path / "results"), "run_id": "r1", "serve_root": "/opt/serve-system",
+            "client_work_dir": "/work", "client_container": "jupyter", "perf_timeout": "",
+            "ready_timeout": 30, "perf_memory_mb": "", "metrics_interval": "", "variants": [],
+            "fastapi_image": "", "shard": False, "fresh": "false", "ignore_lease_end": False,
+            "fit_lease": False, **given}
+
+
+def _look(config: bytes | None, *extra: str) -> str:
+    body = "" if config is None else " " + base64.b64encode(config).decode()
+    return "\n".join(["os=Ubuntu 24.04", "image=/jupyter=sha256:aa", "repository=yes",
+                      f"config=food_classifier{body}", *extra]) + "\n"
+
+
+def _play(monkeypatch: pytest.MonkeyPatch, spec: Path, doc: Any) -> int:
+    text = doc if isinstance(doc, str) else json.dumps(doc)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    return main(["plan", str(spec), "--play", "-"])
+
+
+def test_one_call_plans_every_host_on_its_own_look_and_refuses_only_the_host_that_does_not_fit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _dynbatch_in_repo(tmp_path)
+    repo_cfg = (spec.parents[2] / "model_repository" / "food_classifier" / "config.pbtxt").read_bytes()
+    served = repo_cfg.replace(b"max_batch_size: 16", b"max_batch_size: 12", 1)
+    hosts = {"a": {"gpus": 0, "lease_end": "", "look": _look(served, "config=other_model")},
+             "b": {"gpus": "2", "lease_end": "", "look": _look(None)},  # its Triton serves no config
+             "c": {"gpus": 0, "lease_end": "2000-01-01T00:00:00Z", "look": _look(repo_cfg)}}
+    assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path), "hosts": hosts}) == 0
+    view = json.loads(capsys.readouterr().out)
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    assert view["run_dir"] == str(run.resolve()) and view["kind"] == "triton"
+    a = view["hosts"]["a"]
+    assert a["calls"] and a["node_dir"] == "/opt/serve-system/work/dynbatch/r1" and "refused" not in a
+    assert a["calls"][0]["start"][:4] == ["docker", "exec", "--detach", "jupyter"]
+    # a planned on the config its node serves, with its settings and facts kept in its plan
+    plan = records.read(run / "a" / "plan.json", records.HostPlan)
+    assert "max_batch_size: 12" in next(v for v in plan.variants if v.name == "baseline").config_pbtxt
+    assert plan.runner.ready_timeout == 30 and plan.runner.progress == "/work/progress.json"
+    assert plan.facts["os"] == "Ubuntu 24.04" and plan.facts["images"] == {"jupyter": "sha256:aa"}
+    assert (run / "a" / ".node_base" / "food_classifier" / "config.pbtxt").read_bytes() == served
+    assert not list(run.rglob("other_model"))  # a model the spec does not name is never made a path
+    # b: its node lacks the model; c: its lease ended long ago -- each refused alone, in its own words
+    assert "the node has no regular file model_repository/food_classifier/config.pbtxt" \
+        in view["hosts"]["b"]["refused"]
+    assert "lease" in view["hosts"]["c"]["refused"] and set(view["hosts"]["c"]) == {"refused"}
+    assert json.loads((run / "manifest.json").read_text())["hosts"] == ["a", "b", "c"]
+
+
+def test_a_look_that_names_no_repository_plans_on_the_spec_and_an_empty_repository_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _dynbatch_in_repo(tmp_path)
+    hosts = {"a": {"gpus": 0, "look": "os=x\n"}, "b": {"gpus": 0, "look": "os=x\nrepository=no\n"}}
+    assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path), "hosts": hosts}) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["hosts"]["a"]["calls"] and "deploy the models with playbooks/site.yml first" \
+        in view["hosts"]["b"]["refused"]
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    ("{not json", "plan --play (stdin):1:2: not JSON"),
+    ({"inputs": {}, "hosts": {"a": {"gpus": 0}}}, "plan --play (stdin): inputs.results_dir: "),
+    ("HOSTS", "plan --play (stdin): hosts.a.gpus: "),
+    ("EXTRA", "plan --play (stdin): inputs.surprise: "),
+    ("NOHOST", "plan --play (stdin): hosts: "),
+    ("TIMEOUT", "--perf-timeout"),
+    ("HOSTNAME", "--host '../x=0'"),
+])
+def test_a_bad_document_is_refused_in_one_line_and_nothing_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        doc: Any, says: str) -> None:
+    spec = _dynbatch_in_repo(tmp_path)
+    good = {"gpus": 0, "look": _look(None)}
+    doc = {"HOSTS": {"inputs": _inputs(tmp_path), "hosts": {"a": {"gpus": "many"}}},
+           "EXTRA": {"inputs": _inputs(tmp_path, surprise=1), "hosts": {"a": good}},
+           "NOHOST": {"inputs": _inputs(tmp_path), "hosts": {}},
+           "TIMEOUT": {"inputs": _inputs(tmp_path, perf_timeout="-5"), "hosts": {"a": good}},
+           "HOSTNAME": {"inputs": _inputs(tmp_path), "hosts": {"../x": good}}}.get(doc, doc) \
+        if isinstance(doc, str) else doc
+    assert _play(monkeypatch, spec, doc) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()  # one line per problem, each naming where it is
+    assert says in lines[0] and "Traceback" not in err and all(" " in ln for ln in lines), err
+    assert len(lines) == (5 if "results_dir" in says else 1), err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_spec_refuses_the_play_before_any_host_is_planned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _dynbatch_in_repo(tmp_path)
+    spec.write_text(spec.read_text().replace("max_batch_size", "max_batch_sizes", 1))
+    doc = {"inputs": _inputs(tmp_path, variants="baseline,nope"), "hosts": {"a": {"gpus": 0, "look": ""}}}
+    assert _play(monkeypatch, spec, doc) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(str(spec)) and "Traceback" not in err
+    assert not (tmp_path / "results").exists()

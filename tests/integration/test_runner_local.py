@@ -140,6 +140,16 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     assert requests.get(f"{triton.url}/v2/models/echo_local/ready", timeout=10).status_code == 200
     progress = json.loads((node / "progress.json").read_text())
     assert progress["levels_done"] == progress["levels_total"] == 6 and progress["run_id"] == "r1"
+    # repetitions: auto's budget on the call (--restore-past MINUTES): not spent, the call ends as any;
+    # spent (the host's level records' own minutes), the runner restores the baseline itself
+    unspent = records.summarize_events(_runner(image, node, triton, "--variant", "baseline",
+                                               "--restore-past", "1000").stdout)
+    assert unspent["end"] and not unspent["host_record"] and "budget" not in unspent["end"], unspent
+    spent = records.summarize_events(_runner(image, node, triton, "--variant", "baseline",
+                                             "--restore-past", "0.001").stdout)
+    assert spent["host_record"] and "; the budget is spent (" in spent["end"], spent
+    assert "of 0.001 measured minutes); host record written (baseline restored)" in spent["end"], spent
+    assert spent["report"][-1] == spent["end"]
     # a second runner for a measured variant measures nothing again; --restore writes the host record
     again = _runner(image, node, triton, "--variant", "baseline", "--restore")
     said = records.summarize_events(again.stdout)

@@ -95,6 +95,17 @@ def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: objec
     _plan(run, {"start": 3, "max": 4, "minutes": 0.01})
     nxt = adaptive.next_round(run, "node-1")
     assert nxt["decided"] and "the budget is spent" in nxt["text"] and "measured minutes" in nxt["text"]
+    # the minutes decide counts are the runner's (records.measured_minutes: every level record's
+    # end - start), so a call that carries the budget (--restore-past) ends the run on the node exactly
+    # where decide would
+    spent = records.measured_minutes(run / "node-1")
+    assert f"({spent:.1f} of 0.01 measured minutes)" in nxt["text"] and spent > 0
+    _plan(run, {"start": 3, "max": 5, "minutes": spent + 1})
+    hplan = records.read(run / "node-1" / "plan.json", records.HostPlan)
+    hplan.rounds = [*ROUNDS, ROUNDS[0]]  # a 5th round: the 4th is not the plan's last (that restores itself)
+    records.write(run / "node-1" / "plan.json", hplan)
+    call = adaptive.next_round(run, "node-1")["call"]
+    assert f"--restore-past={float(spent + 1)!r}" in call["start"] and "--restore" not in call["start"]
     _plan(run, None)
     assert main(["decide", str(run), "--host", "node-1"]) == 0
     out = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]

@@ -281,14 +281,16 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     host = view["hosts"]["node-1"]
     assert host["models"] == ["food_classifier"] and host["node_dir"] == "/srv/work/dynbatch/r2"
     # repetitions auto: one runner call for every variant's first 3 repetitions; up to 2 more calls,
-    # each asked of serve-system decide; the baseline is restored by the role's restore
+    # each asked of serve-system decide; the baseline is restored by the role's restore, or by the call
+    # itself once the host has spent the spec's budget of 2.5 measured minutes
     [call] = host["calls"]
     runner = ["docker", "exec", "-i", "client", "python3", "/work/dynbatch/r2/.node.pyz",
               "--plan", "/work/dynbatch/r2/plan.json"]
     log = call["start"][call["start"].index("--log") + 1]
     assert call["start"] == [
         "docker", "exec", "--detach", *runner[3:], "--variant=baseline", "--variant=dynbatch",
-        "--repetition=1", "--repetition=2", "--repetition=3", "--log", log, "--stderr", f"{log}.err"]
+        "--repetition=1", "--repetition=2", "--repetition=3", "--restore-past=2.5", "--log", log,
+        "--stderr", f"{log}.err"]
     # one follow per level still to measure (each prints its progress line), bounded by the settings
     follow = ["python3", "/srv/work/dynbatch/r2/.node.pyz", "--follow", f"/srv/work/dynbatch/r2/{log}",
               "--stderr", f"/srv/work/dynbatch/r2/{log}.err", "--timeout", "40"]

@@ -350,6 +350,8 @@ def test_events_round_trip_and_summary_for_the_role() -> None:
         "levels": ["n1 a c1_r1 1/2: ok; ETA x", "n1 a c8_r1 2/2"],
         "variants": ["n1 bad: refused: HTTP 400 | triton log: why", "n1 a: 2 level(s) measured"],
         "refused": True, "host_record": True, "end": "n1: 2 level(s)",
+        "report": ["n1 bad: refused: HTTP 400 | triton log: why", "n1 a: 2 level(s) measured",
+                   "n1: 2 level(s)"],
         "other": ["a stray line (kept, not guessed at)"],
     }
     # a call that ended without a host record (no --restore, or the runner failed): the role restores
@@ -419,3 +421,28 @@ def test_a_plan_without_endpoints_is_refused_in_one_line(tmp_path: Path) -> None
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (f"{plan}: endpoints.triton: missing: plan the run again with serve-system plan, "
                            "or give --triton\n")
+
+
+def test_measured_minutes_sum_every_level_record_and_nothing_else(tmp_path: Path) -> None:
+    """The budget's minutes (decide on the controller, the runner on the node): every readable level
+    record's end - start; hidden folders, links and unreadable records are not counted."""
+    host = tmp_path / "h"
+
+    def level(variant: str, lid: str, start: float, end: float) -> Path:
+        d = host / variant / lid
+        d.mkdir(parents=True)
+        records.write(d / "level.json", records.LevelRecord(
+            variant=variant, level=lid, mode="concurrency", load=1, repetition=1, status="ok",
+            start=start, end=end, attempts=[]))
+        return d
+
+    assert records.measured_minutes(host) == 0.0  # no folder yet
+    level("a", "c1_r1", 100.0, 130.0)
+    level("a", "c8_r1", 200.0, 245.0)
+    level("b", "c1_r1", 300.0, 315.0)
+    level(".fetch", "c1_r1", 0.0, 6000.0)  # hidden: not a variant
+    (host / "b" / "c8_r1").mkdir()  # an interrupted level: no record
+    (host / "b" / "bad").mkdir()
+    (host / "b" / "bad" / "level.json").write_text("{not json")
+    (host / "linked").symlink_to(host / "a")  # a link is never followed
+    assert records.measured_minutes(host) == pytest.approx((30 + 45 + 15) / 60)

@@ -97,6 +97,11 @@ def test_a_call_is_every_command_line_the_role_runs(tmp_path: Path) -> None:
     assert call.explain == ["docker", "exec", "-i", *inside, "--triton-log", "--variant=a", "--variant=b"]
     assert runnercall.restore_argv(s) == ["docker", "exec", "-i", *inside, "--restore"]
     assert "--restore" in runnercall.runner_call(s, ["a"], [], token="U", todo=1, restore=True).start
+    # repetitions: auto's budget travels with the call: the runner restores once the host has spent it
+    spend = runnercall.runner_call(s, ["a"], [2], token="V", todo=1, restore_past=2.5).start
+    assert "--restore-past=2.5" in spend and "--restore" not in spend
+    assert "--restore-past=2.5" not in runnercall.runner_call(s, ["a"], [2], token="W", todo=1, restore=True,
+                                                              restore_past=2.5).start
 
 
 def test_the_bundle_runs_the_host_side_follow_of_a_call(tmp_path: Path) -> None:

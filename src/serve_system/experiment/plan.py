@@ -552,8 +552,11 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
             calls.append(runnercall.runner_call(
                 settings, [v["name"] for v in group], reps, token=f"{token}-{i}",
                 todo=sum(not lv["done"] for lv in levels), runtime=group[0]["runtime"] if group else None,
-                # the last call restores the baseline (auto: the role's restore, once it is decided)
-                restore=i == len(groups) - 1 and not adaptive))
+                # the last call restores the baseline (auto: the role's restore, once it is decided, or
+                # the call itself once it has spent the budget's minutes)
+                restore=i == len(groups) - 1 and not adaptive,
+                restore_past=(float(adaptive["minutes"]) if i == len(groups) - 1 and adaptive
+                              and adaptive.get("minutes") is not None else None)))
         hosts[host] = {**where, "calls": [rec.to_json(c) for c in calls],
                        # auto: the calls the role may add, each asked of serve-system decide
                        "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import types
 import typing
 from dataclasses import dataclass, field
@@ -514,7 +515,8 @@ def summarize_events(text: str, explained: str = "") -> dict[str, Any]:
     the ``--triton-log`` call, whose variant events replace those of the same variant).
 
     Returns ``{"levels": [texts], "variants": [texts], "refused": bool, "host_record": bool,
-    "end": text or "", "other": [lines that are not events]}``.
+    "end": text or "", "report": the variants' texts then the end's (what the role prints of the call),
+    "other": [lines that are not events]}``.
     """
     events, other = read_events(text)
     later, more = read_events(explained, "the --triton-log call's output") if explained else ([], [])
@@ -527,6 +529,7 @@ def summarize_events(text: str, explained: str = "") -> dict[str, Any]:
         "refused": any(e.status == REFUSED for e in events if e.kind == VARIANT),
         "host_record": any(e.host_record for e in ends),
         "end": ends[-1].text if ends else "",
+        "report": [e.text for e in by_variant.values()] + [e.text for e in ends[-1:]],
         "other": other + more,
     }
 
@@ -557,3 +560,32 @@ def done_levels(host_dir: str | Path) -> set[tuple[str, str]]:
     if not h.is_dir():
         return set()
     return {(p.parent.parent.name, p.parent.name) for p in h.glob("*/*/level.json") if level_done(p.parent)}
+
+
+def measured_minutes(host_dir: str | Path) -> float:
+    """The minutes a host's levels took: each level record's end - start, every level with a readable
+    record (failed and contended ones too), links and hidden folders left out. What ``repetitions:
+    auto``'s ``budget.minutes`` counts, on the controller (``serve-system decide``) and on the node (the
+    runner's ``--restore-past``) alike."""
+    h = Path(host_dir)
+    total = 0.0
+    for vdir in _plain_dirs(h):
+        for ldir in _plain_dirs(vdir):
+            path = ldir / LEVEL_FILE
+            if not os.path.lexists(path):
+                continue
+            try:
+                level = read(path, LevelRecord)
+            except RecordError:
+                continue
+            total += level.end - level.start
+    return total / 60
+
+
+def _plain_dirs(folder: Path) -> list[Path]:
+    """The folders in ``folder`` (not hidden, not links); none when it is no folder."""
+    try:
+        return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and not p.is_symlink()
+                      and p.is_dir())
+    except OSError:
+        return []

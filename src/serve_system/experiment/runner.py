@@ -23,14 +23,17 @@ measured nothing (no result row: its requests failed), with the first error it p
 says a Python stub process died, the variant is loaded afresh (new stubs) before the next level, and a
 load that fails that way is recorded unavailable, not refused (the runtime failed, not the config).
 FastAPI variants wait for the endpoint's /health and run the benchmark client per level.
-``--restore`` loads every model's committed config again and writes the host record (``host.json``).
+``--restore`` loads every model's committed config again and writes the host record (``host.json``);
+``--restore-past MINUTES`` (a ``repetitions: auto`` call: its budget) does so once the host's levels
+have taken that long (:func:`records.measured_minutes`, as ``serve-system decide`` counts them), so no
+decision and no restore call follow the call that spent it.
 Every call ends by packing the host's complete records into one archive (``results.tar.gz``, fetched
 in one transfer) and reporting its end.
 
 The runner speaks in JSON lines, one :class:`records.Event` each (a level ended, a variant ended, the
 call ended), on stdout and in ``--log``; the role waits for each level's event with ``--follow`` and
 reads the call's output through its filter (``records.summarize_events``); ``--follow`` is the host-side
-half of a call (:mod:`.follow`, in the same bundle). With ``--restore`` the
+half of a call (:mod:`.follow`, in the same bundle). With ``--restore`` (or ``--restore-past``) the
 call's last level event waits until the archive is ready, so the role fetches right after it.
 ``/work/progress.json`` (a :class:`records.Progress`) is kept current. A second runner on the same
 run waits for the first (a lock), then skips what it measured: nothing is measured twice.
@@ -182,10 +185,14 @@ class Runner:
         return {**self.plan.provenance, **self._versions, **self.facts,
                 "config_sha256": hashlib.sha256(variant.config_pbtxt.encode()).hexdigest()}
 
-    def measure(self, names: list[str], restore: bool, repetitions: list[int] | None = None) -> int:
+    def measure(self, names: list[str], restore: bool, repetitions: list[int] | None = None,
+                restore_past: float | None = None) -> int:
         """Measure the named variants in the plan's order (its rounds: repetition 1 of every variant,
         then repetition 2, ...; ``repetitions`` picks some), restore the baseline if asked, pack, say END.
-        Each variant's levels of one repetition follow a fresh load of its config and a warm-up."""
+        Each variant's levels of one repetition follow a fresh load of its config and a warm-up.
+        ``restore_past`` (``repetitions: auto``'s budget, in measured minutes): restore the baseline too
+        once the host's levels have taken that long (:func:`~.records.measured_minutes`): no further
+        call could be asked."""
         unknown = [n for n in names if n not in {v.name for v in self.plan.variants}]
         if unknown:
             print(f"{self.plan_path}: variants: no variant named {unknown[0]!r}: give one of "
@@ -197,7 +204,8 @@ class Runner:
                         for n, v in chosen.items()}
         self.total = sum(len(p) for p in self.pending.values())
         self.n = 0
-        self.hold_last = restore
+        self.hold_last = restore or restore_past is not None
+        why = ""
         measured = {n: 0 for n in chosen}
         failed = {n: 0 for n in chosen}
         refused: set[str] = set()
@@ -220,6 +228,10 @@ class Runner:
                          + (f", {failed[name]} failed" if failed[name] else "")
                          + (f" ({earlier} already done)" if earlier else ""),
                          variant=name, status=rec.MEASURED, measured=measured[name])
+            spent = rec.measured_minutes(self.home) if restore_past is not None else 0.0
+            if restore_past is not None and not restore and spent >= restore_past:
+                restore = True
+                why = f"; the budget is spent ({spent:.1f} of {restore_past:g} measured minutes)"
             if restore:
                 self.restore()
         finally:
@@ -227,7 +239,7 @@ class Runner:
             if self.held:
                 self.emit(self.held)
         total = sum(measured.values())
-        self.say(rec.END, f"{self.plan.host}: {total} level(s) measured in {len(chosen)} variant(s)"
+        self.say(rec.END, f"{self.plan.host}: {total} level(s) measured in {len(chosen)} variant(s)" + why
                  + (f"; host record written (baseline {'restored' if self.restored else 'NOT restored'})"
                     if restore else ""),
                  status=rec.OK, measured=total, host_record=restore,
@@ -517,6 +529,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure this variant (repeat: measured in plan order)")
     ap.add_argument("--restore", action="store_true",
                     help="then restore the models' committed configs and write host.json")
+    ap.add_argument("--restore-past", type=float, default=None, metavar="MINUTES",
+                    help="then restore as --restore does once the host's levels have taken MINUTES "
+                         "(repetitions: auto's budget)")
     ap.add_argument("--log", default="", help="the events also go to this file (next to the plan)")
     ap.add_argument("--progress", default=None, help="the progress file (default: the plan's)")
     ap.add_argument("--triton", default="", help="Triton's HTTP API (default: the plan's endpoints)")
@@ -562,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.triton_log:
                 return runner.explain(args.variant, sys.stdin.read())
-            return runner.measure(args.variant, args.restore, args.repetition)
+            return runner.measure(args.variant, args.restore, args.repetition, args.restore_past)
         except BaseException as exc:
             runner.progress("", "", "failed")
             runner.say(rec.END, f"{runner.plan.host}: the runner failed: {exc!r}", status=rec.FAILED,

@@ -49,10 +49,13 @@ def restore_argv(settings: rec.RunnerSettings) -> list[str]:
 
 
 def runner_call(settings: rec.RunnerSettings, variants: Sequence[str], repetitions: Sequence[int], *,
-                token: str, todo: int, runtime: str | None = None, restore: bool = False) -> RunnerCall:
+                token: str, todo: int, runtime: str | None = None, restore: bool = False,
+                restore_past: float | None = None) -> RunnerCall:
     """The call measuring ``variants`` (in plan order; only ``repetitions`` of them when given), ``todo``
-    levels, then restoring the baseline when ``restore``; ``settings``: the host plan's. ``token`` names
-    its event log on the node (unique per call of a run)."""
+    levels, then restoring the baseline when ``restore``, or once the host's levels have taken
+    ``restore_past`` minutes (``repetitions: auto``'s budget: the runner judges it on the node, so no
+    ``decide`` and no restore call follow a call that spent it); ``settings``: the host plan's.
+    ``token`` names its event log on the node (unique per call of a run)."""
     s = settings
     log = f".progress-{token}.log"
     picked = [f"--variant={n}" for n in variants]
@@ -62,7 +65,9 @@ def runner_call(settings: rec.RunnerSettings, variants: Sequence[str], repetitio
     return RunnerCall(
         variants=list(variants), todo=todo, runtime=runtime,
         start=[*runner_argv(s, detach=True), *picked, *(f"--repetition={r}" for r in repetitions),
-               *(["--restore"] if restore else []), "--log", log, "--stderr", f"{log}.err"],
+               *(["--restore"] if restore else []),
+               *([f"--restore-past={restore_past!r}"] if restore_past is not None and not restore else []),
+               "--log", log, "--stderr", f"{log}.err"],
         follow=[[*follow, "--seq", str(n)] for n in range(1, todo + 1)],
         wait_end=[*follow, "--seq", "0"],
         explain=[*runner_argv(s), "--triton-log", *picked])

@@ -108,8 +108,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
                         "it"}
     done = records.done_levels(run_dir / host)
     measured = {(v.name, lv.repetition) for v in hplan.variants for lv in v.levels if (v.name, lv.id) in done}
-    # every measured level spends the budget, a contended one too
-    minutes = sum(float(r["duration_s"]) for r in every if r.get("duration_s") is not None) / 60
+    # every measured level spends the budget, a contended one too (counted as the runner counts it)
+    minutes = records.measured_minutes(run_dir / host)
     budget = hplan.adaptive.get("minutes")
     waiting = "; ".join(([f"{', '.join(open_claims)} undecided"] if open_claims else [])
                         + ([", ".join(f"`{n}`" for n in sorted(redo)) + " measured under contention (not "
@@ -129,7 +129,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
                 "text": (f"{host}: {waiting}: repetition {r} of {', '.join(todo)} "
                          f"({minutes:.1f} measured minutes so far)"),
                 # the plan's last round: no call can follow it, so it restores the baseline itself
-                "call": _call(hplan, todo, [r], len(levels), f"r{r}", restore=r == len(hplan.rounds))}
+                "call": _call(hplan, todo, [r], len(levels), f"r{r}", restore=r == len(hplan.rounds),
+                              restore_past=None if budget is None else float(budget))}
     return {"decided": True, "call": None,
             "text": f"{host}: {waiting}; the budget is spent "
                     f"({len(hplan.rounds)} repetitions)"}
@@ -165,11 +166,11 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
 
 
 def _call(hplan: records.HostPlan, variants: list[str], repetitions: list[int], todo: int,
-          label: str, restore: bool = False) -> dict[str, Any]:
+          label: str, restore: bool = False, restore_past: float | None = None) -> dict[str, Any]:
     """The runner call of a further round, as the role runs it (:func:`runnercall.runner_call`)."""
     token = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{label}"
     call = runnercall.runner_call(hplan.runner, variants, repetitions, token=token, todo=todo,
-                                  restore=restore)
+                                  restore=restore, restore_past=restore_past)
     return records.to_json(call)
 
 

@@ -3,7 +3,7 @@
     {{ said | experiment_events(explained.stdout | default('')) }}
 
 One runner call's events (what ``--follow`` printed; and the output of its ``--triton-log`` call) as
-``{"levels", "variants", "refused", "host_record", "end", "other"}``
+``{"levels", "variants", "refused", "host_record", "end", "report", "other"}``
 (:func:`serve_system.experiment.records.summarize_events`). No text is matched in YAML.
 """
 

@@ -11,6 +11,7 @@ its inputs in one file the role copies). Nothing is written before every host's 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -58,6 +59,10 @@ from .spec.models import (
     expand_levels,
 )
 from .spec.reader import repo_root, resolve, shard_problems
+
+#: beside a host's node bundle: the bundle in base64, what the role's put sends on its stdin (a bundle
+#: over :data:`runnercall.PUT_LIMIT` has none and is copied)
+PUT_FILE = ".node.pyz.b64"
 
 #: Triton's endpoints and the run's folder as the node's client container sees them (the serve_stack
 #: role names the containers; the experiment role mounts the run folder at NODE_WORK_DIR)
@@ -467,6 +472,11 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
                 hplan.adaptive["only"] = list(only)
         rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
         write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
+        if (hdir / ".node.pyz").stat().st_size <= runnercall.PUT_LIMIT:  # sent on the put's stdin
+            safeio.write_text(hdir / PUT_FILE, base64.b64encode((hdir / ".node.pyz").read_bytes()).decode(),
+                              within=run)
+        elif os.path.lexists(hdir / PUT_FILE):  # the tool's own, from a smaller plan: copied instead
+            os.unlink(hdir / PUT_FILE)
         out[host] = rec.to_json(hplan)
     return out
 
@@ -534,7 +544,10 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
         adaptive = hplan.get("adaptive")
         where = {"models": hplan["models"], "node_dir": settings.node_dir,
-                 "restore": runnercall.restore_argv(settings)}
+                 "restore": runnercall.restore_argv(settings),
+                 # the bundle sent on the put's stdin (PUT_FILE), or None: copied (a large one)
+                 "put": ({"argv": runnercall.put_argv(settings), "stdin_file": str(run / host / PUT_FILE)}
+                         if (run / host / PUT_FILE).is_file() else None)}
         if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
             hosts[host] = {**where, "calls": [], "more_rounds": hplan["search"]["calls"]}
             continue

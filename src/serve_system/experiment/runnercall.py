@@ -43,6 +43,29 @@ def runner_argv(settings: rec.RunnerSettings, *, detach: bool = False) -> list[s
             "python3", f"{here}/.node.pyz", "--plan", f"{here}/plan.json"]
 
 
+#: the most a node bundle may weigh to travel on a command's stdin (base64, in Ansible's module
+#: arguments); a larger one (large input data) is copied
+PUT_LIMIT = 8 * 1024 * 1024
+
+#: on the node: writes the bundle from stdin (base64) into the folder argv[1] names, under a temporary
+#: name renamed over ``.node.pyz`` (never through a link)
+_PUT = """import base64, os, sys
+folder = sys.argv[1]
+os.makedirs(folder, exist_ok=True)
+tmp = os.path.join(folder, ".node.pyz.put")
+fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+with os.fdopen(fd, "wb") as out:
+    out.write(base64.b64decode(sys.stdin.read()))
+os.replace(tmp, os.path.join(folder, ".node.pyz"))
+"""
+
+
+def put_argv(settings: rec.RunnerSettings) -> list[str]:
+    """On the node (its python3): puts the node bundle, sent base64 on its stdin, in the run's node
+    folder (one task, no transfer of its own)."""
+    return ["python3", "-c", _PUT, (settings.node_dir or settings.client_dir).rstrip("/")]
+
+
 def restore_argv(settings: rec.RunnerSettings) -> list[str]:
     """Restores the models' committed configs, writes the host record and packs the records."""
     return [*runner_argv(settings), "--restore"]

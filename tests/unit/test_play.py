@@ -53,6 +53,9 @@ def test_one_call_plans_every_host_on_its_own_look_and_refuses_only_the_host_tha
     a = view["hosts"]["a"]
     assert a["calls"] and a["node_dir"] == "/opt/serve-system/work/dynbatch/r1" and "refused" not in a
     assert a["calls"][0]["start"][:4] == ["docker", "exec", "--detach", "jupyter"]
+    # every command line the role runs comes from here: decide's words, and the play's end
+    assert a["decide"] == ["decide", str(run.resolve()), "--host", "a"]
+    assert view["finish"] == ["report", "--collect", "--partial", str(run.resolve())]
     # a planned on the config its node serves, with its settings and facts kept in its plan
     plan = records.read(run / "a" / "plan.json", records.HostPlan)
     assert "max_batch_size: 12" in next(v for v in plan.variants if v.name == "baseline").config_pbtxt
@@ -75,6 +78,10 @@ def test_a_look_that_names_no_repository_plans_on_the_spec_and_an_empty_reposito
     view = json.loads(capsys.readouterr().out)
     assert view["hosts"]["a"]["calls"] and "deploy the models with playbooks/site.yml first" \
         in view["hosts"]["b"]["refused"]
+    doc = {"inputs": _inputs(tmp_path, report="false"), "hosts": {"a": hosts["a"]}}  # -e report=false
+    assert _play(monkeypatch, spec, doc) == 0
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    assert json.loads(capsys.readouterr().out)["finish"] == ["collect", "--run-dir", str(run.resolve())]
 
 
 @pytest.mark.parametrize(("doc", "says"), [

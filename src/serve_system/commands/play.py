@@ -60,6 +60,7 @@ class RoleInputs(_Strict):
     fresh: bool = False
     ignore_lease_end: bool = False
     fit_lease: bool = False
+    report: bool = True
 
 
 class HostInput(_Strict):
@@ -128,5 +129,8 @@ def run(args: argparse.Namespace, plan: Plan, parser: Callable[[], argparse.Argu
             view["hosts"][host] = own["hosts"][host]
         except SpecError as exc:
             view["hosts"][host] = {"refused": " ".join(exc.lines)}
+    # serve-system's words that end the play: the hosts' records into the results, and the report
+    view["finish"] = (["report", "--collect", "--partial", view["run_dir"]] if doc.inputs.report
+                      else ["collect", "--run-dir", view["run_dir"]])
     print(dumps(view))
     return 0

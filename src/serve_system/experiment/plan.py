@@ -545,6 +545,8 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
         adaptive = hplan.get("adaptive")
         where = {"models": hplan["models"], "node_dir": settings.node_dir,
                  "restore": runnercall.restore_argv(settings),
+                 # serve-system's words that ask for the host's next call (repetitions: auto, a search)
+                 "decide": ["decide", str(run), "--host", host],
                  # the bundle sent on the put's stdin (PUT_FILE), or None: copied (a large one)
                  "put": ({"argv": runnercall.put_argv(settings), "stdin_file": str(run / host / PUT_FILE)}
                          if (run / host / PUT_FILE).is_file() else None)}

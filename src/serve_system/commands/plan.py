@@ -23,6 +23,7 @@ import argparse
 import re
 import sys
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -176,15 +177,31 @@ def _hosts(values: list[str]) -> list[tuple[str, int]]:
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
+def _for_host(option: str, value: str, names: Collection[str]) -> tuple[str, str]:
+    """An option's ``NAME=VALUE`` -> (NAME, VALUE); refused when NAME is none of the ``--host`` names."""
+    name, _, rest = value.partition("=")
+    if name not in names:
+        raise SpecError([(f"{option} {value[:80]!r}: {name[:80]!r} is not one of the --host names "
+                          f"({', '.join(sorted(names))}): name a host given with --host")])
+    return name, rest
+
+
+def _node_facts(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, nodelook.Look]:
+    """``--node-facts NAME=TEXT`` (``NAME=-``: TEXT on stdin) -> {NAME: its look}."""
+    gpus = dict(hosts)
+    out: dict[str, nodelook.Look] = {}
+    for v in values:
+        name, text = _for_host("--node-facts", v, gpus)
+        out[name] = nodelook.read_look(name, gpus[name], sys.stdin.read() if text == "-" else text)
+    return out
+
+
 def _compute_caps(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, float]:
     """``--compute-capability NAME=6.0,6.0`` -> {NAME: 6.0} (the lowest); nothing listed: unknown."""
     names = {h for h, _ in hosts}
     out: dict[str, float] = {}
     for v in values:
-        name, _, caps = v.partition("=")
-        if name not in names:
-            raise SpecError([(f"--compute-capability {v!r}: {name!r} is not one of the --host names "
-                              f"({', '.join(sorted(names))}): name a host given with --host")])
+        name, caps = _for_host("--compute-capability", v, names)
         items = [c.strip() for c in caps.replace("\n", ",").split(",") if c.strip()]
         bad = [c for c in items if not _CAP.fullmatch(c)]
         if bad:
@@ -218,13 +235,10 @@ def _bases(values: list[str], hosts: list[tuple[str, int]]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     names = {h for h, _ in hosts}
     for b in values:
-        name, _, d = b.partition("=")
-        if not name or not d:
+        if not b.partition("=")[0] or not b.partition("=")[2]:
             raise SpecError(
                 [f"--base-dir {b!r}: give NAME=DIR, e.g. --base-dir node-1=results/x/r1/node-1/.node_base"])
-        if name not in names:
-            raise SpecError([(f"--base-dir {b!r}: {name!r} is not one of the --host names "
-                             f"({', '.join(sorted(names))}): name a host given with --host")])
+        name, d = _for_host("--base-dir", b, names)
         if not Path(d).is_dir():
             raise SpecError(
                 [f"--base-dir {b!r}: {d!r} is not a folder: give the folder holding <model>/config.pbtxt"])
@@ -277,7 +291,7 @@ def _plan(args: argparse.Namespace) -> dict[str, Any] | None:
                           node_work_dir=work, fastapi_image=args.fastapi_image)
     hosts = _hosts(args.host) or [("localhost", 0)]
     bases = _bases(args.base_dir, hosts)
-    looks = nodelook.node_facts(args.node_facts, dict(hosts))
+    looks = _node_facts(args.node_facts, hosts)
     facts = {h: look.facts for h, look in looks.items()}
     caps = _compute_caps(args.compute_capability + [f"{h}={','.join(f['gpu_compute_capability'])}"
                                                     for h, f in facts.items()], hosts)

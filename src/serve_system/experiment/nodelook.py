@@ -11,7 +11,6 @@ evaluated, and no model name it gives becomes a path unless the spec names that 
 from __future__ import annotations
 
 import base64
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,19 +59,6 @@ def read_look(host: str, gpus: int, text: str) -> Look:
                               "cap=X.Y, repository=yes|no or config=MODEL BASE64: give what the experiment "
                               "role's look at the node prints")])
     return look
-
-
-def node_facts(values: list[str], gpus: dict[str, int]) -> dict[str, Look]:
-    """``--node-facts NAME=TEXT`` (``NAME=-``: TEXT on stdin) -> {NAME: its :class:`Look`}; a NAME that
-    is no ``--host`` is refused."""
-    out: dict[str, Look] = {}
-    for v in values:
-        name, _, text = v.partition("=")
-        if name not in gpus:
-            raise SpecError([(f"--node-facts {name!r}: not one of the --host names "
-                              f"({', '.join(sorted(gpus))}): name a host given with --host")])
-        out[name] = read_look(name, gpus[name], sys.stdin.read() if text == "-" else text)
-    return out
 
 
 def base_config(look: Look, model: str) -> bytes | None:

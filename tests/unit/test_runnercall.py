@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from serve_system.experiment import records, runner, runnercall
-from serve_system.experiment.plan import Targets, write_bundle
+from serve_system.experiment.plan import Targets
+from serve_system.experiment.roleview import write_bundle
 
 
 def _plan(tmp_path: Path, settings: records.RunnerSettings) -> Path:
@@ -108,7 +109,7 @@ def test_the_bundle_runs_the_host_side_follow_of_a_call(tmp_path: Path) -> None:
     """The node bundle holds both halves: the runner (client container) and ``--follow`` (the node)."""
     plan = _plan(tmp_path, records.RunnerSettings(node_dir=str(tmp_path), perf_timeout=1, ready_timeout=1))
     hplan = records.read(plan, records.HostPlan)
-    write_bundle(tmp_path / ".node.pyz", hplan, hplan.variants, None)
+    write_bundle(tmp_path, hplan, hplan.variants, None, within=tmp_path)
     call = runnercall.runner_call(hplan.runner, ["v"], [], token="T", todo=2)
     event = records.Event(kind=records.LEVEL, host="n1", text="n1 v c1_r1: ok (1/2, ETA 0:01)", variant="v",
                           level="c1_r1", seq=1, total=2, status="ok")

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..experiment import nodelook, search
+from ..experiment import nodelook, roleview, search
 from ..experiment import plan as exp
 from ..experiment.records import RunnerSettings
 from ..experiment.spec.messages import SpecError
@@ -313,14 +313,14 @@ def _plan(args: argparse.Namespace) -> dict[str, Any] | None:
     if shard is not None:
         plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
     if args.role:  # the variants picked are checked before anything is written
-        exp.role_view(spec, run, {}, args.only)
+        roleview.role_view(spec, run, {}, args.only)
     if args.lease_end and not args.ignore_lease_end:
         _check_lease(args, spec, plans)
     out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
-                        manifest=not args.no_manifest, shard=shard, only=exp.picked_names(args.only),
+                        manifest=not args.no_manifest, shard=shard, only=roleview.picked_names(args.only),
                         compute_capability=caps, runner=settings, facts=facts)
     if args.role:
-        return exp.role_view(spec, run, out, args.only)
+        return roleview.role_view(spec, run, out, args.only)
     return None if args.quiet else out
 
 
@@ -328,7 +328,7 @@ def _check_lease(args: argparse.Namespace, spec: AnySpec, plans: dict[str, list[
     """Refuse (:class:`SpecError`) a plan that cannot end before ``--lease-end``; a search with
     ``--fit-lease`` gets the budget that fits instead."""
     estimate = max(exp.estimate_seconds(p) for p in plans.values())
-    found = _search_record(spec, plans, exp.picked_names(args.only))
+    found = _search_record(spec, plans, roleview.picked_names(args.only))
     if found is not None:  # a search is bounded by its budget, not by its plan's every level
         estimate = search.estimate_seconds(found)
     now = time.time()

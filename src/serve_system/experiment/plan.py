@@ -6,21 +6,19 @@ count, and turned into perf_analyzer command lines, before anything runs. Errors
 ``FILE: variant: field: message``. :func:`write_run` then writes, under the run folder, ``spec.yml``,
 ``manifest.json`` and per host ``plan.json`` (a :class:`~.records.HostPlan`), each variant's
 ``config.pbtxt`` and ``load_body.json`` and ``.node.pyz`` (the node bundle: the runner, the plan and
-its inputs in one file the role copies). Nothing is written before every host's plan is checked.
+its inputs in one file the role puts on the node: :mod:`.roleview`, with the role's view). Nothing is
+written before every host's plan is checked.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
-import json
 import os
 import random
 import shutil
 import subprocess
 import time
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,10 +40,9 @@ from ..triton.pbtxt import (
 from ..triton.problems import check, jinja_in
 from . import perf as perfmod
 from . import records as rec
-from . import runnercall, search
+from . import roleview, search
 from . import shard as shardmod
 from .records import LevelPlan, VariantPlan
-from .runner import BUNDLE_MAIN, BUNDLE_MODULES
 from .spec.messages import SpecError
 from .spec.models import (
     AUTO_START,
@@ -59,10 +56,6 @@ from .spec.models import (
     expand_levels,
 )
 from .spec.reader import repo_root, resolve, shard_problems
-
-#: beside a host's node bundle: the bundle in base64, what the role's put sends on its stdin (a bundle
-#: over :data:`runnercall.PUT_LIMIT` has none and is copied)
-PUT_FILE = ".node.pyz.b64"
 
 #: Triton's endpoints and the run's folder as the node's client container sees them (the serve_stack
 #: role names the containers; the experiment role mounts the run folder at NODE_WORK_DIR)
@@ -408,11 +401,11 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
     its share of the variants (:func:`sharding`). ``only`` (``-e variants``, checked by
-    :func:`role_view`): a search searches only these candidates, ``repetitions: auto`` adds repetitions
-    only of these. ``compute_capability``: the lowest of each host's GPUs, where known. ``runner``: the
-    runner's settings and place (its client folder is always ``targets.node_work_dir``); ``facts``: per
-    host, what the runner records of it (OS, images, GPUs' compute capabilities). Returns each
-    host's plan as JSON."""
+    :func:`.roleview.role_view`): a search searches only these candidates, ``repetitions: auto`` adds
+    repetitions only of these. ``compute_capability``: the lowest of each host's GPUs, where known.
+    ``runner``: the runner's settings and place (its client folder is always ``targets.node_work_dir``);
+    ``facts``: per host, what the runner records of it (OS, images, GPUs' compute capabilities).
+    Returns each host's plan as JSON."""
     ccs = compute_capability or {}
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
@@ -471,12 +464,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             if only:  # -e variants: the further repetitions only of these
                 hplan.adaptive["only"] = list(only)
         rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
-        write_bundle(hdir / ".node.pyz", hplan, variants, targets.fastapi_image)
-        if (hdir / ".node.pyz").stat().st_size <= runnercall.PUT_LIMIT:  # sent on the put's stdin
-            safeio.write_text(hdir / PUT_FILE, base64.b64encode((hdir / ".node.pyz").read_bytes()).decode(),
-                              within=run)
-        elif os.path.lexists(hdir / PUT_FILE):  # the tool's own, from a smaller plan: copied instead
-            os.unlink(hdir / PUT_FILE)
+        roleview.write_bundle(hdir, hplan, variants, targets.fastapi_image, within=run)
         out[host] = rec.to_json(hplan)
     return out
 
@@ -515,71 +503,6 @@ def sharding(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], *, force: b
             earlier = None  # check_run_dir has said what is wrong with it
         shardmod.check_same_hosts(earlier, shard, str(spec.path))
     return shard
-
-
-def picked_names(only: Sequence[str]) -> list[str]:
-    """``--only`` as given (repeated, or comma lists) as a list of names."""
-    return [n.strip() for item in only for n in item.split(",") if n.strip()]
-
-
-def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str]) -> dict[str, Any]:
-    """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
-    computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch,
-    its node folder, its runner calls (:class:`~.runnercall.RunnerCall`: a Triton plan is one call, a
-    FastAPI plan one per variant, its endpoint brought up with the variant's runtime first), the
-    command that restores its baseline and how many more calls ``serve-system decide`` may add.
-    ``only`` picks variants (``-e variants=...``); an unknown name is refused (:class:`SpecError`).
-    ``plans`` is :func:`write_run`'s answer."""
-    names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
-    only = picked_names(only)
-    unknown = [n for n in only if n not in names]
-    if unknown:
-        raise SpecError([(f"{spec.path}: variants: no variant named {unknown[0]!r} (-e variants): "
-                          f"give one of {', '.join(names)}")])
-    kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
-    token = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    hosts: dict[str, Any] = {}
-    for host, hplan in plans.items():
-        settings = rec.from_json(hplan.get("runner") or {}, rec.RunnerSettings, f"{host}: runner")
-        chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
-        adaptive = hplan.get("adaptive")
-        where = {"models": hplan["models"], "node_dir": settings.node_dir,
-                 "restore": runnercall.restore_argv(settings),
-                 # serve-system's words that ask for the host's next call (repetitions: auto, a search)
-                 "decide": ["decide", str(run), "--host", host],
-                 # the bundle sent on the put's stdin (PUT_FILE), or None: copied (a large one)
-                 "put": ({"argv": runnercall.put_argv(settings), "stdin_file": str(run / host / PUT_FILE)}
-                         if (run / host / PUT_FILE).is_file() else None)}
-        if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
-            hosts[host] = {**where, "calls": [], "more_rounds": hplan["search"]["calls"]}
-            continue
-        if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
-            groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
-        else:  # one call per load: the endpoint is brought up with the variant's runtime first
-            by_name = {v["name"]: v for v in chosen}
-            rounds = hplan["rounds"] or [list(by_name)]
-            groups = [([by_name[n]], r if len(rounds) > 1 else None)
-                      for r, names in enumerate(rounds, 1) for n in names if n in by_name]
-        calls = []
-        for i, (group, rep) in enumerate(groups):
-            reps = [rep] if rep else list(range(1, adaptive["start"] + 1)) if adaptive else []
-            levels = [lv for v in group for lv in v["levels"] if not reps or lv["repetition"] in reps]
-            calls.append(runnercall.runner_call(
-                settings, [v["name"] for v in group], reps, token=f"{token}-{i}",
-                todo=sum(not lv["done"] for lv in levels), runtime=group[0]["runtime"] if group else None,
-                # the last call restores the baseline (auto: the role's restore, once it is decided, or
-                # the call itself once it has spent the budget's minutes)
-                restore=i == len(groups) - 1 and not adaptive,
-                restore_past=(float(adaptive["minutes"]) if i == len(groups) - 1 and adaptive
-                              and adaptive.get("minutes") is not None else None)))
-        hosts[host] = {**where, "calls": [rec.to_json(c) for c in calls],
-                       # auto: the calls the role may add, each asked of serve-system decide
-                       "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}
-    shards = [p["shard"] for p in plans.values() if p.get("shard")]
-    return {"experiment": spec.name, "kind": kind, "run_dir": str(run),
-            # a sharded run: every host's own plan deals the candidates over the same hosts
-            "shard_args": [f"--shard-hosts={','.join(shards[0]['hosts'])}"] if shards else [],
-            "run_subdir": f"{spec.name}/{run.name}", "hosts": hosts}
 
 
 def check_run_dir(run: Path, experiment: str) -> Path:
@@ -632,31 +555,6 @@ def objectives_of(spec: TritonSpec | FastapiSpec) -> list[Objective]:
     top = max(lv.senders for lv in spec.levels)  # the lab compares the runtimes at its highest load
     return [Objective(name="max_throughput", metric="throughput", goal="max", at_load=top),
             Objective(name="min_p95", metric="p95_us", goal="min", at_load=top)]
-
-
-def write_bundle(dest: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan],
-                 image: Path | None) -> None:
-    """What the role puts on the node in one task: the node bundle, a Python zip application of the
-    runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs)."""
-    pkg = Path(__file__).parent
-    # the runner's modules (BUNDLE_MODULES, defined once; __main__.py is written below) and the FastAPI
-    # client (data the runner puts beside it)
-    files: dict[str, Path] = {name: pkg / name for name in BUNDLE_MODULES - {"__main__.py", "safeio.py"}}
-    files["fastapi_bench.py"] = pkg / "fastapi_bench.py"
-    files["safeio.py"] = pkg.parent / "safeio.py"  # records' read and write path
-    for data in sorted({v.input_data for v in variants if v.input_data}):
-        files[Path(data).name] = Path(data)
-    if image is not None and hplan.kind == rec.FASTAPI:
-        files[f"image{image.suffix}"] = image
-    # the one write path (a temporary name, renamed; never through a link), the one read path for every
-    # file it packs (regular files only: a pipe or a device named as input data is refused, not read)
-    with safeio.open_write(dest, within=dest.parent, binary=True) as fh, \
-            zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-        z.writestr("__main__.py", BUNDLE_MAIN)
-        for name, src in sorted(files.items()):
-            with safeio.open_read(src, kind="bundle") as stream, z.open(name, "w", force_zip64=True) as out:
-                shutil.copyfileobj(stream, out, 1024 * 1024)
-        z.writestr("plan.json", json.dumps(rec.to_json(hplan), indent=1) + "\n")
 
 
 def provenance(spec_path: Path) -> dict[str, object]:

@@ -1,0 +1,126 @@
+"""What the ``experiment`` role is handed for a written run: each host's node bundle, and the role's view.
+
+The node bundle (:func:`write_bundle`) is one file, a Python zip application of the node-side runner
+(:data:`~.runner.BUNDLE_MODULES`) with the host plan and its inputs; beside it, when it is small
+enough to travel on a command's stdin (:data:`~.runnercall.PUT_LIMIT`), its base64 (:data:`PUT_FILE`).
+The role's view (:func:`role_view`) is everything the role runs, so that it reads nothing of the spec
+and builds no command line.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import time
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import safeio
+from . import records as rec
+from . import runnercall
+from .runner import BUNDLE_MAIN, BUNDLE_MODULES
+from .spec.messages import SpecError
+from .spec.models import AnySpec, FastapiSpec
+
+#: beside a host's node bundle: the bundle in base64, what the role's put sends on its stdin (a bundle
+#: over :data:`runnercall.PUT_LIMIT` has none and is copied)
+PUT_FILE = ".node.pyz.b64"
+
+def picked_names(only: Sequence[str]) -> list[str]:
+    """``--only`` as given (repeated, or comma lists) as a list of names."""
+    return [n.strip() for item in only for n in item.split(",") if n.strip()]
+
+
+def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str]) -> dict[str, Any]:
+    """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
+    computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch,
+    its node folder, its runner calls (:class:`~.runnercall.RunnerCall`: a Triton plan is one call, a
+    FastAPI plan one per variant, its endpoint brought up with the variant's runtime first), the
+    command that restores its baseline and how many more calls ``serve-system decide`` may add.
+    ``only`` picks variants (``-e variants=...``); an unknown name is refused (:class:`SpecError`).
+    ``plans`` is :func:`write_run`'s answer."""
+    names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
+    only = picked_names(only)
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise SpecError([(f"{spec.path}: variants: no variant named {unknown[0]!r} (-e variants): "
+                          f"give one of {', '.join(names)}")])
+    kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
+    token = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    hosts: dict[str, Any] = {}
+    for host, hplan in plans.items():
+        settings = rec.from_json(hplan.get("runner") or {}, rec.RunnerSettings, f"{host}: runner")
+        chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
+        adaptive = hplan.get("adaptive")
+        where = {"models": hplan["models"], "node_dir": settings.node_dir,
+                 "restore": runnercall.restore_argv(settings),
+                 # serve-system's words that ask for the host's next call (repetitions: auto, a search)
+                 "decide": ["decide", str(run), "--host", host],
+                 # the bundle sent on the put's stdin (PUT_FILE), or None: copied (a large one)
+                 "put": ({"argv": runnercall.put_argv(settings), "stdin_file": str(run / host / PUT_FILE)}
+                         if (run / host / PUT_FILE).is_file() else None)}
+        if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
+            hosts[host] = {**where, "calls": [], "more_rounds": hplan["search"]["calls"]}
+            continue
+        if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
+            groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
+        else:  # one call per load: the endpoint is brought up with the variant's runtime first
+            by_name = {v["name"]: v for v in chosen}
+            rounds = hplan["rounds"] or [list(by_name)]
+            groups = [([by_name[n]], r if len(rounds) > 1 else None)
+                      for r, names in enumerate(rounds, 1) for n in names if n in by_name]
+        calls = []
+        for i, (group, rep) in enumerate(groups):
+            reps = [rep] if rep else list(range(1, adaptive["start"] + 1)) if adaptive else []
+            levels = [lv for v in group for lv in v["levels"] if not reps or lv["repetition"] in reps]
+            calls.append(runnercall.runner_call(
+                settings, [v["name"] for v in group], reps, token=f"{token}-{i}",
+                todo=sum(not lv["done"] for lv in levels), runtime=group[0]["runtime"] if group else None,
+                # the last call restores the baseline (auto: the role's restore, once it is decided, or
+                # the call itself once it has spent the budget's minutes)
+                restore=i == len(groups) - 1 and not adaptive,
+                restore_past=(float(adaptive["minutes"]) if i == len(groups) - 1 and adaptive
+                              and adaptive.get("minutes") is not None else None)))
+        hosts[host] = {**where, "calls": [rec.to_json(c) for c in calls],
+                       # auto: the calls the role may add, each asked of serve-system decide
+                       "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}
+    shards = [p["shard"] for p in plans.values() if p.get("shard")]
+    return {"experiment": spec.name, "kind": kind, "run_dir": str(run),
+            # a sharded run: every host's own plan deals the candidates over the same hosts
+            "shard_args": [f"--shard-hosts={','.join(shards[0]['hosts'])}"] if shards else [],
+            "run_subdir": f"{spec.name}/{run.name}", "hosts": hosts}
+
+
+def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan],
+                 image: Path | None, within: Path) -> None:
+    """What the role puts on the node in one task: the node bundle, a Python zip application of the
+    runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs), as
+    ``hdir/.node.pyz``, and beside it its base64 when it travels on the put's stdin."""
+    dest = hdir / ".node.pyz"
+    pkg = Path(__file__).parent
+    # the runner's modules (BUNDLE_MODULES, defined once; __main__.py is written below) and the FastAPI
+    # client (data the runner puts beside it)
+    files: dict[str, Path] = {name: pkg / name for name in BUNDLE_MODULES - {"__main__.py", "safeio.py"}}
+    files["fastapi_bench.py"] = pkg / "fastapi_bench.py"
+    files["safeio.py"] = pkg.parent / "safeio.py"  # records' read and write path
+    for data in sorted({v.input_data for v in variants if v.input_data}):
+        files[Path(data).name] = Path(data)
+    if image is not None and hplan.kind == rec.FASTAPI:
+        files[f"image{image.suffix}"] = image
+    # the one write path (a temporary name, renamed; never through a link), the one read path for every
+    # file it packs (regular files only: a pipe or a device named as input data is refused, not read)
+    with safeio.open_write(dest, within=dest.parent, binary=True) as fh, \
+            zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        z.writestr("__main__.py", BUNDLE_MAIN)
+        for name, src in sorted(files.items()):
+            with safeio.open_read(src, kind="bundle") as stream, z.open(name, "w", force_zip64=True) as out:
+                shutil.copyfileobj(stream, out, 1024 * 1024)
+        z.writestr("plan.json", json.dumps(rec.to_json(hplan), indent=1) + "\n")
+    if dest.stat().st_size <= runnercall.PUT_LIMIT:  # sent on the put's stdin
+        safeio.write_text(hdir / PUT_FILE, base64.b64encode(dest.read_bytes()).decode(), within=within)
+    elif os.path.lexists(hdir / PUT_FILE):  # the tool's own, from a smaller plan: copied instead
+        os.unlink(hdir / PUT_FILE)

@@ -337,6 +337,24 @@ def test_invalid_spec_stops_before_any_node_is_touched(
     assert not (tmp_path / "results" / "dynbatch_invalid" / "bad").exists()
 
 
+def test_a_host_whose_lease_ends_too_soon_is_failed_with_the_plans_line_before_it_is_changed(
+    rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The role's one plan call refuses a host alone ({"refused": WHY}); the role fails that host with
+    the plan's line before its run folder is made. Here every host's lease ended long ago."""
+    cluster = rehearsal_cluster
+    p = _write(tmp_path, "lease", _dynbatch(tmp_path, "dynbatch_lease"))
+    res = run_playbook("../experiments/dynbatch.yml", cluster.inventory,
+                       *_common(p, tmp_path / "results", "lease"),
+                       "-e", "serve_lease_end=2000-01-01T00:00:00Z")
+    assert res.rc != 0
+    for node in cluster.nodes:
+        assert f"fatal: [{node.name}]" in res.flat
+        assert "after the lease ends at 2000-01-01T00:00:00Z" in res.flat
+        assert cluster.exec(node, "test", "-e", "/opt/serve-system/work/dynbatch_lease",
+                            check=False).returncode != 0
+    assert not list((tmp_path / "results" / "dynbatch_lease" / "lease").glob("*/.fetch"))
+
+
 def test_an_archive_corrupted_in_transit_lands_nothing_and_the_rerun_measures_only_what_is_missing(
         rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A real run's records archive, corrupted as a broken transfer would (its gzip CRC wrong, every tar

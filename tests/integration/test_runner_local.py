@@ -274,6 +274,38 @@ def test_a_load_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> Non
     assert level.status == records.OK, level.error
 
 
+def test_a_restore_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> None:
+    """Triton restarting while the baseline is restored (seen once on a loaded machine: the restore's
+    load got no answer at all) does not leave the baseline unrestored: the restore waits for Triton to be
+    ready again and loads the committed config then."""
+    first = start_triton(tmp_path / "triton")
+    node, _ = _planned(first, tmp_path, {**SPEC, "name": "local_restore_restart"})
+    first.stop()  # Triton is gone when the runner restores
+    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    argv = ["podman", "run", "--rm", "--network", "host", "-v", f"{node}:{node}", image, "python3",
+            str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", first.url,
+            "--metrics", f"http://127.0.0.1:{first.metrics}/metrics",
+            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240",
+            "--ready-timeout", "120", "--restore"]
+    runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    again = None
+    try:
+        time.sleep(8)  # the runner starts and finds no Triton; then the server comes back
+        again = start_triton(tmp_path / "triton", first.repo, (first.http, first.grpc, first.metrics),
+                             copy=False)
+        out, err = runner.communicate(timeout=600)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        if again is not None:
+            again.stop()
+    assert runner.returncode == 0, out + err
+    assert "Triton did not answer the load" in err and "waiting for it to be ready again" in err
+    host = records.read(node / "host.json", records.HostRecord)
+    assert host.baseline_restored and host.restore_status == [200], host
+    assert host.restore_seconds is not None and host.restore_seconds >= 3  # it waited for the restart
+
+
 def test_a_level_whose_stub_died_is_failed_and_the_next_level_served_afresh(triton: LocalTriton, image: str,
                                                                                tmp_path: Path) -> None:
     """The model's Python stub process dies during the first level (as seen on a GPU node, where

@@ -473,8 +473,10 @@ class Runner:
         for model in self.plan.models:
             self.triton.call("POST", f"/v2/repository/models/{model}/unload", {},
                              timeout=self.args.ready_timeout)
-            code, _ = self.triton.call("POST", f"/v2/repository/models/{model}/load", {},
-                                       timeout=self.args.ready_timeout)
+            code, answer = self.triton.load_model(model, None, model)
+            if code != 200:
+                print(f"{self.plan.host} {model}: the committed config was not loaded again "
+                      f"(HTTP {code}: {tritonapi.error_text(answer)})", file=sys.stderr)
             self.triton.note_loaded(model, None)
             statuses.append(code)
         took = round(time.time() - t0, 3)

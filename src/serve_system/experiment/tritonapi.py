@@ -78,19 +78,7 @@ class Triton(Http):
         asks once more, within --ready-timeout.
         """
         t0 = time.time()
-        deadline = t0 + self.ready_timeout
-        waited = False
-        while True:
-            code, body = self.call("POST", f"/v2/repository/models/{v.model}/load", v.load_body,
-                                   timeout=self.ready_timeout)
-            if code != -1 or time.time() >= deadline:
-                break
-            if not waited:
-                print(f"{self.host} {v.name}: Triton did not answer the load "
-                      f"({error_text(body)}); waiting for it to be ready again", file=sys.stderr)
-            waited = True
-            if not self.wait_ready(None, "", max(0.0, deadline - time.time())):
-                break
+        code, body = self.load_model(v.model, v.load_body, v.name)
         took = time.time() - t0
         if code == 200:
             return True, None, took, True
@@ -109,6 +97,24 @@ class Triton(Http):
             if reason and reason not in error:
                 error = f"{error} | {reason}"
         return False, f"HTTP {code}: {error}", took, True
+
+    def load_model(self, model: str, body: Any, name: str) -> tuple[int, Any]:
+        """POST the model's load (``body`` None: its committed config); an answer of none at all (Triton
+        restarting) is asked again once Triton is ready, within --ready-timeout. ``name`` is what the
+        wait's message names (the variant, or the model)."""
+        deadline = time.time() + self.ready_timeout
+        waited = False
+        while True:
+            code, answer = self.call("POST", f"/v2/repository/models/{model}/load",
+                                     {} if body is None else body, timeout=self.ready_timeout)
+            if code != -1 or time.time() >= deadline:
+                return code, answer
+            if not waited:
+                print(f"{self.host} {name}: Triton did not answer the load "
+                      f"({error_text(answer)}); waiting for it to be ready again", file=sys.stderr)
+            waited = True
+            if not self.wait_ready(None, "", max(0.0, deadline - time.time())):
+                return code, answer
 
     def last_loaded(self) -> dict[str, str]:
         """Per model, the load body this run last loaded (kept beside the plan across runner calls)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import archive, records
+from serve_system.experiment import archive, perfargv, records
 from serve_system.experiment import perf as perfmod
 
 from .ansible_run import REPO, ansible_bin, run_playbook
@@ -315,7 +315,7 @@ def test_backends_onnx_variants_at_16_without_memory_loss(rehearsal_cluster,
         peak = lrec.client_peak_rss_bytes
         assert peak is not None and peak == max(a.peak_rss_bytes or 0 for a in lrec.attempts)
         # what the planner's bound assumes, and under the cap (4096 MB)
-        assert peak < perfmod.RETAINED_COPIES * image * sent + 256 * 2**20 < 4096 * 2**20, (variant, peak)
+        assert peak < perfargv.RETAINED_COPIES * image * sent + 256 * 2**20 < 4096 * 2**20, (variant, peak)
         assert peaks[variant] == str(peak)
 
 

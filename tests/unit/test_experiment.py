@@ -224,11 +224,11 @@ def _count(argv: list[str], flag: str) -> int | None:
 def test_large_generated_inputs_are_bounded_by_a_request_count() -> None:
     """perf_analyzer keeps ~2 copies of every request's inputs of a window: image-sized generated inputs
     get a request count within the memory budget (warm-up included), whatever the server's speed."""
-    from serve_system.experiment import perf as perfmod
+    from serve_system.experiment import perfargv
 
     image = 3 * 224 * 224 * 4
-    most = perfmod.request_limit(image)
-    assert most * perfmod.RETAINED_COPIES * image <= perfmod.REQUEST_MEMORY_BUDGET < (most + 1) * 2 * image
+    most = perfargv.request_limit(image)
+    assert most * perfargv.RETAINED_COPIES * image <= perfargv.REQUEST_MEMORY_BUDGET < (most + 1) * 2 * image
     plans = {p.name: p for p in exp.plan(load_spec(SPECS / "backends.yml"), 0)}
     two = plans["onnx_2gpus"]  # the lab's 500 + 3000 requests: ~4.2 GB, past the 4096 MB cap
     for lv in two.levels:
@@ -243,12 +243,12 @@ def test_large_generated_inputs_are_bounded_by_a_request_count() -> None:
     rate = exp.plan(load_spec(SPECS / "arrivals.yml"), 0)[0]  # time windows: count windows instead
     argv = rate.levels[0].argv
     assert argv[argv.index("--measurement-mode") + 1] == "count_windows"
-    assert _count(argv, "--measurement-request-count") == perfmod.COUNT_WINDOW
-    assert _count(rate.levels[0].retry_argv[0], "--measurement-request-count") == 2 * perfmod.COUNT_WINDOW
+    assert _count(argv, "--measurement-request-count") == perfargv.COUNT_WINDOW
+    assert _count(rate.levels[0].retry_argv[0], "--measurement-request-count") == 2 * perfargv.COUNT_WINDOW
     assert _count(argv, "--request-count") is None and any("instead of time windows" in n for n in rate.notes)
     short = {"measurement_mode": "count_windows", "measurement_request_count": 12}
-    assert perfmod.bound_requests(short, image) == (short, None)  # small count windows: bounded already
-    big, note = perfmod.bound_requests({**short, "measurement_request_count": 5000}, image)
+    assert perfargv.bound_requests(short, image) == (short, None)  # small count windows: bounded already
+    big, note = perfargv.bound_requests({**short, "measurement_request_count": 5000}, image)
     assert big["measurement_request_count"] == most // 2 and note and "count windows of 5000" in note
     small = exp.plan(load_spec(SPECS / "mnist_cpu_sweep.yml"), 0)[0]  # 1x28x28: windows kept
     assert all(_count(lv.argv, "--request-count") is None for lv in small.levels)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from serve_system.experiment import archive, follow, nodeproc, records, runner
-from serve_system.experiment.plan import Targets, estimate_seconds, lease_problem
+from serve_system.experiment.plan import estimate_seconds, lease_problem
+from serve_system.experiment.runfolder import Targets
 
 
 def _level(**kw: object) -> records.LevelRecord:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from serve_system.experiment import records, runner, runnercall
-from serve_system.experiment.plan import Targets
 from serve_system.experiment.roleview import write_bundle
+from serve_system.experiment.runfolder import Targets
 
 
 def _plan(tmp_path: Path, settings: records.RunnerSettings) -> Path:

@@ -163,8 +163,8 @@ def test_dash_e_shard_and_its_refusals(tmp_path: Path, capsys: pytest.CaptureFix
     assert "-e shard: not with repetitions: auto yet" in capsys.readouterr().err
     assert not (tmp_path / "results" / "sweep" / "r4").exists()
     with pytest.raises(SpecError, match="only for kind: triton"):
-        from serve_system.experiment import plan as exp
-        exp.sharding(load_spec(Path(__file__).parents[2] / "experiments" / "specs" / "fastapi.yml"),
+        from serve_system.experiment import runfolder
+        runfolder.sharding(load_spec(Path(__file__).parents[2] / "experiments" / "specs" / "fastapi.yml"),
                      {"n1": []}, force=True)
 
 

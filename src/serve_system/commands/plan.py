@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..experiment import nodelook, roleview, search
+from ..experiment import nodelook, roleview, runfolder, search
 from ..experiment import plan as exp
 from ..experiment.records import RunnerSettings
 from ..experiment.spec.messages import SpecError
@@ -287,7 +287,7 @@ def _plan(args: argparse.Namespace) -> dict[str, Any] | None:
     work = (f"{args.node_work_root.rstrip('/')}/{spec.name}/{run_dir.name}" if args.node_work_root
             else args.node_work_dir)
     _check_options(args)
-    targets = exp.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
+    targets = runfolder.Targets(url=args.url, grpc_url=args.grpc_url, fastapi_url=args.fastapi_url,
                           node_work_dir=work, fastapi_image=args.fastapi_image)
     hosts = _hosts(args.host) or [("localhost", 0)]
     bases = _bases(args.base_dir, hosts)
@@ -296,12 +296,12 @@ def _plan(args: argparse.Namespace) -> dict[str, Any] | None:
     caps = _compute_caps(args.compute_capability + [f"{h}={','.join(f['gpu_compute_capability'])}"
                                                     for h, f in facts.items()], hosts)
     if looks and isinstance(spec, TritonSpec):  # the role's host plan: its run folder is written
-        bases |= nodelook.write_node_bases(exp.check_run_dir(run_dir, spec.name), looks,
+        bases |= nodelook.write_node_bases(runfolder.check_run_dir(run_dir, spec.name), looks,
                                            {v.model or spec.model for v in spec.all_variants})
-    plans = {h: exp.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
-    run = exp.check_run_dir(run_dir, spec.name)
+    plans = {h: runfolder.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
+    run = runfolder.check_run_dir(run_dir, spec.name)
     for h, _ in hosts:
-        exp.check_host_dir(run, h)
+        runfolder.check_host_dir(run, h)
     over = [h for h in args.shard_hosts.split(",") if h]
     for h in over:
         try:
@@ -309,14 +309,14 @@ def _plan(args: argparse.Namespace) -> dict[str, Any] | None:
         except ValueError as exc:
             raise SpecError([f"--shard-hosts {args.shard_hosts!r}: {exc}"]) from None
     settings = _settings(args, spec.name, run.name)
-    shard = exp.sharding(spec, plans, force=args.shard, over=over, run=run)
+    shard = runfolder.sharding(spec, plans, force=args.shard, over=over, run=run)
     if shard is not None:
         plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
     if args.role:  # the variants picked are checked before anything is written
         roleview.role_view(spec, run, {}, args.only)
     if args.lease_end and not args.ignore_lease_end:
         _check_lease(args, spec, plans)
-    out = exp.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
+    out = runfolder.write_run(args.spec, spec, run, hosts, bases, targets, fresh=args.fresh,
                         manifest=not args.no_manifest, shard=shard, only=roleview.picked_names(args.only),
                         compute_capability=caps, runner=settings, facts=facts)
     if args.role:

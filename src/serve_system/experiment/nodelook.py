@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import safeio
-from . import plan as exp
+from . import runfolder
 from .spec.messages import SpecError
 
 #: the most a node's base config may hold (Triton's configs are a few KB)
@@ -94,7 +94,7 @@ def write_node_bases(run: Path, looks: dict[str, Look], models: set[str]) -> dic
     for host, by_model in decoded.items():
         if all(raw is None for raw in by_model.values()):
             continue
-        base = exp.check_host_dir(run, host) / ".node_base"
+        base = runfolder.check_host_dir(run, host) / ".node_base"
         for model, raw in by_model.items():
             if raw is not None:
                 folder = base / safeio.plain_name(model, f"--node-facts {host}", "model")

@@ -42,7 +42,7 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     FastAPI plan one per variant, its endpoint brought up with the variant's runtime first), the
     command that restores its baseline and how many more calls ``serve-system decide`` may add.
     ``only`` picks variants (``-e variants=...``); an unknown name is refused (:class:`SpecError`).
-    ``plans`` is :func:`write_run`'s answer."""
+    ``plans`` is :func:`.runfolder.write_run`'s answer."""
     names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
     only = picked_names(only)
     unknown = [n for n in only if n not in names]

@@ -342,6 +342,8 @@ def interleave(variants: list[VariantPlan], seed: int) -> list[list[str]]:
     return rounds
 
 
+# ------------------------------------------------------------------------------------ the lease
+
 def lease_problem(lease_end: str, estimate_s: float, now: float) -> str | None:
     """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease)."""
     try:

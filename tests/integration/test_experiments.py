@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import archive, perfargv, records
+from serve_system.experiment import archive, events, perfargv, records
 from serve_system.experiment import perf as perfmod
 
 from .ansible_run import REPO, ansible_bin, run_playbook
@@ -230,9 +230,9 @@ def test_triton_killed_and_playbook_sigkilled_mid_level(
     assert c2.status == "ok" and c4.status == "ok", (c2.error, c4.error)
     # every level ran exactly once over both runs: one progress line per level in the runners' logs
     logs = cluster.exec(node, "sh", "-c", "cat /opt/serve-system/work/faults/it2/.progress-*.log").stdout
-    events, _ = records.read_events(logs)
+    said, _ = events.read_events(logs)
     for lid in ("c1_r1", "c2_r1", "c4_r1", "c1_r2", "c2_r2", "c4_r2"):
-        assert sum(e.kind == "level" and (e.variant, e.level) == ("baseline", lid) for e in events) == 1, logs
+        assert sum(e.kind == "level" and (e.variant, e.level) == ("baseline", lid) for e in said) == 1, logs
     assert "waiting for an earlier runner" in logs or c4.start < c4.end  # the old runner finished its level
     rows = json.loads((results / "faults" / "it2" / "summary.json").read_text())["rows"]
     assert sorted((r["repetition"], r["load"], r["status"]) for r in rows) == [

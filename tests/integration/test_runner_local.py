@@ -24,9 +24,9 @@ import pytest
 import requests
 import yaml
 
+from serve_system.experiment import events, records
 from serve_system.experiment import perf as perfmod
 from serve_system.experiment import plan as exp
-from serve_system.experiment import records
 from serve_system.results import report
 from serve_system.results import tree as results
 
@@ -119,17 +119,17 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     # one call for two variants (as the role runs a Triton plan), then the refused one on its own
     proc = _runner(image, node, triton, "--variant", "baseline", "--variant", "dynbatch")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    events, other = records.read_events(proc.stdout)  # the runner speaks JSON lines only
-    levels = [e for e in events if e.kind == "level"]
+    got, other = events.read_events(proc.stdout)  # the runner speaks JSON lines only
+    levels = [e for e in got if e.kind == "level"]
     assert other == [] and [e.seq for e in levels] == [1, 2, 3, 4]
     assert levels[-1].text.startswith("local dynbatch c8_r1 4/4: ")
-    assert events[-1].kind == "end" and events[-1].text == "local: 4 level(s) measured in 2 variant(s)"
-    assert events[-1].measured == 4 and not events[-1].host_record
+    assert got[-1].kind == "end" and got[-1].text == "local: 4 level(s) measured in 2 variant(s)"
+    assert got[-1].measured == 4 and not got[-1].host_record
     live = _config(triton)
     assert live["dynamic_batching"]["preferred_batch_size"] == [4, 8]
     proc = _runner(image, node, triton, "--variant", "bad_priority")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert records.summarize_events(proc.stdout)["refused"], proc.stdout
+    assert events.summarize_events(proc.stdout)["refused"], proc.stdout
     # as the role does for a refused variant: Triton's log on stdin
     proc = _runner(image, node, triton, "--triton-log", "--variant", "bad_priority",
                    stdin=triton.log.read_text())
@@ -142,17 +142,17 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
     assert progress["levels_done"] == progress["levels_total"] == 6 and progress["run_id"] == "r1"
     # repetitions: auto's budget on the call (--restore-past MINUTES): not spent, the call ends as any;
     # spent (the host's level records' own minutes), the runner restores the baseline itself
-    unspent = records.summarize_events(_runner(image, node, triton, "--variant", "baseline",
+    unspent = events.summarize_events(_runner(image, node, triton, "--variant", "baseline",
                                                "--restore-past", "1000").stdout)
     assert unspent["end"] and not unspent["host_record"] and "budget" not in unspent["end"], unspent
-    spent = records.summarize_events(_runner(image, node, triton, "--variant", "baseline",
+    spent = events.summarize_events(_runner(image, node, triton, "--variant", "baseline",
                                              "--restore-past", "0.001").stdout)
     assert spent["host_record"] and "; the budget is spent (" in spent["end"], spent
     assert "of 0.001 measured minutes); host record written (baseline restored)" in spent["end"], spent
     assert spent["report"][-1] == spent["end"]
     # a second runner for a measured variant measures nothing again; --restore writes the host record
     again = _runner(image, node, triton, "--variant", "baseline", "--restore")
-    said = records.summarize_events(again.stdout)
+    said = events.summarize_events(again.stdout)
     assert said["variants"] == ["local baseline: 0 level(s) measured (2 already done)"], again.stdout
     assert said["host_record"] and said["end"].endswith("host record written (baseline restored)")
     with tarfile.open(node / "results.tar.gz") as tar:  # what the role fetches and unpacks
@@ -317,8 +317,8 @@ def test_a_level_whose_stub_died_is_failed_and_the_next_level_served_afresh(trit
     node, _ = _planned(triton, tmp_path, spec)
     proc = _runner(image, node, triton, "--variant", "dies", "--restore")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    events, _ = records.read_events(proc.stdout)
-    levels = {e.level: e for e in events if e.kind == "level"}
+    said, _ = events.read_events(proc.stdout)
+    levels = {e.level: e for e in said if e.kind == "level"}
     first = records.read(node / "dies" / "c1_r1" / "level.json", records.LevelRecord)
     assert first.status == records.FAILED and levels["c1_r1"].status == records.FAILED, first
     assert first.error is not None and "is not healthy" in first.error, first.error

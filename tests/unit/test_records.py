@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import archive, follow, nodeproc, records, runner
+from serve_system.experiment import archive, events, follow, nodeproc, records, runner
 from serve_system.experiment.plan import estimate_seconds, lease_problem
 from serve_system.experiment.runfolder import Targets
 
@@ -231,11 +231,11 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
     second = records.read(tmp_path / "second" / "variant.json", records.VariantRecord)
     assert (first.error or "").endswith("failed to load 'food': first reason")
     assert (second.error or "").endswith("failed to load 'food': second reason")
-    events, other = records.read_events(proc.stdout)
+    said, other = events.read_events(proc.stdout)
     assert other == []
-    assert [(e.kind, e.variant, e.status, e.error) for e in events] == [
+    assert [(e.kind, e.variant, e.status, e.error) for e in said] == [
         ("variant", "first", "refused", first.error), ("variant", "second", "refused", second.error)]
-    assert events[0].text == f"n1 first: refused: {first.error}"
+    assert said[0].text == f"n1 first: refused: {first.error}"
     # the records come home as one archive: complete levels only
     import tarfile
 
@@ -329,7 +329,7 @@ def test_host_archive_round_trip_and_refusals(tmp_path: Path) -> None:
 
 def _event(**kw: object) -> str:
     base: dict[str, object] = {"kind": "level", "host": "n1", "text": "t"}
-    return records.event_line(records.Event(**{**base, **kw}))  # type: ignore[arg-type]
+    return events.event_line(events.Event(**{**base, **kw}))  # type: ignore[arg-type]
 
 
 def test_events_round_trip_and_summary_for_the_role() -> None:
@@ -346,7 +346,7 @@ def test_events_round_trip_and_summary_for_the_role() -> None:
     ])
     explained = _event(kind="variant", variant="bad", status="refused", error="HTTP 400 | triton log: why",
                        text="n1 bad: refused: HTTP 400 | triton log: why")
-    got = records.summarize_events(out, explained)
+    got = events.summarize_events(out, explained)
     assert got == {
         "levels": ["n1 a c1_r1 1/2: ok; ETA x", "n1 a c8_r1 2/2"],
         "variants": ["n1 bad: refused: HTTP 400 | triton log: why", "n1 a: 2 level(s) measured"],
@@ -356,15 +356,15 @@ def test_events_round_trip_and_summary_for_the_role() -> None:
         "other": ["a stray line (kept, not guessed at)"],
     }
     # a call that ended without a host record (no --restore, or the runner failed): the role restores
-    assert records.summarize_events(_event(kind="end", status="failed", text="x"))["host_record"] is False
-    assert records.summarize_events("")["end"] == ""
+    assert events.summarize_events(_event(kind="end", status="failed", text="x"))["host_record"] is False
+    assert events.summarize_events("")["end"] == ""
 
 
 def test_events_refuse_a_line_that_is_not_an_event() -> None:
     with pytest.raises(records.RecordError, match=r"line 2: kind: missing"):
-        records.read_events(_event() + '\n{"host": "n1", "text": "no kind"}\n')
+        events.read_events(_event() + '\n{"host": "n1", "text": "no kind"}\n')
     with pytest.raises(records.RecordError, match=r"line 1: not a JSON event"):
-        records.read_events("{not json")
+        events.read_events("{not json")
 
 
 def test_follow_waits_for_the_level_or_the_end(tmp_path: Path) -> None:
@@ -373,12 +373,12 @@ def test_follow_waits_for_the_level_or_the_end(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "serve_system.experiment.follow", "--follow", str(log), "--timeout", "5"]
     got = subprocess.run([*cmd, "--seq", "2"], capture_output=True, text=True, check=False, timeout=60)
     # the call's events up to level 2: the role prints the last level and reads the whole call
-    assert got.returncode == 0 and [e.text for e in records.read_events(got.stdout)[0]] == ["first", "second"]
+    assert got.returncode == 0 and [e.text for e in events.read_events(got.stdout)[0]] == ["first", "second"]
     # level 3 never comes, the call ends: the end event is the answer
     with log.open("a") as f:
         f.write(_event(kind="end", status="failed", text="the runner failed") + "\n")
     got = subprocess.run([*cmd, "--seq", "3"], capture_output=True, text=True, check=False, timeout=60)
-    assert got.returncode == 0 and records.summarize_events(got.stdout)["end"] == "the runner failed"
+    assert got.returncode == 0 and events.summarize_events(got.stdout)["end"] == "the runner failed"
     # the call's last level: its answer waits for the end, which follows at once
     log.write_text(_event(seq=1, total=1, text="only") + "\n")
     late = subprocess.Popen([*cmd, "--seq", "1"], stdout=subprocess.PIPE, text=True)
@@ -387,7 +387,7 @@ def test_follow_waits_for_the_level_or_the_end(tmp_path: Path) -> None:
     with log.open("a") as f:
         f.write(_event(kind="end", status="ok", host_record=True, text="done") + "\n")
     out, _ = late.communicate(timeout=30)
-    assert late.returncode == 0 and records.summarize_events(out)["host_record"] is True
+    assert late.returncode == 0 and events.summarize_events(out)["host_record"] is True
 
 
 def test_follow_says_when_the_runner_is_gone(tmp_path: Path) -> None:

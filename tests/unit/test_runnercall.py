@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import records, runner, runnercall
+from serve_system.experiment import events, records, runner, runnercall
 from serve_system.experiment.roleview import write_bundle
 from serve_system.experiment.runfolder import Targets
 
@@ -111,13 +111,13 @@ def test_the_bundle_runs_the_host_side_follow_of_a_call(tmp_path: Path) -> None:
     hplan = records.read(plan, records.HostPlan)
     write_bundle(tmp_path, hplan, hplan.variants, None, within=tmp_path)
     call = runnercall.runner_call(hplan.runner, ["v"], [], token="T", todo=2)
-    event = records.Event(kind=records.LEVEL, host="n1", text="n1 v c1_r1: ok (1/2, ETA 0:01)", variant="v",
+    event = events.Event(kind=events.LEVEL, host="n1", text="n1 v c1_r1: ok (1/2, ETA 0:01)", variant="v",
                           level="c1_r1", seq=1, total=2, status="ok")
     (tmp_path / ".progress-T.log").write_text(json.dumps(records.to_json(event)) + "\n")
     proc = subprocess.run([sys.executable, *call.follow[0][1:]], capture_output=True, text=True, check=False,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == records.event_line(event) + "\n"
+    assert proc.stdout == events.event_line(event) + "\n"
     # the call's end is not there yet, and no runner holds the lock: one line, exit 1
     proc = subprocess.run([sys.executable, *call.wait_end[1:-2], "--timeout", "0", "--seq", "0"],
                           capture_output=True, text=True, check=False, timeout=60)

@@ -4,7 +4,7 @@
 
 One runner call's events (what ``--follow`` printed; and the output of its ``--triton-log`` call) as
 ``{"levels", "variants", "refused", "host_record", "end", "report", "other"}``
-(:func:`serve_system.experiment.records.summarize_events`). No text is matched in YAML.
+(:func:`serve_system.experiment.events.summarize_events`). No text is matched in YAML.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from serve_system.experiment import records
+from serve_system.experiment import events, records
 
 
 def experiment_events(stdout: str | None, explained: str | None = "") -> dict[str, Any]:
     try:
-        return records.summarize_events(stdout or "", explained or "")
+        return events.summarize_events(stdout or "", explained or "")
     except records.RecordError as exc:
         raise AnsibleFilterError(str(exc)) from None
 

@@ -11,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-try:  # as part of the package (tests) or as a file next to records.py (on the node)
+try:  # as part of the package (tests) or as a file next to events.py and records.py (on the node)
+    from . import events
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
-    import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+    import events  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+    import records as rec  # type: ignore[no-redef,import-not-found]
 
 
 def runner_alive(lock: Path) -> bool:
@@ -47,16 +49,16 @@ def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> i
         except FileNotFoundError:
             text = ""
         try:
-            events, _ = rec.read_events(text[:text.rfind("\n") + 1], str(log))  # whole lines only
+            got, _ = events.read_events(text[:text.rfind("\n") + 1], str(log))  # whole lines only
         except rec.RecordError as exc:
             print(exc, file=sys.stderr)
             return 2
-        ends = [i for i, e in enumerate(events) if e.kind == rec.END]
-        hit = next((i for i, e in enumerate(events) if e.kind == rec.LEVEL and e.seq == seq), None)
-        if ends or (hit is not None and events[hit].seq != events[hit].total):
+        ends = [i for i, e in enumerate(got) if e.kind == events.END]
+        hit = next((i for i, e in enumerate(got) if e.kind == events.LEVEL and e.seq == seq), None)
+        if ends or (hit is not None and got[hit].seq != got[hit].total):
             upto = ends[0] + 1 if ends else (hit or 0) + 1
-            for e in events[:upto]:
-                print(rec.event_line(e), flush=True)
+            for e in got[:upto]:
+                print(events.event_line(e), flush=True)
             return 0
         now = time.time()
         if len(text) != seen:

@@ -1,13 +1,14 @@
 """The node-side runner: measures a host's planned variants entirely on the node.
 
 Shipped by the ``experiment`` role into the node's work folder as the node bundle (``.node.pyz``: a
-zip application of this module, ``nodeproc.py``, ``tritonapi.py``, ``records.py``, the plan and its
-inputs, written by ``serve-system plan``) and run inside the client container (``docker exec jupyter
-python3 .node.pyz``); standard library only. This module is the measuring's order (loads, levels,
-events, restore, pack). Moved out of it, one concern each: the node's processes it drives and reads
-(perf_analyzer under its caps, /proc's CPU counters around a level, the metrics sampler, the host's
-facts) are :mod:`.nodeproc`'s; Triton's HTTP API as it uses it (the JSON client, a load retried while
-Triton restarts, READY, a fresh load, statistics, the last-loaded config) is :mod:`.tritonapi`'s.
+zip application of this module, ``nodeproc.py``, ``tritonapi.py``, ``records.py``, ``events.py``, the
+plan and its inputs, written by ``serve-system plan``) and run inside the client container
+(``docker exec jupyter python3 .node.pyz``); standard library only. This module is the measuring's
+order (loads, levels, events, restore, pack). Moved out of it, one concern each: the node's
+processes it drives and reads (perf_analyzer under its caps, /proc's CPU counters around a level, the
+metrics sampler, the host's facts) are :mod:`.nodeproc`'s; Triton's HTTP API as it uses it (the JSON
+client, a load retried while Triton restarts, READY, a fresh load, statistics, the last-loaded
+config, a refusal's reason in its log) is :mod:`.tritonapi`'s; the lines it speaks are :mod:`.events`'.
 One call measures the variants it is given, one after the other, and with ``--restore`` then restores
 the baseline; the role makes one call for a Triton spec's whole plan. For a Triton variant::
 
@@ -30,9 +31,9 @@ decision and no restore call follow the call that spent it.
 Every call ends by packing the host's complete records into one archive (``results.tar.gz``, fetched
 in one transfer) and reporting its end.
 
-The runner speaks in JSON lines, one :class:`records.Event` each (a level ended, a variant ended, the
+The runner speaks in JSON lines, one :class:`events.Event` each (a level ended, a variant ended, the
 call ended), on stdout and in ``--log``; the role waits for each level's event with ``--follow`` and
-reads the call's output through its filter (``records.summarize_events``); ``--follow`` is the host-side
+reads the call's output through its filter (``events.summarize_events``); ``--follow`` is the host-side
 half of a call (:mod:`.follow`, in the same bundle). With ``--restore`` (or ``--restore-past``) the
 call's last level event waits until the archive is ready, so the role fetches right after it.
 ``/work/progress.json`` (a :class:`records.Progress`) is kept current. A second runner on the same
@@ -54,10 +55,11 @@ from pathlib import Path
 from typing import Any
 
 try:  # as part of the package (tests) or as files next to it (on the node)
-    from . import archive, nodeproc, tritonapi
+    from . import archive, events, nodeproc, tritonapi
     from . import records as rec
 except ImportError:  # pragma: no cover - the node's layout
     import archive  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+    import events  # type: ignore[no-redef,import-not-found]
     import nodeproc  # type: ignore[no-redef,import-not-found]
     import records as rec  # type: ignore[no-redef,import-not-found]
     import tritonapi  # type: ignore[no-redef,import-not-found]
@@ -68,7 +70,7 @@ BUNDLE_MAIN = ("import sys\nif '--follow' in sys.argv:\n    import follow\n"
                "    raise SystemExit(follow.main())\nimport runner\nraise SystemExit(runner.main())\n")
 #: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
 BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "nodeproc.py", "tritonapi.py", "follow.py",
-                            "records.py", "archive.py", "safeio.py"})
+                            "records.py", "events.py", "archive.py", "safeio.py"})
 
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
 #: the same way until the model is loaded again (new stubs)
@@ -120,15 +122,15 @@ class Runner:
         self.pending: dict[str, list[rec.LevelPlan]] = {}
         self.total = self.n = 0
         self.restored = self.hold_last = False
-        self.held: rec.Event | None = None
+        self.held: events.Event | None = None
 
     # ---------------------------------------------------------------------------------- progress
     def say(self, kind: str, text: str, **fields: Any) -> None:
         """Report one event (a JSON line) on stdout and in the ``--log`` file."""
-        self.emit(rec.Event(kind=kind, host=self.plan.host, text=text, **fields))
+        self.emit(events.Event(kind=kind, host=self.plan.host, text=text, **fields))
 
-    def emit(self, event: rec.Event) -> None:
-        line = rec.event_line(event)
+    def emit(self, event: events.Event) -> None:
+        line = events.event_line(event)
         print(line, flush=True)
         if self.log:
             self.log.write(line + "\n")
@@ -224,7 +226,7 @@ class Runner:
                     continue
                 earlier = sum(lv.done or rec.level_done(self.home / name / lv.id)
                               for lv in v.levels) - measured[name]
-                self.say(rec.VARIANT, f"{self.plan.host} {name}: {measured[name]} level(s) measured"
+                self.say(events.VARIANT, f"{self.plan.host} {name}: {measured[name]} level(s) measured"
                          + (f", {failed[name]} failed" if failed[name] else "")
                          + (f" ({earlier} already done)" if earlier else ""),
                          variant=name, status=rec.MEASURED, measured=measured[name])
@@ -239,7 +241,7 @@ class Runner:
             if self.held:
                 self.emit(self.held)
         total = sum(measured.values())
-        self.say(rec.END, f"{self.plan.host}: {total} level(s) measured in {len(chosen)} variant(s)" + why
+        self.say(events.END, f"{self.plan.host}: {total} level(s) measured in {len(chosen)} variant(s)" + why
                  + (f"; host record written (baseline {'restored' if self.restored else 'NOT restored'})"
                     if restore else ""),
                  status=rec.OK, measured=total, host_record=restore,
@@ -308,7 +310,7 @@ class Runner:
             self.total -= len(self.pending[v.name])
             self.pending[v.name] = []
             self.progress(v.name, "", "running")
-            self.say(rec.VARIANT, f"{self.plan.host} {v.name}: {vrec.status}: {vrec.error}",
+            self.say(events.VARIANT, f"{self.plan.host} {v.name}: {vrec.status}: {vrec.error}",
                      variant=v.name, status=vrec.status, error=vrec.error, measured=0)
             return None, 0
         if v.warmup_argv:
@@ -326,10 +328,10 @@ class Runner:
             self.session_levels.append(lrec.end - lrec.start + 1.0)
             self.progress(v.name, lv.id, "running")
             why = f" ({lrec.error})" if lrec.error else ""
-            event = rec.Event(kind=rec.LEVEL, host=self.plan.host, variant=v.name, level=lv.id, seq=self.n,
-                              total=self.total, status=lrec.status, error=lrec.error,
-                              text=(f"{self.plan.host} {v.name} {lv.id} {self.n}/{self.total}: "
-                                    f"{lrec.status}{why}; {self.eta()}"))
+            event = events.Event(kind=events.LEVEL, host=self.plan.host, variant=v.name, level=lv.id,
+                                 seq=self.n, total=self.total, status=lrec.status, error=lrec.error,
+                                 text=(f"{self.plan.host} {v.name} {lv.id} {self.n}/{self.total}: "
+                                       f"{lrec.status}{why}; {self.eta()}"))
             if self.n == self.total and self.hold_last:
                 self.held = event  # said once the call's records are packed: the role fetches right after it
             else:
@@ -433,12 +435,8 @@ class Runner:
 
     def explain(self, names: list[str], log: str) -> int:
         """Add Triton's own reason to the records of refused loads, from its log (``docker logs -t``) on
-        stdin.
-
-        A line counts when it names the variant's model, reads as an error, and (when the log has
-        Docker's timestamps) was written while that variant's load was under way.
-        """
-        lines = [_stamped(ln) for ln in log.splitlines() if ln.strip()]
+        stdin (the line chosen by :func:`tritonapi.load_reason`)."""
+        lines = tritonapi.log_lines(log)
         for v in self.plan.variants:
             if names and v.name not in names:
                 continue
@@ -452,16 +450,11 @@ class Runner:
                 return 2
             if vrec.status != rec.REFUSED:
                 continue
-            t0 = vrec.load_started
-            t1 = None if t0 is None else t0 + (vrec.switch_seconds or 0.0)
-            found = [text for t, text in lines
-                     if vrec.model in text and re.match(r"^E\d{4}|.*\berror\b", text, re.IGNORECASE)
-                     and (t is None or t0 is None or t1 is None or t0 - 2 <= t <= t1 + 2)]
-            reason = found[-1] if found else None
+            reason = tritonapi.load_reason(lines, vrec.model, vrec.load_started, vrec.switch_seconds)
             if reason and reason not in (vrec.error or ""):
                 vrec.error = f"{vrec.error} | triton log: {reason}"
                 rec.write(path, vrec)
-            self.say(rec.VARIANT, f"{self.plan.host} {v.name}: {vrec.status}: {vrec.error}",
+            self.say(events.VARIANT, f"{self.plan.host} {v.name}: {vrec.status}: {vrec.error}",
                      variant=v.name, status=vrec.status, error=vrec.error, measured=0)
         self.pack()
         return 0
@@ -495,18 +488,6 @@ class Runner:
                               restore_seconds=took if self.plan.models else None)
         rec.write(self.home / "host.json", host)
         self.progress("", "", "finished")
-
-
-def _stamped(line: str) -> tuple[float | None, str]:
-    """A ``docker logs --timestamps`` line as (UNIX seconds, text); (None, line) without a timestamp."""
-    stamp, _, text = line.partition(" ")
-    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z", stamp)
-    if not m:
-        return None, line.strip()
-    import calendar
-
-    whole = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
-    return whole + float(f"0.{m.group(2) or 0}"), text.strip()
 
 
 def unpack_bundle(bundle: Path) -> None:
@@ -574,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            runner.say(rec.WAITING, f"waiting for an earlier runner of {runner.plan.run_id} to finish")
+            runner.say(events.WAITING, f"waiting for an earlier runner of {runner.plan.run_id} to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if args.triton_log:
@@ -582,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             return runner.measure(args.variant, args.restore, args.repetition, args.restore_past)
         except BaseException as exc:
             runner.progress("", "", "failed")
-            runner.say(rec.END, f"{runner.plan.host}: the runner failed: {exc!r}", status=rec.FAILED,
+            runner.say(events.END, f"{runner.plan.host}: the runner failed: {exc!r}", status=rec.FAILED,
                        error=repr(exc))
             raise
 

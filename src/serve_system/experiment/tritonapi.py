@@ -1,7 +1,8 @@
 """Triton's HTTP API as the node-side runner uses it: a tiny JSON client (:class:`Http`, also the FastAPI
 endpoint's), and :class:`Triton`: load a variant's config (asked again while Triton restarts; its own
 reason for a refusal), wait READY, load afresh (new instances, new stubs), statistics, and which config
-each model last got in this run (``.loaded.json`` beside the plan, across runner calls).
+each model last got in this run (``.loaded.json`` beside the plan, across runner calls); and Triton's
+log (``docker logs -t``): :func:`load_reason` finds its own reason for a refused load.
 
 Packed into the node bundle beside :mod:`.runner` (which imports it; this module never imports the
 runner) and :mod:`.records`; standard library only.
@@ -9,7 +10,9 @@ runner) and :mod:`.records`; standard library only.
 
 from __future__ import annotations
 
+import calendar
 import json
+import re
 import sys
 import time
 import urllib.error
@@ -168,3 +171,33 @@ def success_count(stats: Any) -> int:
         return sum(int(m["inference_stats"]["success"]["count"]) for m in stats["model_stats"])
     except (KeyError, TypeError, ValueError):
         return 0
+
+
+# ------------------------------------------------------------------------------------- Triton's log
+
+def log_lines(log: str) -> list[tuple[float | None, str]]:
+    """Triton's log (``docker logs -t``) as (UNIX seconds or None, text), one a non-empty line."""
+    return [_stamped(ln) for ln in log.splitlines() if ln.strip()]
+
+
+def load_reason(lines: list[tuple[float | None, str]], model: str, load_started: float | None,
+                switch_seconds: float | None) -> str | None:
+    """Triton's own reason for refusing a load, from its log (:func:`log_lines`): the last line that
+    names the model, reads as an error, and (when the log has Docker's timestamps) was written while
+    the load was under way (``load_started`` .. + ``switch_seconds``, 2 s either side)."""
+    t0 = load_started
+    t1 = None if t0 is None else t0 + (switch_seconds or 0.0)
+    found = [text for t, text in lines
+             if model in text and re.match(r"^E\d{4}|.*\berror\b", text, re.IGNORECASE)
+             and (t is None or t0 is None or t1 is None or t0 - 2 <= t <= t1 + 2)]
+    return found[-1] if found else None
+
+
+def _stamped(line: str) -> tuple[float | None, str]:
+    """A ``docker logs --timestamps`` line as (UNIX seconds, text); (None, line) without a timestamp."""
+    stamp, _, text = line.partition(" ")
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z", stamp)
+    if not m:
+        return None, line.strip()
+    whole = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+    return whole + float(f"0.{m.group(2) or 0}"), text.strip()

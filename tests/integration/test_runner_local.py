@@ -235,6 +235,33 @@ def test_two_variants_with_one_config_are_each_loaded_afresh(triton: LocalTriton
         assert count(*nxt, "before") < count(*prev, "after"), (prev, nxt)
 
 
+def _runner_while_triton_restarts(image: str, node: Path, first: LocalTriton, tmp_path: Path,
+                                  *extra: str) -> str:
+    """Run the runner (``extra``: what it does) while ``first``, already stopped, is gone, and bring
+    the same server back on its ports, with the same model repository, 8 s later; the runner's stderr once it
+    exited 0."""
+    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    argv = ["podman", "run", "--rm", "--network", "host", "-v", f"{node}:{node}", image, "python3",
+            str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", first.url,
+            "--metrics", f"http://127.0.0.1:{first.metrics}/metrics",
+            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240",
+            "--ready-timeout", "120", *extra]
+    runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    again = None
+    try:
+        time.sleep(8)  # the runner starts and finds no Triton; then the server comes back
+        again = start_triton(tmp_path / "triton", first.repo, (first.http, first.grpc, first.metrics),
+                             copy=False)
+        out, err = runner.communicate(timeout=600)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        if again is not None:
+            again.stop()
+    assert runner.returncode == 0, out + err
+    return err
+
+
 def test_a_load_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> None:
     """Triton restarting (after a crash, or restarted by its container's policy) answers nothing for a
     while. The runner's load waits for it to be ready again, then the variant is loaded and measured:
@@ -246,26 +273,7 @@ def test_a_load_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> Non
             "variants": [{"name": "dynbatch", "config": SPEC["variants"][1]["config"]}]}
     node, _ = _planned(first, tmp_path, spec)
     first.stop()  # Triton is gone when the runner asks for the load
-    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
-    argv = ["podman", "run", "--rm", "--network", "host", "-v", f"{node}:{node}", image, "python3",
-            str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", first.url,
-            "--metrics", f"http://127.0.0.1:{first.metrics}/metrics",
-            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240",
-            "--ready-timeout", "120", "--variant", "dynbatch"]
-    runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    again = None
-    try:
-        time.sleep(8)  # the runner starts and finds no Triton; then the server comes back
-        # the same server back on its ports, with the same model repository
-        again = start_triton(tmp_path / "triton", first.repo, (first.http, first.grpc, first.metrics),
-                             copy=False)
-        out, err = runner.communicate(timeout=600)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-        if again is not None:
-            again.stop()
-    assert runner.returncode == 0, out + err
+    err = _runner_while_triton_restarts(image, node, first, tmp_path, "--variant", "dynbatch")
     assert "Triton did not answer the load" in err and "waiting for it to be ready again" in err
     vrec = records.read(node / "dynbatch" / "variant.json", records.VariantRecord)
     assert vrec.status == records.MEASURED and vrec.error is None
@@ -281,25 +289,7 @@ def test_a_restore_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> 
     first = start_triton(tmp_path / "triton")
     node, _ = _planned(first, tmp_path, {**SPEC, "name": "local_restore_restart"})
     first.stop()  # Triton is gone when the runner restores
-    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
-    argv = ["podman", "run", "--rm", "--network", "host", "-v", f"{node}:{node}", image, "python3",
-            str(node / ".node.pyz"), "--plan", str(node / "plan.json"), "--triton", first.url,
-            "--metrics", f"http://127.0.0.1:{first.metrics}/metrics",
-            "--progress", str(node / "progress.json"), "--perf-memory-mb", "2048", "--perf-timeout", "240",
-            "--ready-timeout", "120", "--restore"]
-    runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    again = None
-    try:
-        time.sleep(8)  # the runner starts and finds no Triton; then the server comes back
-        again = start_triton(tmp_path / "triton", first.repo, (first.http, first.grpc, first.metrics),
-                             copy=False)
-        out, err = runner.communicate(timeout=600)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-        if again is not None:
-            again.stop()
-    assert runner.returncode == 0, out + err
+    err = _runner_while_triton_restarts(image, node, first, tmp_path, "--restore")
     assert "Triton did not answer the load" in err and "waiting for it to be ready again" in err
     host = records.read(node / "host.json", records.HostRecord)
     assert host.baseline_restored and host.restore_status == [200], host

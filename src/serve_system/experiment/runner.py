@@ -466,7 +466,7 @@ class Runner:
         for model in self.plan.models:
             self.triton.call("POST", f"/v2/repository/models/{model}/unload", {},
                              timeout=self.args.ready_timeout)
-            code, answer = self.triton.load_model(model, None, model)
+            code, answer = self.triton.load_model(model)
             if code != 200:
                 print(f"{self.plan.host} {model}: the committed config was not loaded again "
                       f"(HTTP {code}: {tritonapi.error_text(answer)})", file=sys.stderr)

@@ -101,10 +101,10 @@ class Triton(Http):
                 error = f"{error} | {reason}"
         return False, f"HTTP {code}: {error}", took, True
 
-    def load_model(self, model: str, body: Any, name: str) -> tuple[int, Any]:
+    def load_model(self, model: str, body: Any = None, name: str | None = None) -> tuple[int, Any]:
         """POST the model's load (``body`` None: its committed config); an answer of none at all (Triton
         restarting) is asked again once Triton is ready, within --ready-timeout. ``name`` is what the
-        wait's message names (the variant, or the model)."""
+        wait's message names (the variant; the model when None)."""
         deadline = time.time() + self.ready_timeout
         waited = False
         while True:
@@ -113,7 +113,7 @@ class Triton(Http):
             if code != -1 or time.time() >= deadline:
                 return code, answer
             if not waited:
-                print(f"{self.host} {name}: Triton did not answer the load "
+                print(f"{self.host} {name or model}: Triton did not answer the load "
                       f"({error_text(answer)}); waiting for it to be ready again", file=sys.stderr)
             waited = True
             if not self.wait_ready(None, "", max(0.0, deadline - time.time())):

@@ -71,6 +71,28 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.runtime = None
 
 
+#: what ``/predict`` answers besides 200 (its OpenAPI ``responses``)
+_PREDICT_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "not base64, empty, or not an image"},
+    422: {"model": ErrorResponse,
+          "description": 'the body is not JSON of the form {"image": "<base64>"}'},
+    413: {"model": ErrorResponse, "description": "image or request body over the configured limit"},
+    503: {"model": ErrorResponse, "description": "the model is not loaded (see /health)"},
+}
+
+
+async def _bad_request_shape(request: Request, exc: RequestValidationError) -> JSONResponse:
+    # FastAPI's default handler echoes the input back (and fails on non-UTF-8 bodies): say it in one line
+    return JSONResponse(status_code=422, content={"detail": _validation_message(exc)})
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    detail = exc.detail
+    if exc.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's own words
+        detail = f"request body is not valid JSON (expected {EXPECTED_BODY})"
+    return JSONResponse(status_code=exc.status_code, content={"detail": detail}, headers=exc.headers)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The endpoint, configured by ``settings`` (default: the ``SERVE_FASTAPI_*`` environment)."""
     settings = settings if settings is not None else Settings.from_env()
@@ -107,27 +129,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             response.headers["X-Serve-System-Standin"] = "true" if runtime.info.standin else "false"
         return response
 
-    @app.exception_handler(RequestValidationError)
-    async def bad_request_shape(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # FastAPI's default handler echoes the input back (and fails on non-UTF-8 bodies): say it in one line
-        return JSONResponse(status_code=422, content={"detail": _validation_message(exc)})
+    app.exception_handler(RequestValidationError)(_bad_request_shape)
+    app.exception_handler(StarletteHTTPException)(_http_error)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        detail = exc.detail
-        if exc.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's own words
-            detail = f"request body is not valid JSON (expected {EXPECTED_BODY})"
-        return JSONResponse(status_code=exc.status_code, content={"detail": detail}, headers=exc.headers)
-
-    errors: dict[int | str, dict[str, Any]] = {
-        400: {"model": ErrorResponse, "description": "not base64, empty, or not an image"},
-        422: {"model": ErrorResponse,
-              "description": 'the body is not JSON of the form {"image": "<base64>"}'},
-        413: {"model": ErrorResponse, "description": "image or request body over the configured limit"},
-        503: {"model": ErrorResponse, "description": "the model is not loaded (see /health)"},
-    }
-
-    @app.post("/predict", response_model=PredictionResponse, responses=errors)
+    @app.post("/predict", response_model=PredictionResponse, responses=_PREDICT_ERRORS)
     def predict(body: ImageRequest, request: Request) -> PredictionResponse:
         # a plain (sync) handler, like the lab's: FastAPI runs it in its thread pool
         runtime = runtime_of(request)

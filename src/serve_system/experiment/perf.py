@@ -154,6 +154,29 @@ def _inum(text: str) -> int:
     return int(text)
 
 
+def _read_detail(target: Level, line: str) -> None:
+    """A level's detail line (a measurement window, client throughput, latencies, the server's parts)
+    into ``target``; raises ValueError when its numbers are not numbers."""
+    if m := WINDOW.match(line):
+        win: dict[str, Any] = {"throughput": _fnum(m.group(2))}
+        if m.group("stat"):
+            win["latency_stat"] = m.group("stat").lower()
+            win["latency_us"] = _fnum(m.group(4))
+            if m.group(5):
+                win["latency_std_us"] = _fnum(m.group(5))
+        target.windows.append(win)
+    elif m := CLIENT_THROUGHPUT.match(line):
+        target.throughput = _fnum(m.group(1))
+    elif m := AVG_LATENCY.match(line):
+        target.latency_avg_us = _fnum(m.group(1))
+    elif m := PCT.match(line):
+        setattr_pct(target, _inum(m.group(1)), _fnum(m.group(2)))
+    elif m := SERVER.search(line):
+        target.server_latency_us = _fnum(m.group(1))
+        for part in PART.finditer(m.group("parts")):
+            setattr(target, PART_KEYS[part.group(1).lower()], _fnum(part.group(2)))
+
+
 def parse_stdout(text: str) -> list[Level]:
     """Levels from perf_analyzer's plain output (whole runs or fragments pasted from a lab)."""
     batch: int | None = None
@@ -187,25 +210,7 @@ def parse_stdout(text: str) -> list[Level]:
                 current = Level(mode=mode, load=_fnum(m.group(1)))
                 blocks.append(current)
                 continue
-            target = current if current is not None else orphan
-            if m := WINDOW.match(line):
-                win: dict[str, Any] = {"throughput": _fnum(m.group(2))}
-                if m.group("stat"):
-                    win["latency_stat"] = m.group("stat").lower()
-                    win["latency_us"] = _fnum(m.group(4))
-                    if m.group(5):
-                        win["latency_std_us"] = _fnum(m.group(5))
-                target.windows.append(win)
-            elif m := CLIENT_THROUGHPUT.match(line):
-                target.throughput = _fnum(m.group(1))
-            elif m := AVG_LATENCY.match(line):
-                target.latency_avg_us = _fnum(m.group(1))
-            elif m := PCT.match(line):
-                setattr_pct(target, _inum(m.group(1)), _fnum(m.group(2)))
-            elif m := SERVER.search(line):
-                target.server_latency_us = _fnum(m.group(1))
-                for part in PART.finditer(m.group("parts")):
-                    setattr(target, PART_KEYS[part.group(1).lower()], _fnum(part.group(2)))
+            _read_detail(current if current is not None else orphan, line)
         except ValueError:
             continue
     levels: dict[tuple[str, float], Level] = {}

@@ -47,6 +47,20 @@ NODE_USER = "cc"
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_NETWORK", "DEFAULT_SITE", "SITES", "ChameleonProvider"]
 
 
+def _plan_table(title: str, plan: list[tuple[str, str]], existing: dict[str, ServerInfo],
+                deleting: dict[str, list[ServerInfo]]) -> Table:
+    """The launch plan as a table: each server asked for, what launch does with it, its state, its address."""
+    table = Table(title=title)
+    for col in ("server", "action", "status", "floating IP"):
+        table.add_column(col)
+    for name, action in plan:
+        cur = existing.get(name) or (deleting[name][0] if name in deleting else None)
+        table.add_row(name, action, cur.state if cur else "-",
+                      existing[name].floating_ip if name in existing and existing[name].floating_ip
+                      else ("would allocate" if action != "failed" else "-"))
+    return table
+
+
 @dataclass
 class ChameleonProvider:
     """Nodes named by ``prefix`` on the lease ``lease_name`` at ``site`` (a connected session)."""
@@ -136,15 +150,8 @@ class ChameleonProvider:
             else:
                 plan.append((name, "reuse"))
 
-        table = Table(title=f"Launch plan on lease {lease.name} ({lease.status}) at {self.site}")
-        for col in ("server", "action", "status", "floating IP"):
-            table.add_column(col)
-        for name, action in plan:
-            cur = existing.get(name) or (deleting[name][0] if name in deleting else None)
-            table.add_row(name, action, cur.state if cur else "-",
-                          existing[name].floating_ip if name in existing and existing[name].floating_ip
-                          else ("would allocate" if action != "failed" else "-"))
-        progress.note(table)
+        progress.note(_plan_table(f"Launch plan on lease {lease.name} ({lease.status}) at {self.site}",
+                                  plan, existing, deleting))
         failed = [existing[n] for n, a in plan if a == "failed"]
         # being deleted, of the servers asked for; those without a live namesake are waited for
         doomed = [s for n in names for s in deleting.get(n, [])]

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import safeio
+from . import ownedtree, safeio
 from .errors import ServeSystemError
 from .standin import STANDIN_NOTE, standin_bytes, standin_for
 
@@ -146,7 +146,7 @@ def render(
         wanted.update({f"{name}/{rel}": data for rel, data in files.items()})
         rows.append(row)
     wanted[MANIFEST] = (json.dumps([asdict(r) for r in rows], indent=2) + "\n").encode()
-    return safeio.sync_tree(dest, wanted, adopt=MANIFEST), rows
+    return ownedtree.sync_tree(dest, wanted, adopt=MANIFEST), rows
 
 
 def has_weights(model_dir: Path) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from serve_system import safeio
+from serve_system import ownedtree, safeio
 from serve_system.errors import ServeSystemError
 from serve_system.experiment import archive, perf, records
 from serve_system.results import stats, tree
@@ -447,14 +447,14 @@ def test_owned_folder(writes: list[tuple[str, bytes]], user: list[str], force: b
                 (out / u).write_text("the user's")
         if marker != "none":
             lists = {"good": '["a.md"]', "bad": "{", "escaping": '["../outside/victim"]'}
-            (out / safeio.MARKER).write_text(lists[marker])
-        users = {k: v for k, v in snapshot(out).items() if k != safeio.MARKER}
+            (out / ownedtree.MARKER).write_text(lists[marker])
+        users = {k: v for k, v in snapshot(out).items() if k != ownedtree.MARKER}
         outside_before = snapshot(outside)
 
         wrote: set[str] = set()
 
         def fill() -> None:
-            folder = safeio.OwnedFolder(out, force=force)
+            folder = ownedtree.OwnedFolder(out, force=force)
             folder.clear()
             for name, data in writes:
                 wrote.add(name)

@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import safeio
+from .. import ownedtree
 from . import build as images
 
 #: the serve_system package (the image ships a few of its modules)
@@ -85,7 +85,7 @@ def write_context(dest: Path, host_cas: bool = False) -> bool:
     if host_cas and CA_DIR.is_dir():
         for crt in sorted(CA_DIR.glob("*.crt")):
             wanted[f"ca/{crt.name}"] = crt.read_bytes()
-    return safeio.sync_tree(dest, wanted, private=True)  # the tool's own cache: mirrored
+    return ownedtree.sync_tree(dest, wanted, private=True)  # the tool's own cache: mirrored
 
 
 def build_arg_flags(build_args: dict[str, str]) -> list[str]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import metrics, safeio, textsafe
+from .. import metrics, ownedtree, safeio, textsafe
 from ..errors import ServeSystemError
 from . import findings as fnd
 from . import runs
@@ -470,8 +470,8 @@ def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
 def write(result: dict[str, Any], out: Path) -> list[Path]:
     """class.md, class.csv, class.json and plots/box_*.png into ``out`` (replacing only those files)."""
     # check_out has refused a user's non-empty folder (without --force): only the files this command put
-    # there before are removed (its list, safeio.OwnedFolder), a user's own files stay
-    folder = safeio.OwnedFolder(out, force=True, option="--out")
+    # there before are removed (its list, ownedtree.OwnedFolder), a user's own files stay
+    folder = ownedtree.OwnedFolder(out, force=True, option="--out")
     folder.clear()
     for name in FILES:
         folder.add(name)

@@ -23,8 +23,8 @@ from .textsafe import echo
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "collect",
-    "decide", "import_logs", "stats_delta", "report", "compare",
+    "lease", "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan",
+    "collect", "decide", "import_logs", "stats_delta", "report", "compare",
 )
 
 
@@ -54,7 +54,7 @@ def _build(only: str | None) -> tuple[argparse.ArgumentParser, Collection[str]]:
 
 
 def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """A command named like its module (``plan``, ``report``, ...) and given first imports
+    """A command named like its module (``plan``, ``report``, ``lease``, ...) and given first imports
     that module alone: the playbooks call them several times per run. Anything else, an option before
     the command included (``--help``, ``--version``: the whole command line's), gets the whole command
     line."""

@@ -110,7 +110,7 @@ def test_lease_pending_then_active(fake, sshd, chi_env) -> None:
     start = datetime.now(UTC).replace(tzinfo=None) + timedelta(minutes=3)
     fake.add_lease("serve_system_tester", status="PENDING", start=start)
     fake.lease_status_script["serve_system_tester"] = ["PENDING", "STARTING", "ACTIVE"]
-    from serve_system.commands.provision import _connect  # the CLI's own session set-up
+    from serve_system.commands.chiargs import _connect  # the CLI's own session set-up
     from serve_system.provision.base import LaunchRequest
     from serve_system.provision.chameleon import ChameleonProvider
 

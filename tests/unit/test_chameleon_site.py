@@ -217,7 +217,7 @@ def test_progress_is_shown_while_a_node_deploys(fake, sshd, chi_env) -> None:
     fake.build_polls = 6
     from test_chameleon_launch import Recorder
 
-    from serve_system.commands.provision import _connect
+    from serve_system.commands.chiargs import _connect
     from serve_system.provision.base import LaunchRequest
     from serve_system.provision.chameleon import ChameleonProvider
 

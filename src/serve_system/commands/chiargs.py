@@ -3,7 +3,8 @@ status | rebuild | teardown | access`` (:mod:`.provision`).
 
 The repository's default inventory, the user's name in defaults, the argument types both use, the
 site and credential options (``--site``, ``--openrc``, ``-v``, ``--lease``), the Chameleon session
-they open, and rich progress bars on stderr.
+they open, and rich progress bars on stderr. Both families import this module (``chiargs.connect``);
+it imports neither.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "hosts.yml"
 
 
-def _user() -> str:
+def user() -> str:
     return os.environ.get("USER") or getpass.getuser()
 
 
 # --- argument types ------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
+def positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -42,7 +43,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def _duration(text: str) -> timedelta:
+def duration(text: str) -> timedelta:
     """``2h50m``, ``170m``, ``1h``, ``90`` (minutes)."""
     m = re.fullmatch(r"\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m?)?\s*", text)
     if not m or not any(m.groups()):
@@ -91,7 +92,7 @@ class RichProgress:
 # --- shared options ------------------------------------------------------------------------------
 
 
-def _site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
+def site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
     from ..provision.chameleon.credentials import DEFAULT_SITE, SITES
 
     g = p.add_argument_group("Chameleon (--provider chameleon)")
@@ -105,17 +106,17 @@ def _site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
     if lease:
         from ..provision.chameleon.leases import default_lease_name
 
-        g.add_argument("--lease", default=default_lease_name(_user()), metavar="NAME",
+        g.add_argument("--lease", default=default_lease_name(user()), metavar="NAME",
                        help="lease name (default %(default)s)")
 
 
-def _check_site(args: argparse.Namespace) -> None:
-    from ..provision.chameleon.credentials import check_site
+def check_site(args: argparse.Namespace) -> None:
+    from ..provision.chameleon import credentials
 
-    check_site(args.site)
+    credentials.check_site(args.site)
 
 
-def _connect(args: argparse.Namespace) -> str:
+def connect(args: argparse.Namespace) -> str:
     from ..provision.chameleon.credentials import Site, check_site, parse_openrc, resolve_credentials
 
     check_site(args.site)
@@ -131,5 +132,5 @@ def _connect(args: argparse.Namespace) -> str:
     return Site.connect(creds, args.site).name
 
 
-def _console() -> Console:
+def console() -> Console:
     return Console(highlight=False, soft_wrap=True)

@@ -15,16 +15,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..provision.nodes import read_inventory
 from ..textsafe import clean, dumps
-from .chiargs import (
-    DEFAULT_INVENTORY,
-    RichProgress,
-    _check_site,
-    _connect,
-    _console,
-    _duration,
-    _positive,
-    _site_args,
-)
+from . import chiargs
 
 # --- argument types ------------------------------------------------------------------------------
 
@@ -46,10 +37,10 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
 
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = sub.add_parser("create", help="reserve GPU nodes (2 h 50 min by default)")
-    _site_args(create)
+    chiargs.site_args(create)
     create.add_argument("--node-type", default=DEFAULT_NODE_TYPE, help="node type (default %(default)s)")
-    create.add_argument("--count", type=_positive, default=1, help="number of nodes (default 1)")
-    create.add_argument("--duration", type=_duration, default=DEFAULT_DURATION, metavar="2h50m",
+    create.add_argument("--count", type=chiargs.positive, default=1, help="number of nodes (default 1)")
+    create.add_argument("--duration", type=chiargs.duration, default=DEFAULT_DURATION, metavar="2h50m",
                         help="lease length (default 2h50m); ignored with --end")
     create.add_argument("--start", type=_utc, metavar="'YYYY-MM-DD HH:MM'",
                         help="start time in UTC (default now)")
@@ -62,19 +53,19 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
     create.add_argument("--dry-run", action="store_true", help="print the request, create nothing")
     create.set_defaults(func=_lease_create)
     show = sub.add_parser("show", help="show the lease (status, times, reservation id)")
-    _site_args(show)
+    chiargs.site_args(show)
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=_lease_show)
     extend = sub.add_parser("extend", help="move the lease's end later (Blazar lease update)")
-    _site_args(extend)
-    extend.add_argument("--by", type=_duration, default=timedelta(hours=1), metavar="1h",
+    chiargs.site_args(extend)
+    extend.add_argument("--by", type=chiargs.duration, default=timedelta(hours=1), metavar="1h",
                         help="how much longer (default 1h)")
     extend.add_argument("-i", "--inventory", type=Path, default=None,
                         help="also update serve_lease_end in this inventory "
                              "(default: inventory/hosts.yml if present)")
     extend.set_defaults(func=_lease_extend)
     delete = sub.add_parser("delete", help="delete the lease")
-    _site_args(delete)
+    chiargs.site_args(delete)
     delete.add_argument("--id", dest="lease_id", help="delete this lease id (when names are duplicated)")
     delete.set_defaults(func=_lease_delete)
 
@@ -101,22 +92,22 @@ def _lease_create(args: argparse.Namespace) -> int:
         name=args.lease, node_type=args.node_type, count=args.count, start=args.start, end=args.end,
         duration=args.duration, align_hour=args.align_hour, exclude_nodes=_exclude_list(args.exclude_node),
     )
-    _check_site(args)
+    chiargs.check_site(args)
     req.check()  # argument errors before any network call
-    site = _connect(args)
-    create_lease(req, site, RichProgress(_console()), dry_run=args.dry_run)
+    site = chiargs.connect(args)
+    create_lease(req, site, chiargs.RichProgress(chiargs.console()), dry_run=args.dry_run)
     return 0
 
 
 def _lease_show(args: argparse.Namespace) -> int:
     from ..provision.chameleon.leases import get_lease
 
-    site = _connect(args)
+    site = chiargs.connect(args)
     d = get_lease(args.lease, site).as_dict()
     if args.json:
         print(dumps(d, indent=2))
     else:
-        _console().print(clean(
+        chiargs.console().print(clean(
             f"Lease {d['name']} ({d['id']}) at {site}: {d['status']}, {d['start']} -> {d['end']}, "
             f"{d['minutes_left']} min left, node type {d['node_type']}, reservation {d['reservation_id']}"
         ), markup=False)
@@ -127,17 +118,17 @@ def _lease_extend(args: argparse.Namespace) -> int:
     from ..provision.chameleon.leases import extend_lease
     from ..provision.nodes import write_inventory
 
-    inventory = args.inventory or (DEFAULT_INVENTORY if DEFAULT_INVENTORY.is_file() else None)
+    inventory = args.inventory or (chiargs.DEFAULT_INVENTORY if chiargs.DEFAULT_INVENTORY.is_file() else None)
     nodes = read_inventory(inventory) if inventory else []  # a broken inventory fails before Blazar is asked
-    site = _connect(args)
-    lease = extend_lease(args.lease, site, args.by, RichProgress(_console()))
+    site = chiargs.connect(args)
+    lease = extend_lease(args.lease, site, args.by, chiargs.RichProgress(chiargs.console()))
     mine = [n for n in nodes if n.provider_ids.get("lease_id") == lease.id]
     if inventory and mine:
         updated = [dataclasses.replace(n, vars={**n.vars, "serve_lease_end": lease.end_iso()})
                    if n in mine else n for n in nodes]
         kh = inventory.parent / "known_hosts"
         write_inventory(updated, inventory, kh if kh.exists() else None)
-        _console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) "
+        chiargs.console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) "
                          f"in {inventory}")
     return 0
 
@@ -145,8 +136,8 @@ def _lease_extend(args: argparse.Namespace) -> int:
 def _lease_delete(args: argparse.Namespace) -> int:
     from ..provision.chameleon.leases import delete_lease
 
-    site = _connect(args)
-    delete_lease(args.lease, site, RichProgress(_console()), lease_id=args.lease_id)
+    site = chiargs.connect(args)
+    delete_lease(args.lease, site, chiargs.RichProgress(chiargs.console()), lease_id=args.lease_id)
     return 0
 
 

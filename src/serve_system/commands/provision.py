@@ -28,25 +28,14 @@ from ..provision import board, roster
 from ..provision.base import LaunchRequest, Progress, Provider, default_prefix, finish, server_names
 from ..provision.nodes import Node, read_inventory
 from ..textsafe import dumps, echo, markup
-from .chiargs import (
-    DEFAULT_INVENTORY,
-    REPO_ROOT,
-    RichProgress,
-    _check_site,
-    _connect,
-    _console,
-    _duration,
-    _positive,
-    _site_args,
-    _user,
-)
+from . import chiargs
 from .lease import COMMANDS as LEASE_COMMANDS
 
 # --- argument types ------------------------------------------------------------------------------
 
 
 def _port(text: str) -> int:
-    value = _positive(text)
+    value = chiargs.positive(text)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"port out of range 1-65535: {value}")
     return value
@@ -77,14 +66,14 @@ def _node_args(p: argparse.ArgumentParser) -> None:
     """Options every node command shares, for both providers."""
     p.add_argument("--provider", choices=("chameleon", "local"), default="chameleon",
                    help="chameleon (python-chi) or local rehearsal nodes in podman (default %(default)s)")
-    p.add_argument("--prefix", type=_prefix, default=default_prefix(_user()),
+    p.add_argument("--prefix", type=_prefix, default=default_prefix(chiargs.user()),
                    help="node name prefix, both providers (default %(default)s)")
-    p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
+    p.add_argument("-i", "--inventory", type=Path, default=chiargs.DEFAULT_INVENTORY,
                    help="inventory file (default inventory/hosts.yml)")
     p.add_argument("--known-hosts", type=Path, default=None,
                    help="known_hosts file of the nodes' host keys (default: next to the inventory)")
-    _site_args(p)
-    p.add_argument("--key-name", default=os.environ.get("OS_KEYPAIR_NAME") or f"{_user()}-jupyter",
+    chiargs.site_args(p)
+    p.add_argument("--key-name", default=os.environ.get("OS_KEYPAIR_NAME") or f"{chiargs.user()}-jupyter",
                    help="Chameleon key pair name (default $OS_KEYPAIR_NAME or %(default)s)")
     p.add_argument("--key-path", default=str(Path.home() / ".ssh" / "id_rsa_chameleon"),
                    help="private key of --key-name, written to the inventory (default %(default)s)")
@@ -96,7 +85,7 @@ def _node_args(p: argparse.ArgumentParser) -> None:
                    help="how long to wait for servers to be ACTIVE (default 1800)")
     p.add_argument("--ssh-timeout", type=_seconds, default=600.0, metavar="S",
                    help="how long to wait for SSH (default 600)")
-    p.add_argument("--margin", type=_duration, default=timedelta(minutes=30), metavar="30m",
+    p.add_argument("--margin", type=chiargs.duration, default=timedelta(minutes=30), metavar="30m",
                    help="warn (status) or refuse (launch) when less of the lease is left (default 30m)")
 
 
@@ -111,8 +100,8 @@ def _provider(args: argparse.Namespace) -> Provider:
         return LocalProvider(args.prefix, Path(args.inventory))
     from ..provision.chameleon import ChameleonProvider
 
-    _check_site(args)
-    site = _connect(args)  # credentials first: without them, one error line and nothing else
+    chiargs.check_site(args)
+    site = chiargs.connect(args)  # credentials first: without them, one error line and nothing else
     return ChameleonProvider(
         site=site, prefix=args.prefix, lease_name=args.lease, key_name=args.key_name,
         key_path=str(Path(args.key_path).expanduser()), image=args.image,
@@ -139,7 +128,7 @@ def _nodes_table(nodes: Sequence[Node], inventory: Path, known_hosts: Path) -> A
 def _site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: str | None = None) -> None:
     from ..playbook import run_playbook
 
-    rc = run_playbook(REPO_ROOT / "playbooks" / "site.yml", inventory, console=console, limit=limit,
+    rc = run_playbook(chiargs.REPO_ROOT / "playbooks" / "site.yml", inventory, console=console, limit=limit,
                       forks=len(nodes))
     if rc != 0:
         raise ServeSystemError(f"playbooks/site.yml failed (rc={rc}); "
@@ -147,7 +136,7 @@ def _site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: s
 
 
 def _with_progress(console: Console, work: Callable[[Progress], int]) -> int:
-    prog = RichProgress(console)
+    prog = chiargs.RichProgress(console)
     try:
         return work(prog)
     finally:
@@ -160,7 +149,7 @@ def _with_progress(console: Console, work: Callable[[Progress], int]) -> int:
 def _launch_args(p: argparse.ArgumentParser) -> None:
     _node_args(p)
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--count", type=_positive, default=1,
+    how.add_argument("--count", type=chiargs.positive, default=1,
                      help="number of nodes: PREFIX for 1, PREFIX-1..N for more (default 1)")
     how.add_argument("--roster", type=Path, metavar="CSV",
                      help="one node PREFIX-STUDENT per student of this CSV "
@@ -177,7 +166,7 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    console = _console()
+    console = chiargs.console()
     students = roster.read_roster(args.roster) if args.roster else []
     names = ([roster.node_name(args.prefix, s.name) for s in students] if students
              else server_names(args.prefix, args.count))
@@ -215,10 +204,10 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--watch", type=_seconds, metavar="S", nargs="?", const=10.0, default=None,
                    help="refresh every S seconds (default 10) until Ctrl-C (exit status 130)")
-    p.add_argument("--times", type=_positive, metavar="N", default=None,
+    p.add_argument("--times", type=chiargs.positive, metavar="N", default=None,
                    help="with --watch: stop after N refreshes (e.g. a log of the class's nodes for an hour); "
                         "the exit code is the last refresh's")
-    p.add_argument("--probe-timeout", type=_positive, default=10, metavar="S",
+    p.add_argument("--probe-timeout", type=chiargs.positive, default=10, metavar="S",
                    help="SSH connect timeout of each node's probe (default 10)")
     p.set_defaults(func=_status)
 
@@ -265,7 +254,7 @@ def _status_once(args: argparse.Namespace, provider: Provider, console: Console)
 def _status(args: argparse.Namespace) -> int:
     if args.watch is None and args.times is not None:
         raise ServeSystemError("--times N counts the refreshes of --watch: give --watch too")
-    console = _console()
+    console = chiargs.console()
     if Path(args.inventory).is_file():
         read_inventory(Path(args.inventory))  # a broken inventory is said before credentials are read
     provider = _provider(args)
@@ -318,7 +307,7 @@ def _rebuild(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(wrong)} was made by --provider {chosen[0].provider}, "
                          f"not {args.provider}; pass --provider {chosen[0].provider}")
     provider = _provider(args)
-    console = _console()
+    console = chiargs.console()
 
     def work(progress: Progress) -> int:
         fresh = {n.name: n for n in provider.rebuild(chosen, progress)}
@@ -348,7 +337,7 @@ def _teardown(args: argparse.Namespace) -> int:
     from ..provision.chameleon import ChameleonProvider
 
     provider = _provider(args)
-    progress = RichProgress(_console())
+    progress = chiargs.RichProgress(chiargs.console())
     if isinstance(provider, ChameleonProvider):
         removed = provider.teardown(progress, dry_run=args.dry_run, delete_lease_too=args.delete_lease)
     else:
@@ -362,7 +351,7 @@ def _teardown(args: argparse.Namespace) -> int:
 
 
 def _access_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
+    p.add_argument("-i", "--inventory", type=Path, default=chiargs.DEFAULT_INVENTORY,
                    help="inventory written by launch --roster (default inventory/hosts.yml)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="private folder for the sheets, one STUDENT.txt each "
@@ -372,8 +361,8 @@ def _access_args(p: argparse.ArgumentParser) -> None:
 
 def _access(args: argparse.Namespace) -> int:
     nodes = read_inventory(args.inventory)
-    written = roster.write_sheets(nodes, args.out, REPO_ROOT)
-    _console().print(f"Wrote {len(written)} access sheet(s) (mode 0600) to {args.out}: "
+    written = roster.write_sheets(nodes, args.out, chiargs.REPO_ROOT)
+    chiargs.console().print(f"Wrote {len(written)} access sheet(s) (mode 0600) to {args.out}: "
                      + ", ".join(p.name for p in written))
     return 0
 

@@ -23,8 +23,8 @@ from .textsafe import echo
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan", "collect",
-    "decide", "import_logs", "stats_delta", "report", "compare",
+    "lease", "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan",
+    "collect", "decide", "import_logs", "stats_delta", "report", "compare",
 )
 
 
@@ -54,9 +54,11 @@ def _build(only: str | None) -> tuple[argparse.ArgumentParser, Collection[str]]:
 
 
 def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """A command named like its module (``plan``, ``report``, ...) imports that module alone: the
-    playbooks call them several times per run. Anything else gets the whole command line."""
-    first = next((a for a in argv if not a.startswith("-")), None)
+    """A command named like its module (``plan``, ``report``, ``lease``, ...) and given first imports
+    that module alone: the playbooks call them several times per run. Anything else, an option before
+    the command included (``--help``, ``--version``: the whole command line's), gets the whole command
+    line."""
+    first = argv[0] if argv else None
     if first in COMMANDS:
         parser, commands = _build(first)
         if first in commands:

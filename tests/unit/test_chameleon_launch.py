@@ -110,14 +110,14 @@ def test_lease_pending_then_active(fake, sshd, chi_env) -> None:
     start = datetime.now(UTC).replace(tzinfo=None) + timedelta(minutes=3)
     fake.add_lease("serve_system_tester", status="PENDING", start=start)
     fake.lease_status_script["serve_system_tester"] = ["PENDING", "STARTING", "ACTIVE"]
-    from serve_system.commands.provision import _connect  # the CLI's own session set-up
+    from serve_system.commands.chiargs import connect  # the CLI's own session set-up
     from serve_system.provision.base import LaunchRequest
     from serve_system.provision.chameleon import ChameleonProvider
 
     class Args:
         site, openrc = "CHI@TACC", None
 
-    provider = ChameleonProvider(site=_connect(Args()), prefix="node-serve-system-tester",  # type: ignore[arg-type]
+    provider = ChameleonProvider(site=connect(Args()), prefix="node-serve-system-tester",  # type: ignore[arg-type]
                                  lease_name="serve_system_tester", key_name="mykey", key_path="k",
                                  ssh_port=sshd.port, poll=0.01, lease_timeout=5, server_timeout=5,
                                  ssh_timeout=5)

@@ -217,14 +217,14 @@ def test_progress_is_shown_while_a_node_deploys(fake, sshd, chi_env) -> None:
     fake.build_polls = 6
     from test_chameleon_launch import Recorder
 
-    from serve_system.commands.provision import _connect
+    from serve_system.commands.chiargs import connect
     from serve_system.provision.base import LaunchRequest
     from serve_system.provision.chameleon import ChameleonProvider
 
     class Args:
         site, openrc = "CHI@TACC", None
 
-    provider = ChameleonProvider(site=_connect(Args()), prefix=PREFIX,  # type: ignore[arg-type]
+    provider = ChameleonProvider(site=connect(Args()), prefix=PREFIX,  # type: ignore[arg-type]
                                  lease_name="serve_system_tester", key_name="mykey", key_path="k",
                                  ssh_port=sshd.port, poll=0.01, lease_timeout=5, server_timeout=5,
                                  ssh_timeout=5)

@@ -12,15 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from serve_system.commands.provision import COMMANDS
+from serve_system.commands.provision import SCRIPT_COMMANDS
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "chi_scripts"
 
 
-def test_each_script_is_a_command_of_the_provision_family() -> None:
+def test_each_script_is_a_command_script_main_runs() -> None:
     names = {p.stem for p in SCRIPTS.glob("*.py") if not p.name.startswith("_")}
     assert names == {"lease", "launch", "status", "teardown"}
-    assert names <= set(COMMANDS)
+    assert names <= set(SCRIPT_COMMANDS)
     for name in names:  # one line of each script names its command to the shared entry point
         assert f'sys.exit(main("{name}"))' in (SCRIPTS / f"{name}.py").read_text(encoding="utf-8")
 

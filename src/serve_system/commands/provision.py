@@ -1,24 +1,22 @@
-"""``serve-system lease | launch | status | rebuild | teardown | access``: one command family.
+"""``serve-system launch | status | rebuild | teardown | access``: one command family.
 
 The same options and defaults for both providers (``--provider chameleon`` through python-chi, or
 ``--provider local`` rehearsal nodes in podman), one default prefix (``node-serve-system-$USER``).
-``chi_scripts/{lease,launch,status,teardown}.py`` are thin entry points over :func:`script_main`.
-Every failure a user can act on is one line on stderr and a non-zero exit code; long waits show
-rich progress bars on stderr.
+``chi_scripts/{lease,launch,status,teardown}.py`` are thin entry points over :func:`script_main`,
+which also runs the lease family (:mod:`.lease`). Every failure a user can act on is one line on
+stderr and a non-zero exit code; long waits show rich progress bars on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import getpass
 import math
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,31 +27,15 @@ from ..errors import ServeSystemError, UsageError
 from ..provision import board, roster
 from ..provision.base import LaunchRequest, Progress, Provider, default_prefix, finish, server_names
 from ..provision.nodes import Node, read_inventory
-from ..textsafe import clean, dumps, echo, markup
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "hosts.yml"
-
-
-def _user() -> str:
-    return os.environ.get("USER") or getpass.getuser()
-
+from ..textsafe import dumps, echo, markup
+from . import chiargs
+from .lease import COMMANDS as LEASE_COMMANDS
 
 # --- argument types ------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _port(text: str) -> int:
-    value = _positive(text)
+    value = chiargs.positive(text)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"port out of range 1-65535: {value}")
     return value
@@ -69,17 +51,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _duration(text: str) -> timedelta:
-    """``2h50m``, ``170m``, ``1h``, ``90`` (minutes)."""
-    m = re.fullmatch(r"\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m?)?\s*", text)
-    if not m or not any(m.groups()):
-        raise argparse.ArgumentTypeError(f"not a duration like 2h50m or 170m: {text!r}")
-    td = timedelta(hours=int(m.group(1) or 0), minutes=int(m.group(2) or 0))
-    if td <= timedelta(0):
-        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
-    return td
-
-
 def _prefix(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,50}", text):
         raise argparse.ArgumentTypeError(
@@ -88,83 +59,21 @@ def _prefix(text: str) -> str:
     return text
 
 
-def _utc(text: str) -> datetime:
-    for fmt in ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"):
-        try:
-            return datetime.strptime(text.strip().removesuffix("Z").removesuffix(" UTC"), fmt)
-        except ValueError:
-            continue
-    raise argparse.ArgumentTypeError(f"not a UTC time like '2026-11-21 17:00': {text!r}")
-
-
-# --- progress ------------------------------------------------------------------------------------
-
-
-class RichProgress:
-    """Progress bars on stderr (started on the first step), notes on stdout."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._bars: Any = None
-        self._tasks: dict[str, Any] = {}
-
-    def step(self, task: str, description: str, completed: int, total: int | None) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        if self._bars is None:
-            self._bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=Console(stderr=True, highlight=False),
-                                  transient=True)
-            self._bars.start()
-        description = markup(description)  # a server's name or status is data, not markup
-        if task not in self._tasks:
-            self._tasks[task] = self._bars.add_task(description, total=total)
-        self._bars.update(self._tasks[task], description=description, completed=completed, total=total)
-
-    def note(self, message: Any) -> None:
-        # plain text as it is ("[dry run]" is not rich markup); tables and other renderables as they are
-        self.console.print(clean(message) if isinstance(message, str) else message,
-                           markup=not isinstance(message, str))
-
-    def close(self) -> None:
-        if self._bars is not None:
-            self._bars.stop()
-            self._bars = None
-
-
 # --- shared options ------------------------------------------------------------------------------
-
-
-def _site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
-    from ..provision.chameleon.credentials import DEFAULT_SITE, SITES
-
-    g = p.add_argument_group("Chameleon (--provider chameleon)")
-    g.add_argument("--site", default=DEFAULT_SITE,
-                   help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
-    g.add_argument("--openrc", type=Path, metavar="FILE",
-                   help="read OS_* credentials from this openrc file (parsed, never executed); "
-                        "default: the environment")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="also show the OpenStack libraries' own log messages and warnings on stderr")
-    if lease:
-        from ..provision.chameleon.leases import default_lease_name
-
-        g.add_argument("--lease", default=default_lease_name(_user()), metavar="NAME",
-                       help="lease name (default %(default)s)")
 
 
 def _node_args(p: argparse.ArgumentParser) -> None:
     """Options every node command shares, for both providers."""
     p.add_argument("--provider", choices=("chameleon", "local"), default="chameleon",
                    help="chameleon (python-chi) or local rehearsal nodes in podman (default %(default)s)")
-    p.add_argument("--prefix", type=_prefix, default=default_prefix(_user()),
+    p.add_argument("--prefix", type=_prefix, default=default_prefix(chiargs.user()),
                    help="node name prefix, both providers (default %(default)s)")
-    p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
+    p.add_argument("-i", "--inventory", type=Path, default=chiargs.DEFAULT_INVENTORY,
                    help="inventory file (default inventory/hosts.yml)")
     p.add_argument("--known-hosts", type=Path, default=None,
                    help="known_hosts file of the nodes' host keys (default: next to the inventory)")
-    _site_args(p)
-    p.add_argument("--key-name", default=os.environ.get("OS_KEYPAIR_NAME") or f"{_user()}-jupyter",
+    chiargs.site_args(p)
+    p.add_argument("--key-name", default=os.environ.get("OS_KEYPAIR_NAME") or f"{chiargs.user()}-jupyter",
                    help="Chameleon key pair name (default $OS_KEYPAIR_NAME or %(default)s)")
     p.add_argument("--key-path", default=str(Path.home() / ".ssh" / "id_rsa_chameleon"),
                    help="private key of --key-name, written to the inventory (default %(default)s)")
@@ -176,34 +85,12 @@ def _node_args(p: argparse.ArgumentParser) -> None:
                    help="how long to wait for servers to be ACTIVE (default 1800)")
     p.add_argument("--ssh-timeout", type=_seconds, default=600.0, metavar="S",
                    help="how long to wait for SSH (default 600)")
-    p.add_argument("--margin", type=_duration, default=timedelta(minutes=30), metavar="30m",
+    p.add_argument("--margin", type=chiargs.duration, default=timedelta(minutes=30), metavar="30m",
                    help="warn (status) or refuse (launch) when less of the lease is left (default 30m)")
 
 
 def _known_hosts(args: argparse.Namespace) -> Path:
     return Path(args.known_hosts or Path(args.inventory).parent / "known_hosts")
-
-
-def _check_site(args: argparse.Namespace) -> None:
-    from ..provision.chameleon.credentials import check_site
-
-    check_site(args.site)
-
-
-def _connect(args: argparse.Namespace) -> str:
-    from ..provision.chameleon.credentials import Site, check_site, parse_openrc, resolve_credentials
-
-    check_site(args.site)
-    env = dict(os.environ)
-    if args.openrc:
-        env.update(parse_openrc(args.openrc, os.environ))
-    try:
-        creds = resolve_credentials(env)
-    except ServeSystemError as exc:
-        if args.openrc:  # the file was read: say which, since what it lacks is the problem
-            raise ServeSystemError(f"--openrc {args.openrc} (with the environment): {exc}") from None
-        raise
-    return Site.connect(creds, args.site).name
 
 
 def _provider(args: argparse.Namespace) -> Provider:
@@ -213,8 +100,8 @@ def _provider(args: argparse.Namespace) -> Provider:
         return LocalProvider(args.prefix, Path(args.inventory))
     from ..provision.chameleon import ChameleonProvider
 
-    _check_site(args)
-    site = _connect(args)  # credentials first: without them, one error line and nothing else
+    chiargs.check_site(args)
+    site = chiargs.connect(args)  # credentials first: without them, one error line and nothing else
     return ChameleonProvider(
         site=site, prefix=args.prefix, lease_name=args.lease, key_name=args.key_name,
         key_path=str(Path(args.key_path).expanduser()), image=args.image,
@@ -223,10 +110,6 @@ def _provider(args: argparse.Namespace) -> Provider:
         lease_timeout=getattr(args, "lease_timeout", 3600.0), server_timeout=args.server_timeout,
         ssh_timeout=args.ssh_timeout, ssh_port=args.ssh_port, poll=args.poll, margin=args.margin,
     )
-
-
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
 
 
 def _nodes_table(nodes: Sequence[Node], inventory: Path, known_hosts: Path) -> Any:
@@ -245,7 +128,7 @@ def _nodes_table(nodes: Sequence[Node], inventory: Path, known_hosts: Path) -> A
 def _site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: str | None = None) -> None:
     from ..playbook import run_playbook
 
-    rc = run_playbook(REPO_ROOT / "playbooks" / "site.yml", inventory, console=console, limit=limit,
+    rc = run_playbook(chiargs.REPO_ROOT / "playbooks" / "site.yml", inventory, console=console, limit=limit,
                       forks=len(nodes))
     if rc != 0:
         raise ServeSystemError(f"playbooks/site.yml failed (rc={rc}); "
@@ -253,123 +136,11 @@ def _site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: s
 
 
 def _with_progress(console: Console, work: Callable[[Progress], int]) -> int:
-    prog = RichProgress(console)
+    prog = chiargs.RichProgress(console)
     try:
         return work(prog)
     finally:
         prog.close()
-
-
-# --- lease ---------------------------------------------------------------------------------------
-
-
-def _lease_args(p: argparse.ArgumentParser) -> None:
-    from ..provision.chameleon.leases import DEFAULT_DURATION, DEFAULT_NODE_TYPE
-
-    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    create = sub.add_parser("create", help="reserve GPU nodes (2 h 50 min by default)")
-    _site_args(create)
-    create.add_argument("--node-type", default=DEFAULT_NODE_TYPE, help="node type (default %(default)s)")
-    create.add_argument("--count", type=_positive, default=1, help="number of nodes (default 1)")
-    create.add_argument("--duration", type=_duration, default=DEFAULT_DURATION, metavar="2h50m",
-                        help="lease length (default 2h50m); ignored with --end")
-    create.add_argument("--start", type=_utc, metavar="'YYYY-MM-DD HH:MM'",
-                        help="start time in UTC (default now)")
-    create.add_argument("--end", type=_utc, metavar="'YYYY-MM-DD HH:MM'", help="end time in UTC")
-    create.add_argument("--align-hour", action="store_true",
-                        help="start at the next full hour (the lab's advice; end stays start + duration)")
-    create.add_argument("--exclude-node", action="append", default=[], metavar="NODE[,NODE...]",
-                        help="never reserve these nodes (comma-separated or repeated), "
-                             "e.g. c11-13 (faulty GPU)")
-    create.add_argument("--dry-run", action="store_true", help="print the request, create nothing")
-    create.set_defaults(func=_lease_create)
-    show = sub.add_parser("show", help="show the lease (status, times, reservation id)")
-    _site_args(show)
-    show.add_argument("--json", action="store_true", help="print JSON")
-    show.set_defaults(func=_lease_show)
-    extend = sub.add_parser("extend", help="move the lease's end later (Blazar lease update)")
-    _site_args(extend)
-    extend.add_argument("--by", type=_duration, default=timedelta(hours=1), metavar="1h",
-                        help="how much longer (default 1h)")
-    extend.add_argument("-i", "--inventory", type=Path, default=None,
-                        help="also update serve_lease_end in this inventory "
-                             "(default: inventory/hosts.yml if present)")
-    extend.set_defaults(func=_lease_extend)
-    delete = sub.add_parser("delete", help="delete the lease")
-    _site_args(delete)
-    delete.add_argument("--id", dest="lease_id", help="delete this lease id (when names are duplicated)")
-    delete.set_defaults(func=_lease_delete)
-
-
-def _exclude_list(values: Sequence[str]) -> tuple[str, ...]:
-    out: list[str] = []
-    for value in values:
-        for name in value.split(","):
-            name = name.strip()
-            if not name:
-                raise UsageError(f"--exclude-node {value!r}: an empty node name; "
-                                 "write names like c11-13,c12-01")
-            if name not in out:
-                out.append(name)
-    return tuple(out)
-
-
-def _lease_create(args: argparse.Namespace) -> int:
-    from ..provision.chameleon.leases import LeaseRequest, create_lease
-
-    if args.start and args.align_hour:
-        raise UsageError("--start and --align-hour exclude each other")
-    req = LeaseRequest(
-        name=args.lease, node_type=args.node_type, count=args.count, start=args.start, end=args.end,
-        duration=args.duration, align_hour=args.align_hour, exclude_nodes=_exclude_list(args.exclude_node),
-    )
-    _check_site(args)
-    req.check()  # argument errors before any network call
-    site = _connect(args)
-    create_lease(req, site, RichProgress(_console()), dry_run=args.dry_run)
-    return 0
-
-
-def _lease_show(args: argparse.Namespace) -> int:
-    from ..provision.chameleon.leases import get_lease
-
-    site = _connect(args)
-    d = get_lease(args.lease, site).as_dict()
-    if args.json:
-        print(dumps(d, indent=2))
-    else:
-        _console().print(clean(
-            f"Lease {d['name']} ({d['id']}) at {site}: {d['status']}, {d['start']} -> {d['end']}, "
-            f"{d['minutes_left']} min left, node type {d['node_type']}, reservation {d['reservation_id']}"
-        ), markup=False)
-    return 0
-
-
-def _lease_extend(args: argparse.Namespace) -> int:
-    from ..provision.chameleon.leases import extend_lease
-    from ..provision.nodes import write_inventory
-
-    inventory = args.inventory or (DEFAULT_INVENTORY if DEFAULT_INVENTORY.is_file() else None)
-    nodes = read_inventory(inventory) if inventory else []  # a broken inventory fails before Blazar is asked
-    site = _connect(args)
-    lease = extend_lease(args.lease, site, args.by, RichProgress(_console()))
-    mine = [n for n in nodes if n.provider_ids.get("lease_id") == lease.id]
-    if inventory and mine:
-        updated = [dataclasses.replace(n, vars={**n.vars, "serve_lease_end": lease.end_iso()})
-                   if n in mine else n for n in nodes]
-        kh = inventory.parent / "known_hosts"
-        write_inventory(updated, inventory, kh if kh.exists() else None)
-        _console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) "
-                         f"in {inventory}")
-    return 0
-
-
-def _lease_delete(args: argparse.Namespace) -> int:
-    from ..provision.chameleon.leases import delete_lease
-
-    site = _connect(args)
-    delete_lease(args.lease, site, RichProgress(_console()), lease_id=args.lease_id)
-    return 0
 
 
 # --- launch --------------------------------------------------------------------------------------
@@ -378,7 +149,7 @@ def _lease_delete(args: argparse.Namespace) -> int:
 def _launch_args(p: argparse.ArgumentParser) -> None:
     _node_args(p)
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--count", type=_positive, default=1,
+    how.add_argument("--count", type=chiargs.positive, default=1,
                      help="number of nodes: PREFIX for 1, PREFIX-1..N for more (default 1)")
     how.add_argument("--roster", type=Path, metavar="CSV",
                      help="one node PREFIX-STUDENT per student of this CSV "
@@ -395,7 +166,7 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    console = _console()
+    console = chiargs.console()
     students = roster.read_roster(args.roster) if args.roster else []
     names = ([roster.node_name(args.prefix, s.name) for s in students] if students
              else server_names(args.prefix, args.count))
@@ -433,10 +204,10 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--watch", type=_seconds, metavar="S", nargs="?", const=10.0, default=None,
                    help="refresh every S seconds (default 10) until Ctrl-C (exit status 130)")
-    p.add_argument("--times", type=_positive, metavar="N", default=None,
+    p.add_argument("--times", type=chiargs.positive, metavar="N", default=None,
                    help="with --watch: stop after N refreshes (e.g. a log of the class's nodes for an hour); "
                         "the exit code is the last refresh's")
-    p.add_argument("--probe-timeout", type=_positive, default=10, metavar="S",
+    p.add_argument("--probe-timeout", type=chiargs.positive, default=10, metavar="S",
                    help="SSH connect timeout of each node's probe (default 10)")
     p.set_defaults(func=_status)
 
@@ -483,7 +254,7 @@ def _status_once(args: argparse.Namespace, provider: Provider, console: Console)
 def _status(args: argparse.Namespace) -> int:
     if args.watch is None and args.times is not None:
         raise ServeSystemError("--times N counts the refreshes of --watch: give --watch too")
-    console = _console()
+    console = chiargs.console()
     if Path(args.inventory).is_file():
         read_inventory(Path(args.inventory))  # a broken inventory is said before credentials are read
     provider = _provider(args)
@@ -536,7 +307,7 @@ def _rebuild(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(wrong)} was made by --provider {chosen[0].provider}, "
                          f"not {args.provider}; pass --provider {chosen[0].provider}")
     provider = _provider(args)
-    console = _console()
+    console = chiargs.console()
 
     def work(progress: Progress) -> int:
         fresh = {n.name: n for n in provider.rebuild(chosen, progress)}
@@ -566,7 +337,7 @@ def _teardown(args: argparse.Namespace) -> int:
     from ..provision.chameleon import ChameleonProvider
 
     provider = _provider(args)
-    progress = RichProgress(_console())
+    progress = chiargs.RichProgress(chiargs.console())
     if isinstance(provider, ChameleonProvider):
         removed = provider.teardown(progress, dry_run=args.dry_run, delete_lease_too=args.delete_lease)
     else:
@@ -580,7 +351,7 @@ def _teardown(args: argparse.Namespace) -> int:
 
 
 def _access_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--inventory", type=Path, default=DEFAULT_INVENTORY,
+    p.add_argument("-i", "--inventory", type=Path, default=chiargs.DEFAULT_INVENTORY,
                    help="inventory written by launch --roster (default inventory/hosts.yml)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="private folder for the sheets, one STUDENT.txt each "
@@ -590,8 +361,8 @@ def _access_args(p: argparse.ArgumentParser) -> None:
 
 def _access(args: argparse.Namespace) -> int:
     nodes = read_inventory(args.inventory)
-    written = roster.write_sheets(nodes, args.out, REPO_ROOT)
-    _console().print(f"Wrote {len(written)} access sheet(s) (mode 0600) to {args.out}: "
+    written = roster.write_sheets(nodes, args.out, chiargs.REPO_ROOT)
+    chiargs.console().print(f"Wrote {len(written)} access sheet(s) (mode 0600) to {args.out}: "
                      + ", ".join(p.name for p in written))
     return 0
 
@@ -599,7 +370,6 @@ def _access(args: argparse.Namespace) -> int:
 # --- registration ----------------------------------------------------------------------------------
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
-    "lease": ("create, show, extend or delete the Chameleon lease", _lease_args),
     "launch": ("bring up nodes (a count or a class roster), pin host keys, write the inventory",
                _launch_args),
     "status": ("status board: every node probed at once (SSH, Docker, Triton, Jupyter, experiment, lease)",
@@ -616,10 +386,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         build(sub.add_parser(name, help=help_text, description=help_text))
 
 
+#: every command :func:`script_main` runs: the lease family's and this module's
+SCRIPT_COMMANDS = {**LEASE_COMMANDS, **COMMANDS}
+
+
 def script_main(command: str, argv: Sequence[str] | None = None) -> int:
     """``chi_scripts/<command>.py``: the same command, with the script's name in messages (``argv``
     None: the script's own process, which ends at once after Ctrl-C, as ``serve-system`` does)."""
-    help_text, build = COMMANDS[command]
+    help_text, build = SCRIPT_COMMANDS[command]
     parser = OneLineParser(prog=f"{command}.py", description=help_text)
     build(parser)
     args = parser.parse_args(argv)
@@ -629,3 +403,4 @@ def script_main(command: str, argv: Sequence[str] | None = None) -> int:
 
         interrupt.exit_now(rc)
     return rc
+

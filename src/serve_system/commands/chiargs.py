@@ -1,0 +1,136 @@
+"""What the Chameleon command families share: ``serve-system lease`` (:mod:`.lease`) and ``launch |
+status | rebuild | teardown | access`` (:mod:`.provision`).
+
+The repository's default inventory, the user's name in defaults, the argument types both use, the
+site and credential options (``--site``, ``--openrc``, ``-v``, ``--lease``), the Chameleon session
+they open, and rich progress bars on stderr. Both families import this module (``chiargs.connect``);
+it imports neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import ServeSystemError
+from ..textsafe import clean, markup
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "hosts.yml"
+
+
+def user() -> str:
+    return os.environ.get("USER") or getpass.getuser()
+
+
+# --- argument types ------------------------------------------------------------------------------
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def duration(text: str) -> timedelta:
+    """``2h50m``, ``170m``, ``1h``, ``90`` (minutes)."""
+    m = re.fullmatch(r"\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m?)?\s*", text)
+    if not m or not any(m.groups()):
+        raise argparse.ArgumentTypeError(f"not a duration like 2h50m or 170m: {text!r}")
+    td = timedelta(hours=int(m.group(1) or 0), minutes=int(m.group(2) or 0))
+    if td <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+    return td
+
+
+# --- progress ------------------------------------------------------------------------------------
+
+
+class RichProgress:
+    """Progress bars on stderr (started on the first step), notes on stdout."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._bars: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def step(self, task: str, description: str, completed: int, total: int | None) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if self._bars is None:
+            self._bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True, highlight=False),
+                                  transient=True)
+            self._bars.start()
+        description = markup(description)  # a server's name or status is data, not markup
+        if task not in self._tasks:
+            self._tasks[task] = self._bars.add_task(description, total=total)
+        self._bars.update(self._tasks[task], description=description, completed=completed, total=total)
+
+    def note(self, message: Any) -> None:
+        # plain text as it is ("[dry run]" is not rich markup); tables and other renderables as they are
+        self.console.print(clean(message) if isinstance(message, str) else message,
+                           markup=not isinstance(message, str))
+
+    def close(self) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+            self._bars = None
+
+
+# --- shared options ------------------------------------------------------------------------------
+
+
+def site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
+    from ..provision.chameleon.credentials import DEFAULT_SITE, SITES
+
+    g = p.add_argument_group("Chameleon (--provider chameleon)")
+    g.add_argument("--site", default=DEFAULT_SITE,
+                   help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
+    g.add_argument("--openrc", type=Path, metavar="FILE",
+                   help="read OS_* credentials from this openrc file (parsed, never executed); "
+                        "default: the environment")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also show the OpenStack libraries' own log messages and warnings on stderr")
+    if lease:
+        from ..provision.chameleon.leases import default_lease_name
+
+        g.add_argument("--lease", default=default_lease_name(user()), metavar="NAME",
+                       help="lease name (default %(default)s)")
+
+
+def check_site(args: argparse.Namespace) -> None:
+    from ..provision.chameleon import credentials
+
+    credentials.check_site(args.site)
+
+
+def connect(args: argparse.Namespace) -> str:
+    from ..provision.chameleon.credentials import Site, check_site, parse_openrc, resolve_credentials
+
+    check_site(args.site)
+    env = dict(os.environ)
+    if args.openrc:
+        env.update(parse_openrc(args.openrc, os.environ))
+    try:
+        creds = resolve_credentials(env)
+    except ServeSystemError as exc:
+        if args.openrc:  # the file was read: say which, since what it lacks is the problem
+            raise ServeSystemError(f"--openrc {args.openrc} (with the environment): {exc}") from None
+        raise
+    return Site.connect(creds, args.site).name
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=True)

@@ -129,7 +129,7 @@ def _lease_extend(args: argparse.Namespace) -> int:
         kh = inventory.parent / "known_hosts"
         write_inventory(updated, inventory, kh if kh.exists() else None)
         chiargs.console().print(f"serve_lease_end = {lease.end_iso()} written for {len(mine)} node(s) "
-                         f"in {inventory}")
+                            f"in {inventory}")
     return 0
 
 

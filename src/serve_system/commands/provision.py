@@ -363,7 +363,7 @@ def _access(args: argparse.Namespace) -> int:
     nodes = read_inventory(args.inventory)
     written = roster.write_sheets(nodes, args.out, chiargs.REPO_ROOT)
     chiargs.console().print(f"Wrote {len(written)} access sheet(s) (mode 0600) to {args.out}: "
-                     + ", ".join(p.name for p in written))
+                            + ", ".join(p.name for p in written))
     return 0
 
 

@@ -150,8 +150,8 @@ def test_definitions_with_another_keyring_were_moved_aside(upstream: Upstream) -
     assert (f"/etc/apt/sources.list.d/nvidia-container-toolkit.list defined {nvidia} already "
             "(another keyring makes apt refuse everything): moved to "
             "/etc/apt/sources.list.d/nvidia-container-toolkit.list.disabled") in flat
-    assert (f"/etc/apt/sources.list.d/docker.list defined {upstream.server.base_url}/{upstream_repo.DOCKER_DIR} "
-            "already") in flat
+    docker = f"{upstream.server.base_url}/{upstream_repo.DOCKER_DIR}"
+    assert f"/etc/apt/sources.list.d/docker.list defined {docker} already" in flat
 
 
 def test_nvidia_branch_runs_its_install_without_a_gpu_and_says_what_it_skips(upstream: Upstream) -> None:

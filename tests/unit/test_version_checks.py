@@ -116,3 +116,15 @@ def test_the_pin_scan_sees_the_check_that_stopped_real_nodes() -> None:
     assert any(p.search(old) for p in _PINNED)
     assert any(p.search("x is version('2.18', '==')") for p in _PINNED)
     assert not any(p.search("x is version(__serve_stack_compose_minimum, '>=')") for p in _PINNED)
+
+
+def test_the_installed_community_docker_parses_compose_5() -> None:
+    """community.docker 4.8.5 is the first to parse Compose 5's events (pyproject's ansible floor, 12.3,
+    ships it): a minimum, checked on what the test command installed."""
+    import ansible_collections.community.docker as collection
+    from ansible.module_utils.compat.version import LooseVersion
+
+    manifest = Path(next(iter(collection.__path__))) / "MANIFEST.json"
+    found = yaml.safe_load(manifest.read_text(encoding="utf-8"))["collection_info"]["version"]
+    assert LooseVersion(found) >= LooseVersion("4.8.5"), \
+        f"community.docker {found} < 4.8.5: pip install 'ansible>=12.3'"

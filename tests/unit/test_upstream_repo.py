@@ -141,7 +141,8 @@ def _compose_plugin(site: Site, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("argv", "out"), [
     (["docker-cli-plugin-metadata"],
-     '{"SchemaVersion":"0.1.0","Vendor":"Docker Inc.","Version":"v5.5.0","ShortDescription":"Docker Compose"}'),
+     ('{"SchemaVersion":"0.1.0","Vendor":"Docker Inc.","Version":"v5.5.0",'
+      '"ShortDescription":"Docker Compose"}')),
     (["compose", "version"], "Docker Compose version v5.5.0"),
     (["compose", "version", "--short"], "5.5.0"),
     (["compose", "version", "--format", "json"], '{"version":"v5.5.0"}'),

@@ -311,7 +311,8 @@ def test_node_vars_point_the_roles_at_the_layouts() -> None:
     }
     # today's engine keeps its images in containerd's store: the stand-in's dockerd is told so
     assert node_vars("http://10.88.0.1:8080/") == {
-        **v, "docker_daemon_options": {"features": {"containerd-snapshotter": True}}}
+        **v, "docker_daemon_options": {"features": {"containerd-snapshotter": True}},
+        "docker_storage_driver": ""}
 
 
 def test_serving_on_an_address_not_of_this_host_says_what_to_do(site: Site) -> None:

@@ -350,7 +350,8 @@ def repack(src: Path, spec: Repack, suite: str, out_dir: Path, versions: Version
         control_path.write_text("".join(f"{k}: {v}\n" for k, v in fields.items()), encoding="utf-8")
         out_dir.mkdir(parents=True, exist_ok=True)
         deb = out_dir / f"{spec.name}_{version.split(':', 1)[-1]}_{fields['Architecture']}.deb"
-        _run([dpkg_deb, "--root-owner-group", "-Zgzip", "-z1", "--build", str(root), str(deb)])
+        # zstd at level 1: five times quicker than gzip on the engine's 100 MB (dpkg reads it since 1.21)
+        _run([dpkg_deb, "--root-owner-group", "-Zzstd", "-z1", "--build", str(root), str(deb)])
     return deb
 
 
@@ -533,7 +534,10 @@ def node_vars(base_url: str, arch: str = "amd64", versions: VersionSet = TODAY) 
     ``versions`` is an engine whose fresh installs use containerd's image store, dockerd is told so
     (the stand-in's engine, Debian's, does not by default)."""
     base_url = base_url.rstrip("/")
-    store = ({"docker_daemon_options": {"features": {"containerd-snapshotter": True}}}
+    # no storage-driver then, as on a fresh install: dockerd would take "overlay2" for the name of a
+    # containerd snapshotter (there is none of that name) and fail every build and container
+    store = ({"docker_daemon_options": {"features": {"containerd-snapshotter": True}},
+              "docker_storage_driver": ""}
              if versions.containerd_image_store else {})
     return {
         **store,

@@ -135,11 +135,19 @@ def _type(option: dict[str, Any]) -> str:
     return kind
 
 
+def _reads_as_other(text: str) -> bool:
+    """Whether YAML reads ``text`` written bare as something else than this string (``true``, ``3600``)."""
+    try:
+        return yaml.safe_load(text) != text
+    except yaml.YAMLError:
+        return False  # a template such as "{{ x }}": no YAML scalar, shown as it is
+
+
 def _default(option: dict[str, Any]) -> str:
     if option.get("required"):
         return "required"
     value = option.get("default")
-    if isinstance(value, str) and value and value.strip() == value:
+    if isinstance(value, str) and value and value.strip() == value and not _reads_as_other(value):
         return _code(" ".join(value.split()))
     return _code(_yaml(value))
 
@@ -176,27 +184,33 @@ def table(role: Role) -> str:
     return "\n".join(lines)
 
 
+def _readme(role: Role) -> str:
+    return role.readme.read_text(encoding="utf-8") if role.readme.is_file() else ""
+
+
 def rendered(role: Role, readme: str) -> str:
-    """``readme`` with its block between the markers replaced by the table of ``role``."""
+    """``readme`` with its block between the markers replaced by the table of ``role``; a README without
+    the block (a new role) gets it in a ``## Variables`` section at its end."""
     start, end = readme.find(BEGIN), readme.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"roles/{role.name}/README.md has no {BEGIN} ... {END} block")
+        head = readme.rstrip("\n") + "\n\n" if readme.strip() else f"# Role `{role.name}`\n\n"
+        return f"{head}## Variables\n\n{table(role)}\n"
     return readme[:start] + table(role) + readme[end + len(END):]
 
 
 def stale(role: Role) -> str | None:
     """Why the README's table of ``role`` is not what the generator writes now; None when it is."""
-    try:
-        readme = role.readme.read_text(encoding="utf-8")
-        want = rendered(role, readme)
-    except (OSError, ValueError) as err:
-        return str(err)
-    return None if want == readme else f"roles/{role.name}/README.md: the variable table is out of date"
+    readme = _readme(role)
+    if BEGIN not in readme:
+        return f"roles/{role.name}/README.md has no variable table ({BEGIN} ... {END})"
+    return None if rendered(role, readme) == readme else \
+        f"roles/{role.name}/README.md: the variable table is out of date"
 
 
 def write(role: Role) -> bool:
-    """Rewrite the table of ``role``'s README; True when it changed."""
-    readme = role.readme.read_text(encoding="utf-8")
+    """Rewrite the table of ``role``'s README (creating the README or its section if missing); True when it
+    changed."""
+    readme = _readme(role)
     want = rendered(role, readme)
     if want != readme:
         role.readme.write_text(want, encoding="utf-8")

@@ -153,9 +153,21 @@ def test_the_table_is_written_between_the_markers_only(tmp_path: Path) -> None:
     ])
 
 
-def test_a_readme_without_markers_is_reported(tmp_path: Path) -> None:
-    role = _role(tmp_path, {"demo_a": _opt("x")}, {"demo_a": "x"}, readme="# demo\n\n| variable |\n")
-    assert roledocs.stale(role) == f"roles/demo/README.md has no {BEGIN} ... {END} block"
+def test_a_readme_without_markers_is_reported_then_given_its_section(tmp_path: Path) -> None:
+    role = _role(tmp_path, {"demo_a": _opt("x"), "demo_t": _opt("true")}, {"demo_a": "x", "demo_t": "true"},
+                 readme="# demo\n\nProse.\n")
+    assert roledocs.stale(role) == f"roles/demo/README.md has no variable table ({BEGIN} ... {END})"
+    assert roledocs.write(role) is True
+    assert roledocs.stale(role) is None
+    lines = ["# demo", "", "Prose.", "", "## Variables", "", BEGIN, "",
+             "| variable | type | default | meaning |", "| --- | --- | --- | --- |",
+             "| `demo_a` | str | `x` | What it is. |",
+             '| `demo_t` | str | `"true"` | What it is. |',  # a string that reads as a bool in YAML is quoted
+             "", END, ""]
+    assert role.readme.read_text() == "\n".join(lines)
+    role.readme.unlink()
+    assert roledocs.write(role) is True
+    assert role.readme.read_text().startswith(f"# Role `demo`\n\n## Variables\n\n{BEGIN}\n")
 
 
 def test_the_command_checks_then_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

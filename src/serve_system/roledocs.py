@@ -81,8 +81,9 @@ def spec_problems(role: Role) -> list[str]:
     where = f"roles/{role.name}"
     problems = []
     for name, option in role.options.items():
-        required = bool(option.get("required"))
-        if required:
+        if not _text(option.get("description")):
+            problems.append(f"{where}: {name} has no description in meta/argument_specs.yml")
+        if option.get("required"):
             if "default" in option:
                 problems.append(f"{where}: {name} is required, so meta/argument_specs.yml gives it no "
                                 "default")
@@ -99,15 +100,13 @@ def spec_problems(role: Role) -> list[str]:
         elif not _same(option["default"], role.defaults[name]):
             problems.append(f"{where}: the default of {name} is {_yaml(option['default'])} in "
                             f"meta/argument_specs.yml but {_yaml(role.defaults[name])} in defaults/main.yml")
-        if not str(option.get("description") or "").strip():
-            problems.append(f"{where}: {name} has no description in meta/argument_specs.yml")
     problems += [f"{where}: {name} is in defaults/main.yml but not in meta/argument_specs.yml "
                  f"(options of {ENTRY_POINT})" for name in role.defaults if name not in role.options]
     return problems
 
 
 def _yaml(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _text(value: Any) -> str:

@@ -108,6 +108,9 @@ def test_a_default_missing_from_the_spec_or_a_description_missing_is_named(tmp_p
         'roles/demo: demo_a has no default in meta/argument_specs.yml; defaults/main.yml says "x"',
         "roles/demo: demo_b has no description in meta/argument_specs.yml",
     ]
+    undocumented = _role(tmp_path / "required", {"demo_r": {"type": "str", "required": True}}, {})
+    problems = roledocs.spec_problems(undocumented)
+    assert problems == ["roles/demo: demo_r has no description in meta/argument_specs.yml"]
 
 
 def test_a_required_variable_has_no_default_anywhere(tmp_path: Path) -> None:

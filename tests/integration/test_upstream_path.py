@@ -146,10 +146,12 @@ def test_definitions_with_another_keyring_were_moved_aside(upstream: Upstream) -
     kept = upstream.exec("cat", "/etc/apt/sources.list.d/nvidia-container-toolkit.list.disabled").stdout
     assert NOTEBOOK_NVIDIA_KEYRING in kept  # moved, not edited
     flat = upstream.first.flat.replace("''", "'")  # the yaml callback doubles quotes in quoted strings
-    assert ("/etc/apt/sources.list.d/nvidia-container-toolkit.list defined NVIDIA's repository already "
+    nvidia = upstream_repo.node_vars(upstream.server.base_url)["nvidia_container_toolkit_repo_url"]
+    assert (f"/etc/apt/sources.list.d/nvidia-container-toolkit.list defined {nvidia} already "
             "(another keyring makes apt refuse everything): moved to "
             "/etc/apt/sources.list.d/nvidia-container-toolkit.list.disabled") in flat
-    assert "/etc/apt/sources.list.d/docker.list defined Docker's repository already" in flat
+    assert (f"/etc/apt/sources.list.d/docker.list defined {upstream.server.base_url}/{upstream_repo.DOCKER_DIR} "
+            "already") in flat
 
 
 def test_nvidia_branch_runs_its_install_without_a_gpu_and_says_what_it_skips(upstream: Upstream) -> None:

@@ -21,7 +21,7 @@ from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
-from .claim import Finding, as_evidence, compare, finish, ms
+from .claim import Finding, Split, as_evidence, compare, finish, ms
 
 
 def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,34 +63,40 @@ def _fmt_metric(metric: str, v: float) -> str:
 
 
 def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
-             looks: sq.Looks | None = None
+             looks: sq.Looks | None = None, k: int = 1
              ) -> tuple[dict[str, Any], dict[str, Any], iv.Effect, iv.Verdict] | None:
     """(best, next variant, the best's lead over it, the lead's verdict: held = a winner), or None
-    when fewer than two variants qualify."""
+    when fewer than two variants qualify; ``k``: the lead's error divided by ``k`` (a Holm step over
+    the objectives, :func:`best_variant`)."""
     top = ranked[0] if ranked else None
     second = next((c for c in ranked if top and c["variant"] != top["variant"]), None)
     if top is None or second is None:
         return None
-    e = compare(second["samples"], top["samples"], looks)
+    e = compare(second["samples"], top["samples"], looks, sq.BEST, k)
     return top, second, e, iv.lead(e, top["goal"], smallest)
 
 
 def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
-                 smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None) -> Finding:
+                 smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None,
+                 split: Split | None = None) -> Finding:
     """The ``best_variant`` claim: for each objective, the best variant and its lead over the next one,
-    or why fewer than two variants qualify."""
+    or why fewer than two variants qualify. A winner named is a rejection of "tied", controlled over
+    the objectives by Holm (``split``: the step, :func:`.claim.holm`); the finding is decided only when
+    every objective is."""
     claim = "The sweep's objective picks one best variant"
     parts, verdicts, evidence = [], [], []
     for o in objectives:
         ranked = rank(rows, o)
         name = o.get("name") or f"{o.get('goal', 'max')}_{o.get('metric', 'throughput')}"
-        found = standing(ranked, smallest, looks)
+        found = standing(ranked, smallest, looks, split.k if split is not None else 1)
         if found is None:
             parts.append(f"**{name}**: " + ("no measured level qualifies" if not ranked else
                                               f"only `{ranked[0]['variant']}` qualifies, nothing to compare")
                          + why_.unqualified(o, rows, {c["variant"] for c in ranked}))
             continue
         top, second, e, v = found
+        if split is not None:
+            split.count(v.word == iv.HELD)
         verdicts.append(v)
         where = "" if o.get("at_load") is not None else f" at {top['mode']} {top['load']:g}"
         outcome = {iv.HELD: f"`{top['variant']}` is the best",
@@ -111,7 +117,9 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
         return Finding("best_variant", claim, iv.NOT_MEASURABLE,
                        "Fewer than two variants qualify for any objective"
                        + (": " + "; ".join(parts) if parts else "") + ".")
-    f = finish("best_variant", claim, verdicts, parts, evidence)
+    f = finish("best_variant", claim, verdicts, parts, evidence, every=True)
+    over = (f", over the {len(verdicts)} objectives by Holm (the first read at "
+            f"{sq.ALPHA * 100 / len(verdicts):g} %)" if len(verdicts) > 1 else "")
     f.detail = ("A best variant is named when its lead over the next variant has a 95 % interval that "
-                "excludes zero; otherwise they are tied. " + f.detail)
+                f"excludes zero{over}; otherwise they are tied. " + f.detail)
     return f

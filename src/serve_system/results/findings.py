@@ -48,7 +48,7 @@ from . import best
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
-from .claim import Finding, as_evidence, compare, finish, ms
+from .claim import Finding, Split, against, as_evidence, compare, finish, holm, judge, ms
 from .setups import Setup, is_shim, make_setup
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
@@ -85,11 +85,11 @@ def levels(rows: list[dict[str, Any]]) -> Levels:
     return out
 
 
-def _effect(a: Level, b: Level, metric: str, looks: sq.Looks | None = None) -> iv.Effect:
-    """B against A on a metric's samples, for a claim: one-sided (:data:`.sequential.CLAIM`: each end of
-    the interval a one-sided 95 % bound, the 90 % interval), or at a sequential look (``looks``: a
-    ``repetitions: auto`` plan) the repeated interval of the look at the fewer repetitions of the two."""
-    return compare(a["samples"][metric], b["samples"][metric], looks, sq.CLAIM)
+def _judge(a: Level, b: Level, metric: str, looks: sq.Looks | None, direction: iv.Direction,
+           smallest: float, split: Split | None) -> tuple[iv.Effect, iv.Verdict]:
+    """B against A on a metric, judged as one comparison of a claim (:func:`.claim.judge`: held at the
+    claim's level, did not hold at its Holm step's)."""
+    return judge(a["samples"][metric], b["samples"][metric], looks, direction, smallest, split)
 
 
 def _load(mode: str, load: float) -> str:
@@ -242,7 +242,7 @@ def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -
 
 def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 smallest: float = DEFAULT_SMALLEST_EFFECT,
-                looks: sq.Looks | None = None) -> Finding:
+                looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Queue delay grows with concurrency on one instance"
     parts, verdicts, evidence = [], [], []
     for (host, variant), s in sorted(setups.items()):
@@ -252,11 +252,12 @@ def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      if (h, v, mode) == (host, variant, "concurrency") and m.get("queue_us") is not None)
         if len(pts) < 2:
             continue
-        grows = _effect(pts[0][1], pts[-1][1], "queue_us", looks)
-        v = iv.decide(grows, "up", smallest)
-        # a step whose queue falls by the smallest effect or more (decided) contradicts the claim
+        grows, v = _judge(pts[0][1], pts[-1][1], "queue_us", looks, "up", smallest, split)
+        # a step whose queue falls by the smallest effect or more (decided) contradicts the claim: each
+        # step is one more test that could fail the claim (Holm over them all)
         falls = [(a, b) for (a, ma), (b, mb) in pairwise(pts)
-                 if iv.decide(_effect(ma, mb, "queue_us", looks), "down", smallest).word == HELD]
+                 if against(ma["samples"]["queue_us"], mb["samples"]["queue_us"], looks, "down", smallest,
+                            split)]
         if falls:
             v = iv.Verdict(NOT_HELD)
         verdicts.append(v)
@@ -292,7 +293,7 @@ def _twins(setups: dict[tuple[str, str], Setup]) -> list[tuple[str, str, str]]:
 def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      batches: dict[tuple[str, str, str, float], float] | None = None,
                      smallest: float = DEFAULT_SMALLEST_EFFECT,
-                     looks: sq.Looks | None = None) -> Finding:
+                     looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Dynamic batching raises the average batch and throughput at the same load"
     parts, verdicts, evidence = [], [], []
     for host, base_v, dyn_v in _twins(setups):
@@ -305,8 +306,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                 continue  # one request at a time: nothing to batch
             if bm.get("avg_batch_size") is None or dm.get("avg_batch_size") is None:
                 continue
-            batch = _effect(bm, dm, "avg_batch_size", looks)
-            vb = iv.decide(batch, "up", smallest)
+            batch, vb = _judge(bm, dm, "avg_batch_size", looks, "up", smallest, split)
             text = (f"{_load(mode, load)} on {host}: average batch {bm['avg_batch_size']:.2f} "
                     f"(`{base_v}`) -> "
                     f"{dm['avg_batch_size']:.2f} (`{dyn_v}`), {iv.effect_text(batch)}")
@@ -315,8 +315,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                                   "avg_batch_with": dm["avg_batch_size"],
                                   "batch_effect": as_evidence(batch)}
             if mode == "concurrency" and bm.get("throughput") and dm.get("throughput") is not None:
-                thr = _effect(bm, dm, "throughput", looks)
-                vt = iv.decide(thr, metrics.improves("throughput"), smallest)
+                thr, vt = _judge(bm, dm, "throughput", looks, metrics.improves("throughput"), smallest, split)
                 text += (f"; throughput {bm['throughput']:.1f} -> {dm['throughput']:.1f}/s, "
                          f"{iv.effect_text(thr)}")
                 ev.update(throughput_without=bm["throughput"], throughput_with=dm["throughput"],
@@ -361,7 +360,7 @@ def _busy(m: Level, s: Setup) -> tuple[bool, str]:
 
 def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
               smallest: float = DEFAULT_SMALLEST_EFFECT,
-              looks: sq.Looks | None = None) -> Finding:
+              looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "More instances raise throughput until the CPU or GPU saturates"
     groups: dict[tuple[str, str, str, int], list[Setup]] = {}
     for s in setups.values():
@@ -383,8 +382,7 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
             for (sa, ma), (sb, mb) in pairwise(pts):
                 if sb.instances == sa.instances:
                     continue
-                rise = _effect(ma, mb, "throughput", looks)
-                v = iv.decide(rise, "up", smallest)
+                rise, v = _judge(ma, mb, "throughput", looks, "up", smallest, split)
                 busy, util = _busy(ma, sa)
                 if v.word == NOT_HELD and busy:
                     v, how = iv.Verdict(HELD), "flat/falls, already saturated"
@@ -416,7 +414,7 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
 
 def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
             smallest: float = DEFAULT_SMALLEST_EFFECT,
-            looks: sq.Looks | None = None) -> Finding:
+            looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
     parts, verdicts, evidence = [], [], []
     for (host, cv), c in sorted(setups.items()):
@@ -433,8 +431,7 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 tail = "p99_us" if cm.get("p99_us") is not None and pm.get("p99_us") is not None else "p95_us"
                 if cm.get(tail) is None or pm.get(tail) is None:
                     continue
-                e = _effect(cm, pm, tail, looks)
-                verdict = iv.decide(e, "up", smallest)
+                e, verdict = _judge(cm, pm, tail, looks, "up", smallest, split)
                 verdicts.append(verdict)
                 parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {ms(cm[tail])} constant "
                              f"(`{cv}`) -> {ms(pm[tail])} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
@@ -450,7 +447,7 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
 
 def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                  smallest: float = DEFAULT_SMALLEST_EFFECT,
-                 looks: sq.Looks | None = None) -> Finding:
+                 looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
     parts, verdicts, evidence = [], [], []
     for (host, pyv), py in sorted(setups.items()):
@@ -470,9 +467,8 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                 lat = "latency_avg_us" if pm.get("latency_avg_us") and om.get("latency_avg_us") else "p50_us"
                 if not pm.get(lat) or om.get(lat) is None:
                     continue
-                thr, lt = _effect(pm, om, "throughput", looks), _effect(pm, om, lat, looks)
-                vt, vl = (iv.decide(thr, metrics.improves("throughput"), smallest),
-                          iv.decide(lt, metrics.improves(lat), smallest))
+                thr, vt = _judge(pm, om, "throughput", looks, metrics.improves("throughput"), smallest, split)
+                lt, vl = _judge(pm, om, lat, looks, metrics.improves(lat), smallest, split)
                 verdict = _both(vt, vl)
                 verdicts.append(verdict)
                 what = "FastAPI" if py.rest == "fastapi" else "Triton"
@@ -506,11 +502,13 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
                float(r["avg_batch_size"])
                for r in rows if r.get("status") != why_.CONTENDED and r.get("load") is not None
                and r.get("avg_batch_size") is not None}
-    return [queue_delay(means, setups, rows, smallest, looks),
-            dynamic_batching(means, setups, rows, batches, smallest, looks),
-            instances(means, setups, rows, smallest, looks), poisson(means, setups, rows, smallest, looks),
-            onnx_backend(means, setups, rows, smallest, looks),
-            best.best_variant(rows, objectives, smallest, looks)]
+    # each claim controls its own error over its comparisons (Holm, :func:`.claim.holm`)
+    return [holm(lambda s: queue_delay(means, setups, rows, smallest, looks, s)),
+            holm(lambda s: dynamic_batching(means, setups, rows, batches, smallest, looks, s)),
+            holm(lambda s: instances(means, setups, rows, smallest, looks, s)),
+            holm(lambda s: poisson(means, setups, rows, smallest, looks, s)),
+            holm(lambda s: onnx_backend(means, setups, rows, smallest, looks, s)),
+            holm(lambda s: best.best_variant(rows, objectives, smallest, looks, s))]
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None,

@@ -379,13 +379,18 @@ def _inconclusive(e: Effect, targets: Sequence[float], smallest: float) -> Verdi
     return Verdict(INCONCLUSIVE, min(guesses), None, mde, need, smallest)
 
 
-def decide(e: Effect, direction: Direction, smallest: float) -> Verdict:
+def decide(e: Effect, direction: Direction, smallest: float, far: Effect | None = None) -> Verdict:
     """held / did not hold / inconclusive for the claim "B moves the metric ``direction`` by at
-    least ``smallest``" (see the module's text)."""
+    least ``smallest``" (see the module's text). ``far``: the same comparison at a stricter level,
+    whose far end alone decides *did not hold* (a claim of several comparisons: Holm over them,
+    :mod:`.claim`); held is read from ``e``'s near end."""
     s = metrics.sign(direction) * smallest
     if e.has_interval:
         assert e.low is not None and e.high is not None
         low, high = metrics.oriented(direction, e.low, e.high)  # positive: the claimed direction
+        if far is not None and far.has_interval:
+            assert far.low is not None and far.high is not None
+            high = metrics.oriented(direction, far.low, far.high)[1]
         if low > smallest:
             return Verdict(HELD)
         if high < smallest:
@@ -418,6 +423,17 @@ def combine(words: Sequence[str]) -> str:
     if NOT_HELD in words:
         return NOT_HELD
     return HELD if all(w == HELD for w in words) else INCONCLUSIVE
+
+
+def combine_all(words: Sequence[str]) -> str:
+    """One verdict of several parts that must all be decided (the best variant over its objectives):
+    inconclusive while any part is; held if all held; else did not hold. Unlike :func:`combine`, one
+    decided part does not decide the whole while another is still open."""
+    if not words:
+        return NOT_MEASURABLE
+    if INCONCLUSIVE in words:
+        return INCONCLUSIVE
+    return HELD if all(w == HELD for w in words) else NOT_HELD
 
 
 def pct_level(level: float) -> str:

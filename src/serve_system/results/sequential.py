@@ -202,6 +202,29 @@ class Looks:
             return nominal(full[len(looks) - 1])
         return nominal(boundaries((n / self.last,), self.method, budget)[0])
 
+    def fractions(self, n_a: int, n_b: int) -> tuple[float, ...]:
+        """The information fractions of the looks up to a comparison judged with ``n_a`` and ``n_b``
+        repetitions: its own is ``h / last``, ``h = 2 / (1/n_a + 1/n_b)`` (the information of a
+        difference of two means grows as the harmonic mean of the two sides, not as the smaller one),
+        after the plan's looks before it (``first .. last`` per side, each an equal-sided look)."""
+        h = min(2 / (1 / max(1, n_a) + 1 / max(1, n_b)), float(self.last))
+        earlier = [k / self.last for k in range(self.first, self.last + 1) if k < h - 1e-9]
+        return (*earlier, h / self.last)
+
+    def error_of(self, n_a: int, n_b: int, sides: int = BEST) -> float:
+        """As :meth:`error`, for a comparison of ``n_a`` against ``n_b`` repetitions: the boundary of its
+        look at its information fraction (:meth:`fractions`), so that a judgement after one side alone
+        grew is a look of its own, spending its share."""
+        budget = fixed_error(sides, self.alpha)
+        if not self.sequential:
+            return budget
+        return nominal(boundaries(self.fractions(n_a, n_b), self.method, budget)[-1])
+
+    def quantile_of(self, n_a: int, n_b: int, sides: int = BEST) -> float:
+        """The interval's t quantile of a comparison of ``n_a`` against ``n_b`` repetitions
+        (:meth:`error_of`)."""
+        return 1 - self.error_of(n_a, n_b, sides) / 2
+
     def quantile(self, n: int, sides: int = BEST) -> float:
         """The interval's t quantile at the look with ``n`` per side (without spending: 0.975 for
         :data:`BEST`, 0.95 for :data:`CLAIM`)."""

@@ -102,8 +102,8 @@ def test_halving_splits_its_level_over_the_rungs() -> None:
 
     rec = {"rungs": [{}, {}, {}]}
     assert search.rung_family_level(rec) == pytest.approx(0.05 / 3)
-    assert search.rung_family_level({**rec, search.SPLIT_KEY: False}) == pytest.approx(0.05)
-    assert search.drop_quantile(5, 0.05 / 3) == pytest.approx(1 - 0.05 / 3 / 4)
+    assert search.rung_family_level({**rec, search.SPLIT_KEY: False}) == pytest.approx(0.05 / 3)
+    assert search.drop_quantile(5, 0.05 / 3, split=False) == pytest.approx(1 - 0.05 / 3 / 4)
 
 
 def test_minimal_detectable_effect_against_a_hand_computation() -> None:

@@ -100,7 +100,7 @@ def holm(build: Callable[[Split], Finding]) -> Finding:
     f = build(first)
     m = first.tests
     k = m
-    while k > 1:
+    while m > 1:
         step = Split(k)
         f = build(step)
         left = m - step.rejected

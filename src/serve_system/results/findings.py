@@ -39,6 +39,7 @@ the set-ups (:func:`serve_system.results.tree.variant_setups`); each claim build
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -48,7 +49,8 @@ from . import best
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
-from .claim import Finding, Split, against, as_evidence, compare, finish, holm, judge, ms
+from .claim import Finding, Split, against, as_evidence, finish, judge, ms
+from .claim import holm as claim_holm
 from .setups import Setup, is_shim, make_setup
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
@@ -489,12 +491,15 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
 
 def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
              objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
-             looks: sq.Looks | None = None) -> list[Finding]:
+             looks: sq.Looks | None = None, control: bool = True) -> list[Finding]:
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's
     smallest effect of interest).
 
     A claim not measurable here says why (:mod:`.reasons`: the first cause in its fixed order that
     applies, or what differed between the variants it would compare), from the run's records.
+    Each claim controls its error over its own comparisons, the best variant over its objectives
+    (Holm, :func:`.claim.holm`); ``control`` false judges every comparison at its own 5 % instead (the
+    rule before: ``bench/sequential.py``'s reference column).
     """
     setups = {k: s for k, r in raw_setups.items() if (s := make_setup(k[0], k[1], r)) is not None}
     means = levels(rows)
@@ -502,13 +507,16 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
                float(r["avg_batch_size"])
                for r in rows if r.get("status") != why_.CONTENDED and r.get("load") is not None
                and r.get("avg_batch_size") is not None}
+    def holm(build: Callable[[Split | None], Finding]) -> Finding:
+        return claim_holm(build) if control else build(None)
+
     # each claim controls its own error over its comparisons (Holm, :func:`.claim.holm`)
     return [holm(lambda s: queue_delay(means, setups, rows, smallest, looks, s)),
             holm(lambda s: dynamic_batching(means, setups, rows, batches, smallest, looks, s)),
             holm(lambda s: instances(means, setups, rows, smallest, looks, s)),
             holm(lambda s: poisson(means, setups, rows, smallest, looks, s)),
             holm(lambda s: onnx_backend(means, setups, rows, smallest, looks, s)),
-            holm(lambda s: best.best_variant(rows, objectives, smallest, looks, s))]
+            best.best_variant(rows, objectives, smallest, looks, None, control)]
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None,

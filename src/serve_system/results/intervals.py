@@ -192,6 +192,12 @@ def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[flo
     return la, lb, math.fsum(lb) / nb - math.fsum(la) / na
 
 
+def _ratio(x: float) -> float:
+    """``exp(x) - 1``, a log difference as a change; an interval end past any float (a t quantile of
+    few degrees of freedom at a strict level) is the largest one."""
+    return math.expm1(x) if x < 700 else math.inf
+
+
 def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) -> Effect:
     """The relative effect of B against A with its 95 % interval (Welch's t on log samples); with
     ``quantile``, the interval is ``d +- t(quantile, df) * se`` instead (e.g. a one-sided bound at an
@@ -206,8 +212,7 @@ def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) 
     va, vb = _var(la), _var(lb)
     se, df = _welch(va, na, vb, nb)
     half = t_quantile(df, quantile) * se
-    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, va, vb,
-                  quantile=quantile)
+    return Effect(na, nb, change, _ratio(d - half), _ratio(d + half), None, d, va, vb, quantile=quantile)
 
 
 @dataclass(frozen=True)
@@ -291,7 +296,7 @@ def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: 
     if pool.df < 1:
         return Effect(na, nb, change, None, None, NO_POOL, d)
     half = t_quantile(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb + extra)
-    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, pool.var, pool.var,
+    return Effect(na, nb, change, _ratio(d - half), _ratio(d + half), None, d, pool.var, pool.var,
                   pool.df, quantile)
 
 

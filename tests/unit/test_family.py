@@ -5,6 +5,7 @@ fixed sequence), halving its drops over the whole search, and a look's informati
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,3 +148,31 @@ def test_halving_drops_a_tied_best_rarely_over_the_whole_search() -> None:
     before = sum(_search({**rec, searchdecide.SPLIT_KEY: False}, np.random.default_rng(i))
                  for i in range(150))
     assert (shipped, before) == (0, 21)
+
+
+def test_a_contended_report_says_so_once(tmp_path: Path) -> None:
+    """Every level of a three-repetition run measured beside other work: one line before the first
+    section says how many counted and why, the levels are a column, the processes are in summary.csv."""
+    import json
+
+    from report_trees import lab_run
+    from test_adaptive import _plan
+
+    from serve_system.results import report
+
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    levels = sorted(run.glob("node-1/*/*/level.json"))
+    for path in levels:
+        data = json.loads(path.read_text())
+        data["contention"] = {"seconds": 9.0, "cpus": 2, "busy": 0.99, "steal": 0.0, "pressure": 0.8,
+                              "others": 0.6, "measuring": 0.5, "top": ["stress-ng (4242) 9.0 CPU-s"]}
+        path.write_text(json.dumps(data))
+    _plan(run, {"start": 3, "max": 5, "minutes": None})
+    report.write_report(run, partial=True)
+    md = (run / "report.md").read_text()
+    head = md.split("\n## ", 1)[0]
+    assert len(head.split("\n", 1)[1]) <= 1500, len(head)
+    assert md.count("**Contention**") == 1 and md.count("measured beside other work") == 1
+    assert f"0 of {len(levels)} level(s) counted" in head
+    assert "stress-ng" not in md and "stress-ng (4242)" in (run / "summary.csv").read_text()
+    assert "| windows cv | noisy | contended |" in md and " | 3 |" in md

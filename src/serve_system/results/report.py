@@ -32,17 +32,23 @@ from .cells import cell, ms_cells
 
 
 def contention_note(rows: list[dict[str, Any]], auto: bool) -> list[str]:
-    """The report's warning on levels measured under contention (other processes on the node's CPU,
-    steal): each with its cause and the processes that took the CPU."""
+    """The report's one line on contention: how many levels counted, and why the others did not. Which
+    levels: the ``## Per level`` table's *contended* column; which processes took the CPU and how much:
+    ``contention`` and ``other_cpu`` in summary.csv / summary.json (said there, not here)."""
     hit = [r for r in rows if r.get("contention")]
     if not hit:
         return []
-    what = "; ".join(f"{r['host']}/{r['variant']} {r.get('mode')} {r.get('load')} repetition "
-                     f"{r.get('repetition')}: {r['contention']}" for r in hit)
-    then = ("`repetitions: auto` did not count them and measured those variants again within its budget."
-            if auto else "They are counted here: measure again on a quiet node (a new run id), or use "
-                         "`repetitions: auto`, which measures such levels again.")
-    return [f"> **Measured under contention** ({len(hit)} level(s)): {what}. {then}", ""]
+    why = ("measured beside other work (other processes took 25 % or more of the node's CPU, or the "
+           "hypervisor stole 10 %)")
+    if auto:
+        head = (f"{len(rows) - len(hit)} of {len(rows)} level(s) counted; the other {len(hit)} were {why}, "
+                "so `repetitions: auto` did not count them and measured those variants again within its "
+                "budget")
+    else:
+        head = (f"all {len(rows)} level(s) counted, {len(hit)} of them {why}: measure again on a quiet node "
+                "(a new run id), or use `repetitions: auto`, which measures such levels again")
+    return [f"> **Contention**: {head}. Which levels: *contended* in `## Per level`; which processes and "
+            "how much: `contention` and `other_cpu` in `summary.csv` and `summary.json`.", ""]
 
 
 # -- summary ------------------------------------------------------------------------------------
@@ -136,9 +142,16 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
         if r.get("status") == records.OK and r.get("window_cv") is not None:
             k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
             windows[k] = max(windows.get(k, 0.0), float(r["window_cv"]))
+    # the repetitions of each level measured beside other work (a column only where there are some)
+    busy: dict[tuple[str, str, str, Any], int] = {}
+    for r in rows:
+        if r.get("contention"):
+            k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
+            busy[k] = busy.get(k, 0) + 1
+    extra = (" contended |", "---|") if busy else ("", "")
     lines = ["## Per level", "", intro, "",
-             "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | windows cv | noisy |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | windows cv | noisy |"
+             + extra[0], "|---|---|---|---|---|---|---|---|---|---|" + extra[1]]
     noisy_levels = []
     for (host, variant, mode, load), ms in by.items():
         n = max(s["n"] for s in ms.values())
@@ -153,7 +166,8 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
                      f"{_interval(ms.get('latency_avg_us'), 1000, 2)} | "
                      f"{_interval(ms.get('p95_us'), 1000, 2)} | "
                      f"{_interval(ms.get('p99_us'), 1000, 2)} | "
-                     f"{'' if wcv is None else f'{wcv * 100:.1f} %'} | {'**noisy**' if noisy else ''} |")
+                     f"{'' if wcv is None else f'{wcv * 100:.1f} %'} | {'**noisy**' if noisy else ''} |"
+                     + (f" {busy.get((host, variant, mode, load), 0)} |" if busy else ""))
     if noisy_levels:
         lines += ["", f"Noisy levels ({len(noisy_levels)}): " + "; ".join(noisy_levels) + "."]
     return lines + [""]

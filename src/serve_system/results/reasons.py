@@ -75,8 +75,8 @@ def set_aside(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     left without data says that contention is why, not that nothing was measured)."""
     # the cause (which processes, how much) stays in the row's ``contention``, summary.csv's column:
     # the report says it once, not under every claim that lacks the level
-    return [{**r, "status": CONTENDED, "error": CONTENDED_WHY} if r.get("contention") and r.get("status") == "ok"
-            else r
+    return [{**r, "status": CONTENDED, "error": CONTENDED_WHY}
+            if r.get("contention") and r.get("status") == "ok" else r
             for r in rows]
 
 

@@ -47,8 +47,8 @@ def contention_note(rows: list[dict[str, Any]], auto: bool) -> list[str]:
     else:
         head = (f"all {len(rows)} level(s) counted, {len(hit)} of them {why}: measure again on a quiet node "
                 "(a new run id), or use `repetitions: auto`, which measures such levels again")
-    return [f"> **Contention**: {head}. Which levels: *contended* in `## Per level`; which processes and "
-            "how much: `contention` and `other_cpu` in `summary.csv` and `summary.json`.", ""]
+    return [(f"> **Contention**: {head}. Which levels: *contended* in `## Per level`; which processes and "
+             "how much: `contention` and `other_cpu` in `summary.csv` and `summary.json`."), ""]
 
 
 # -- summary ------------------------------------------------------------------------------------

@@ -534,7 +534,8 @@ def markdown(findings: list[Finding], stand_in: str | None = None,
                 if stand_in else "."), "",
              (f"**Error**: each claim errs at most {sq.ALPHA * 100:g} % of the time over all its "
              "comparisons: *held* needs every comparison to hold (an intersection-union test, no split), "
-             "*did not hold* is read by Holm over the comparisons that could fail it (`family` in summary.json); the "
+             "*did not hold* is read by Holm over the comparisons that could fail it (`family` in "
+             "summary.json); the "
              f"best variant names a false best at most {sq.ALPHA * 100:g} % of the time over the spec's "
              "objectives (the first is primary, each next one judged only once the ones before it named a "
              "winner). The family is the claim: the report's claims together are not controlled (six "

@@ -77,6 +77,8 @@ def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EF
 
 #: an objective's verdict when the ones before it named no winner: its lead is shown, not judged
 NOT_JUDGED = "not judged"
+#: why, in the report's words
+NOT_JUDGED_WHY = "an objective before it named no winner: the objectives are judged in the spec's order"
 
 
 def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],

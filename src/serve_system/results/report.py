@@ -199,9 +199,10 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     if not lines:
         return []
     intro = ("Each candidate's path: measured at the search objective's load level, dropped only when "
-             "the interval of its difference from the leader (its level adjusted over the rung's "
-             "comparisons and the search's rungs) lies wholly on the worse side of zero (ties survive); "
-             "the winner is named when its lead over the runner-up excludes zero.")
+             "the interval of its difference from the leader (its level adjusted over the pairs the rung "
+             "ranks, the search's 5 % split over what it tests) lies wholly beyond the smallest effect on "
+             "the worse side (ties survive); the winner is named when its lead over the runner-up "
+             "excludes zero.")
     return ["", "## Search", "", intro, "", *lines]
 
 
@@ -272,6 +273,9 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     stand_in = manifest.get("stand_in") or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
     lines = _header(run, manifest, rows, gaps, stand_in)
     lines += contention_note(rows, looks is not None)
+    # an objective after one that named no winner is not judged (the best variant's fixed sequence)
+    unjudged = {ev.get("objective") for f in found if f.key == "best_variant" for ev in f.evidence
+                if ev.get("verdict") == bestmod.NOT_JUDGED}
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:
@@ -281,7 +285,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
                          f"(mean of {w['repetitions']})"
-                         + _standing(bestmod.rank(judged, o), smallest, looks))
+                         + (f"; not judged ({bestmod.NOT_JUDGED_WHY})" if w["objective"] in unjudged
+                            else _standing(bestmod.rank(judged, o), smallest, looks)))
     if shard and sharded:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
                       "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]

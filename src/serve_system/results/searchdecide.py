@@ -21,18 +21,25 @@ candidates), while keeping them errs on the wide side. The pool mixes the rungs'
 window spreads less), which also errs on the wide side in the later rungs.
 
 **The drop rule** (halving): a candidate of the worse half is dropped when its effect against the rung's
-leader is decidedly worse: the one-sided bound of that effect (goal ``max``: its upper bound, ``min``:
-its lower bound) at the level ``1 - 0.05 / (R (k - 1))``, k the candidates the rung ranked and R the
-search's planned rungs (:func:`drop_quantile`), lies on the worse side of zero. Why adjusted: the leader
-is the sample best of k, and the rung makes k - 1 comparisons against it (multiple comparisons with the
-best, Hsu's MCB); and the search drops in up to R rungs, each another chance to drop a candidate tied
-for the best. A candidate truly tied for the best is dropped in a rung only if some other candidate's
-sample mean beats it by the critical value; by the union (Bonferroni) bound over the k - 1 others and
-the R rungs (each rung spends 0.05 / R: :func:`serve_system.results.sequential.rung_level`) that
-happens with a chance of at most 5 % over the whole search, whichever candidate leads. Bonferroni is
-conservative (the comparisons share the leader and the pool, so they are correlated) but simple and
-valid whatever that correlation. Where the interval
-reaches zero the candidate survives (a tie). A candidate whose constraint is decidedly violated (the
+leader is decidedly worse by more than the smallest effect of interest: the one-sided bound of that
+effect (goal ``max``: its upper bound, ``min``: its lower bound, on the log scale) lies beyond
+``-log(1 + s)``, at the level ``1 - a_r / (k (k - 1))``, k the candidates the rung ranked and ``a_r``
+the rung's share of the search's 5 % (:func:`drop_quantile`, :func:`rung_share`). Why so: the guarantee
+is per search, "a candidate within the smallest effect of the best is dropped at most 5 % of the time
+over the whole search". Such a candidate i is dropped only if some ranked j's sample mean beats its own
+by the critical value (its shortfall against the leader, less the true shortfall of at most s, is
+noise), so every such drop is one of the k (k - 1) ordered pairs' noise differences reaching the
+critical value: Bonferroni over those pairs bounds a rung's chance at ``a_r``, whichever candidate
+leads and however many are tied. The search's 5 % is split over what is tested: a rung that ranks k
+candidates spends ``left * P(k) / (P(k) + P(k_2) + ...)``, ``P(k) = k (k - 1)``, ``left`` the level
+the earlier rungs left, and ``k_2, ...`` the candidates the later rungs could rank at the fewest
+(half of each rung's, rounded up) counted only while the runs budget could pay for them and they
+rank two or more (:func:`reachable`): a rung that can never run spends nothing, and the last that can
+spends all that is left. Bonferroni is conservative (the comparisons share the leader and the pool),
+but valid whatever their correlation. (``split_over_rungs: false`` in a search record drops by the
+rule before: 5 % over the planned rungs, over the k - 1 comparisons with the leader, no smallest
+effect: per candidate, not per search; ``bench/sequential.py``'s reference column.) Where the interval
+reaches within the smallest effect the candidate survives (a tie). A candidate whose constraint is decidedly violated (the
 95 % interval of the constrained metric lies wholly beyond its bound) is dropped at any rank; Triton
 refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
 are pooled per candidate: a throughput or latency averaged over a window does not depend on its length,

@@ -32,10 +32,16 @@ looks, boundaries that spend 5 % a side, i.e. the symmetric design at a two-side
 one-sided tests (Schuirmann 1987). Naming the best of two is two-sided (either could be named
 falsely under A/A): its lead keeps the two-sided 95 % interval (2.5 % a side).
 
-Halving makes up to ``rungs`` rounds of drops; its "a candidate tied for the best is dropped at
-most 5 % of the time" holds over the whole search when each rung may spend ``ALPHA / rungs``
-(Bonferroni over the rungs, on top of Bonferroni over a rung's comparisons:
-:func:`rung_level`).
+**Looks counted by what was judged** (:meth:`Looks.error_of`). The information of a difference of
+two means grows as ``1 / (1/n_a + 1/n_b)``, so a comparison of ``n_a`` against ``n_b`` repetitions is
+judged at the information fraction ``h / last`` (``h`` their harmonic mean), after the plan's looks
+before it: a judgement after one side alone grew (three or more variants, ``only``, a contended level
+measured again) is a look of its own and spends its share, where the smaller n alone would have
+judged it again at the same boundary.
+
+Halving's drops are not split here any more: the search's 5 % is split over the pairs each rung
+ranks (:func:`serve_system.results.searchdecide.rung_share`); :func:`rung_level` (5 % over the
+planned rungs) is the level the end's tie is read at, and the rule before.
 
 Pure functions; numpy and scipy.special only (scipy.stats takes half a second to import, scipy.optimize
 0.15 s: the boundary's root is found by bisection).
@@ -249,8 +255,8 @@ class Looks:
                 f"with {NAMES[self.method]}. A claim is one-sided ({self.alpha * 100:g} % on the side it "
                 f"could err): its interval's level at each look (repetitions per side: level) is "
                 f"{levels(CLAIM)}; the best variant's lead is two-sided ({self.alpha * 50:g} % a side): "
-                f"{levels(BEST)}. A comparison is judged at the look of the fewer repetitions of its two "
-                f"sides.")
+                f"{levels(BEST)}. A comparison whose sides have different repetitions is judged at its "
+                f"information fraction (the harmonic mean of the two sides' repetitions), a look of its own.")
 
 
 def fixed_error(sides: int = BEST, alpha: float = ALPHA) -> float:
@@ -267,8 +273,8 @@ def fixed_quantile(sides: int = BEST, alpha: float = ALPHA) -> float:
 
 
 def rung_level(rungs: int, alpha: float = ALPHA) -> float:
-    """Halving's familywise error per rung: ``alpha / rungs``, so that a candidate tied for the best is
-    dropped at most ``alpha`` of the time over all the rungs (Bonferroni over the rungs)."""
+    """``alpha / rungs``: halving's level a rung, split evenly over its planned rungs (the end's tie,
+    and the drop rule before issue 40: per candidate over the rungs)."""
     return alpha / max(1, rungs)
 
 

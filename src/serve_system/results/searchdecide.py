@@ -40,8 +40,8 @@ but valid whatever their correlation. (``split_over_rungs: false`` in a search r
 rule before: 5 % over the planned rungs, over the k - 1 comparisons with the leader, no smallest
 effect: per candidate, not per search; ``bench/sequential.py``'s reference column.) Where the interval
 reaches within the smallest effect the candidate survives (a tie). A candidate whose constraint is
-decidedly violated (the 95 % interval of the constrained metric lies wholly beyond its bound) is dropped at any rank; Triton
-refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
+decidedly violated (the 95 % interval of the constrained metric lies wholly beyond its bound) is
+dropped at any rank; Triton refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
 are pooled per candidate: a throughput or latency averaged over a window does not depend on its length,
 only its spread does.
 

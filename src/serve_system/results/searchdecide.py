@@ -41,9 +41,9 @@ rule before: 5 % over the planned rungs, over the k - 1 comparisons with the lea
 effect: per candidate, not per search; ``bench/sequential.py``'s reference column.) Where the interval
 reaches within the smallest effect the candidate survives (a tie). A candidate whose constraint is
 decidedly violated (the 95 % interval of the constrained metric lies wholly beyond its bound) is
-dropped at any rank; Triton refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
-are pooled per candidate: a throughput or latency averaged over a window does not depend on its length,
-only its spread does.
+dropped at any rank; Triton refusing its configuration, or no measurement succeeding, drops it too.
+Measurements of different rungs are pooled per candidate: a throughput or latency averaged over a
+window does not depend on its length, only its spread does.
 
 **The standing** (the end of either search): the lead of the winner over the runner-up is a two-sided
 95 % interval with the pooled spread (Welch's t where either candidate's own spread is far larger); a

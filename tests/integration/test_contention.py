@@ -61,8 +61,14 @@ def test_a_level_under_a_cpu_hog_is_flagged_and_measured_again(rehearsal_cluster
     assert lrec.contention.cause is not None, lrec.contention  # flagged, the hog named
     assert any(t.startswith("sh (") for t in lrec.contention.top), lrec.contention.top
     report = (run / "report.md").read_text()
-    assert "Measured under contention" in report and f"{node.name}/{variant} " in report
+    # said once, before the first section; which level in the Per level table; which processes in the rows
+    assert report.count("> **Contention**: ") == 1 and "so `repetitions: auto` did not count them" in report
+    per_level = report.split("\n## Per level\n", 1)[1].split("\n## ", 1)[0]
+    row = f"| {node.name} | {variant} | conc 8 |"
+    hogged = [line for line in per_level.splitlines() if line.startswith(row)]
+    assert hogged and hogged[0].rstrip(" |").rsplit("|", 1)[-1].strip() not in ("", "0"), per_level
     rows = json.loads((run / "summary.json").read_text())["rows"]
+    assert any(r["contention"] and "sh (" in r["contention"] for r in rows if r["variant"] == variant), rows
     reps = {r["repetition"] for r in rows if r["variant"] == variant}
     assert 4 in reps, reps  # measured again in the hogged level's place, within the budget of 5
     flat = " ".join(log.read_text().split())  # Ansible folds a long message over lines

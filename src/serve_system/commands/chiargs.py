@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
+from .. import ownedtree
 from ..errors import ServeSystemError
 from ..textsafe import clean, markup
 
@@ -98,7 +99,7 @@ def site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
     g = p.add_argument_group("Chameleon (--provider chameleon)")
     g.add_argument("--site", default=DEFAULT_SITE,
                    help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
-    g.add_argument("--openrc", type=Path, metavar="FILE",
+    g.add_argument("--openrc", type=ownedtree.INPUT_PATH, metavar="FILE",
                    help="read OS_* credentials from this openrc file (parsed, never executed); "
                         "default: the environment")
     p.add_argument("-v", "--verbose", action="store_true",

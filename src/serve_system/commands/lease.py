@@ -10,8 +10,8 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
 
+from .. import ownedtree
 from ..errors import UsageError
 from ..provision.nodes import read_inventory
 from ..textsafe import clean, dumps
@@ -60,7 +60,7 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
     chiargs.site_args(extend)
     extend.add_argument("--by", type=chiargs.duration, default=timedelta(hours=1), metavar="1h",
                         help="how much longer (default 1h)")
-    extend.add_argument("-i", "--inventory", type=Path, default=None,
+    extend.add_argument("-i", "--inventory", type=ownedtree.OUTPUT_FILE, default=None,
                         help="also update serve_lease_end in this inventory "
                              "(default: inventory/hosts.yml if present)")
     extend.set_defaults(func=_lease_extend)

@@ -212,13 +212,13 @@ def check_run_folder(folder: str | Path, option: str, *, new_ok: bool = False) -
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeFile(f"{option} {root}: is not a folder: give a run folder "
                          "(results/<experiment>/<run id>)")
-    if is_run_folder(root) or (new_ok and _holds_no_file(root)):
+    if is_run_folder(root) or (new_ok and holds_no_file(root)):
         return root
     raise UnsafeFile(f"{option} {root}: not a run folder made by serve-system plan (no manifest.json nor "
                      "<host>/plan.json): give the run's folder, or a new run id")
 
 
-def _holds_no_file(root: Path) -> bool:
+def holds_no_file(root: Path) -> bool:
     """Only folders (or nothing) under ``root``: nothing of anyone's would be lost."""
     for _dirpath, _dirnames, filenames in os.walk(root):
         if filenames:

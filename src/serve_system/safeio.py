@@ -10,7 +10,8 @@ Reading (:func:`read_bytes`, :func:`read_text`, :func:`read_json`, :func:`read_y
 - text is decoded with one line naming the file, its encoding, line and offset;
 - JSON and YAML numbers are finite and bounded (no NaN or Infinity, integers of at most
   :data:`MAX_INT_DIGITS` digits, nothing beyond :data:`MAX_MAGNITUDE`; a typed reader checks each
-  field's range with :func:`check_number`, naming the field), YAML tags are plain data only (no ``!!binary``, ``!!python/*`` or
+  field's range with :func:`check_number`, naming the field), YAML tags are plain data only (no
+  ``!!binary``, ``!!python/*`` or
   custom tags), and a YAML alias may not contain itself.
 
 Writing (:func:`write_bytes`, :func:`write_text`, :func:`open_write`, :func:`make_dirs`): every file goes
@@ -218,7 +219,7 @@ def check_number(value: Any, where: str | Path, field: str, *, low: float = -MAX
     """``value`` as read from a file: a number (not a bool; ``whole``: an integer) from ``low`` to ``high``;
     :class:`UnsafeFile` naming the file and the field otherwise (``fix`` ends the line)."""
     end = f"; {fix}" if fix else ""
-    if isinstance(value, bool) or not isinstance(value, int | float) or (whole and not isinstance(value, int)):
+    if isinstance(value, bool) or not isinstance(value, int | float) or (whole and isinstance(value, float)):
         kind = "a whole number" if whole else "a number"
         raise UnsafeFile(f"{where}: {field}: must be {kind}, found {str(value)[:40]!r}{end}")
     if not low <= value <= high:  # exact for any int, however long
@@ -411,6 +412,9 @@ def _target(path: str | Path, within: str | Path | None) -> Path:
         raise UnsafeFile(f"{p}: cannot write: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
         raise UnsafeFile(f"{p}: is a folder: move it away to write this file")
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):  # never renamed over a device
+        raise UnsafeFile(f"{p}: is {_kind_of(st.st_mode)}: the tool writes only regular files; give "
+                         "another file name")
     return p
 
 

@@ -121,7 +121,8 @@ def snapshot(root: Path) -> dict[str, str]:
     out = {}
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root).as_posix()
-        out[rel] = ("dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()) + oct(p.stat().st_mode)
+        content = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        out[rel] = content + oct(p.stat().st_mode)
     return out
 
 
@@ -165,5 +166,6 @@ def test_force_writes_into_a_users_folder_and_replaces_only_its_own_files(tmp_pa
     (ctx / "Containerfile").write_text("stale")
     assert main(["fastapi", "context", str(ctx)]) == 0  # the tool's folder now: no --force needed
     capsys.readouterr()
-    assert (ctx / "notes.txt").read_text() == "mine" and (ctx / "sub" / "thesis.tex").read_text() == "mine too"
+    assert (ctx / "notes.txt").read_text() == "mine"
+    assert (ctx / "sub" / "thesis.tex").read_text() == "mine too"
     assert (ctx / "Containerfile").read_text() != "stale"

@@ -72,7 +72,7 @@ FORBIDDEN_PROGRAMS = {"ssh", "ssh-keyscan", "scp", "podman", "docker", "ansible-
                       "tritonserver", "perf_analyzer", "openstack", "curl", "wget"}
 
 
-class Forbidden(BaseException):  # noqa: N818  # BaseException: no `except Exception` of the tool hides it
+class Forbidden(BaseException):  # BaseException: no `except Exception` of the tool hides it
     """A fuzzed command tried to reach the network or start a program it must not."""
 
 
@@ -182,10 +182,10 @@ COMMANDS = commands()
 
 # ------------------------------------------------------------------------------------------ harness
 
-SUMMARY = '{"rows": [{"experiment": "x", "run_id": "r", "host": "h", "variant": "v", "mode": "concurrency", ' \
-          '"load": 1, "throughput": 10.5, "p50_us": 100, "p95_us": 200, "p99_us": 300, "errors": 0}]}\n'
-INVENTORY = ("all:\n  children:\n    serve_nodes:\n      hosts:\n        n1:\n          ansible_host: 10.0.0.1\n"
-             "          serve_student: alice\n")
+SUMMARY = ('{"rows": [{"experiment": "x", "run_id": "r", "host": "h", "variant": "v", "mode": "concurrency", '
+           '"load": 1, "throughput": 10.5, "p50_us": 100, "p95_us": 200, "p99_us": 300, "errors": 0}]}\n')
+INVENTORY = ("all:\n  children:\n    serve_nodes:\n      hosts:\n        n1:\n"
+             "          ansible_host: 10.0.0.1\n          serve_student: alice\n")
 
 
 def make_tree(root: Path) -> Path:

@@ -408,7 +408,7 @@ def from_json(data: Any, cls: type[R], where: str, prefix: str = "") -> R:
     return cls(**kwargs)
 
 
-def _bounded(value: int | float, where: str, fld: str) -> int | float:
+def _bounded(value: float, where: str, fld: str) -> float:
     """Every number of a record within :data:`safeio.MAX_MAGNITUDE` (one line naming file and field),
     however the record was read (a record built from data in memory too)."""
     try:

@@ -228,9 +228,9 @@ def check_host_dir(run: Path, host: str) -> Path:
     hdir = run / host
     if hdir.is_symlink() or (hdir.exists() and not hdir.is_dir()) or hdir.resolve().parent != run:
         raise SpecError([f"--host {host!r}: {hdir} is not a folder of the run: move it away"])
-    if hdir.is_dir() and not os.path.isfile(hdir / rec.PLAN_FILE) and any(True for _ in hdir.iterdir()):
-        raise SpecError([f"--host {host!r}: {hdir} is not empty and holds no plan.json: not a host folder "
-                         "serve-system made; move it away or use another run id"])
+    if hdir.is_dir() and not os.path.isfile(hdir / rec.PLAN_FILE) and not ownedtree.holds_no_file(hdir):
+        raise SpecError([(f"--host {host!r}: {hdir} is not empty and holds no plan.json: not a host folder "
+                          "serve-system made; move it away or use another run id")])
     return hdir
 
 

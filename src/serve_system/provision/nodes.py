@@ -170,7 +170,8 @@ def read_inventory(path: Path) -> list[Node]:
             if student is not None:  # it becomes a file name (access sheets) and a folder: one plain name
                 safeio.plain_name(student, "serve_student", "student")
         except ServeSystemError as exc:
-            raise ServeSystemError(f"{where}: {exc}; fix the inventory or re-run launch to rewrite it") from None
+            raise ServeSystemError(f"{where}: {exc}; fix the inventory or re-run launch to rewrite "
+                                   "it") from None
         nodes.append(node)
     return nodes
 

@@ -23,9 +23,13 @@ from . import chiargs
 def _utc(text: str) -> datetime:
     for fmt in ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"):
         try:
-            return datetime.strptime(text.strip().removesuffix("Z").removesuffix(" UTC"), fmt)
+            when = datetime.strptime(text.strip().removesuffix("Z").removesuffix(" UTC"), fmt)
         except ValueError:
             continue
+        if not 1970 <= when.year <= 9998:
+            raise argparse.ArgumentTypeError(f"{text.strip()!r} is not a time between 1970 and 9998 (UTC, "
+                                             "like '2026-11-21 17:00')")
+        return when
     raise argparse.ArgumentTypeError(f"not a UTC time like '2026-11-21 17:00': {text!r}")
 
 

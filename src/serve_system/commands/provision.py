@@ -10,7 +10,6 @@ stderr and a non-zero exit code; long waits show rich progress bars on stderr.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -42,13 +41,18 @@ def _port(text: str) -> int:
     return value
 
 
+#: the longest wait a seconds option takes
+MAX_SECONDS = 7 * 24 * 3600
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0: {text!r}")
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 and at most {MAX_SECONDS} "
+                                         f"(a week): {text[:40]!r}")
     return value
 
 

@@ -380,6 +380,10 @@ def test_every_command_line_exits_cleanly(cmd: tuple[str, ...], parser: argparse
     ["inventory", "-i", "fifo"],
     ["lease", "create", "--start=0001-01-01 00:00", "--dry-run"],
     ["status", "--times=" + HUGE],
+    ["lease", "extend", "--by=18446744073709551617"],  # found by the fuzzer: OverflowError in timedelta
+    ["lease", "create", "--end=9999-12-31T23:59", "--dry-run"],
+    ["launch", "--count=99999", "--dry-run"],
+    ["status", "--poll=1e300"],
 ])
 def test_the_known_cases_are_refused_in_one_line(argv: list[str], no_credentials: Path) -> None:
     assert run_one(argv, parse_only=False) != 0

@@ -43,9 +43,9 @@ PATH_MAX, NAME_MAX = 4096, 255
 class PathArg:
     """An argparse ``type=`` declaring a path argument and what the command does with it (:data:`USES`).
 
-    The value is refused (one usage line naming the option) when it holds control characters or is longer
-    than the system allows; otherwise it becomes a :class:`~pathlib.Path` (``text``: kept as text, for a
-    ``NAME=DIR`` value or ``-`` for stdin)."""
+    The value is refused (one usage line naming the option) when it holds control characters (a file only
+    read: a NUL) or is longer than the system allows; otherwise it becomes a :class:`~pathlib.Path`
+    (``text``: kept as text, for a ``NAME=DIR`` value or ``-`` for stdin)."""
 
     def __init__(self, use: str, *, text: bool = False) -> None:
         if use not in USES:
@@ -54,7 +54,9 @@ class PathArg:
         self.__name__ = f"path ({use})"  # what argparse calls the type in its messages
 
     def __call__(self, value: str) -> Any:
-        if _CONTROL.search(value):
+        # a file to read may have any name (it is escaped wherever it is shown), but NUL; a path the tool
+        # writes, or passes to a node, holds no control character
+        if "\x00" in value if self.use == INPUT else _CONTROL.search(value):
             raise argparse.ArgumentTypeError(f"{value[:80]!r} holds a control character (a newline, tab or "
                                              "escape): give the path without it")
         if self.text and not value:
@@ -186,14 +188,15 @@ class OwnedFolder:
         write_json(self.dir / MARKER, sorted(self.owned), within=self.dir)
 
 
-#: what only the tool writes in a run folder (serve-system plan): the manifest, a host's plan
-RUN_MARKERS = ("manifest.json", "*/plan.json")
+#: what only the tool writes in a run folder (serve-system plan): the manifest, a host's plan, the base
+#: configs a host's look carried (written first)
+RUN_MARKERS = ("manifest.json", "*/plan.json", "*/.node_base")
 
 
 def is_run_folder(folder: str | Path) -> bool:
     """``folder`` holds what only ``serve-system plan`` writes there (:data:`RUN_MARKERS`, not links)."""
     root = Path(folder)
-    return any(not p.is_symlink() and p.is_file() for pattern in RUN_MARKERS for p in root.glob(pattern))
+    return any(not p.is_symlink() for pattern in RUN_MARKERS for p in root.glob(pattern))
 
 
 def check_run_folder(folder: str | Path, option: str, *, new_ok: bool = False) -> Path:

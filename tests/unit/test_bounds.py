@@ -37,6 +37,9 @@ def test_a_path_argument_with_control_characters_or_too_long_is_refused(value: s
     with pytest.raises(argparse.ArgumentTypeError):
         ownedtree.OWNED_DIR(value)
     assert ownedtree.NODE_PATH("") == ""  # a text option left empty: not given
+    assert ownedtree.INPUT_PATH("a\x1bb.yml") == Path("a\x1bb.yml")  # a file to read: any name, shown escaped
+    with pytest.raises(argparse.ArgumentTypeError):
+        ownedtree.INPUT_PATH("a\x00b")
     assert ownedtree.OWNED_DIR("results/x") == Path("results/x")
 
 

@@ -228,7 +228,7 @@ def _check_options(args: argparse.Namespace) -> None:
         try:
             exp.lease_end_time(args.lease_end)
         except ValueError as exc:
-            raise SpecError([f"--lease-end {exc}"]) from None
+            raise SpecError([f"{args.spec}: lease: serve_lease_end {exc}"]) from None
     if args.fastapi_image is not None:
         image = Path(args.fastapi_image)
         reason = secret_reason(image, repo_root(image.resolve().parent))

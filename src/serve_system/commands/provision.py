@@ -35,10 +35,10 @@ from .lease import COMMANDS as LEASE_COMMANDS
 
 
 def _port(text: str) -> int:
-    value = chiargs.positive(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"port out of range 1-65535: {value}")
-    return value
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()) or len(t) > 5 or not 1 <= int(t) <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range 1-65535: {text[:40]!r}")
+    return int(t)
 
 
 #: the longest wait a seconds option takes

@@ -228,7 +228,9 @@ def check_host_dir(run: Path, host: str) -> Path:
     hdir = run / host
     if hdir.is_symlink() or (hdir.exists() and not hdir.is_dir()) or hdir.resolve().parent != run:
         raise SpecError([f"--host {host!r}: {hdir} is not a folder of the run: move it away"])
-    if hdir.is_dir() and not os.path.isfile(hdir / rec.PLAN_FILE) and not ownedtree.holds_no_file(hdir):
+    made = any(os.path.lexists(hdir / n) and not os.path.islink(hdir / n)
+               for n in (rec.PLAN_FILE, ".node_base"))  # what only plan writes there
+    if hdir.is_dir() and not made and not ownedtree.holds_no_file(hdir):
         raise SpecError([(f"--host {host!r}: {hdir} is not empty and holds no plan.json: not a host folder "
                           "serve-system made; move it away or use another run id")])
     return hdir

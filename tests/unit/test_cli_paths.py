@@ -169,3 +169,14 @@ def test_force_writes_into_a_users_folder_and_replaces_only_its_own_files(tmp_pa
     assert (ctx / "notes.txt").read_text() == "mine"
     assert (ctx / "sub" / "thesis.tex").read_text() == "mine too"
     assert (ctx / "Containerfile").read_text() != "stale"
+
+
+def test_the_walk_would_catch_a_new_undeclared_folder_argument() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers()
+    new = sub.add_parser("new")
+    new.add_argument("--cache-dir")
+    new.add_argument("target", type=Path, metavar="DIR")
+    new.add_argument("--json", action="store_true")
+    found = {name_of(a): looks_like_a_path(a) and ownedtree.path_use(a) is None for _, a in walk(p)}
+    assert found == {"--cache-dir": True, "target": True, "--json": False}

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from . import __version__, interrupt
 from .errors import ServeSystemError
-from .textsafe import echo
+from .textsafe import clean, echo
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
@@ -32,7 +32,8 @@ class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (the usage is in ``--help``)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # the message quotes what was typed: its control characters escaped, so it stays one line
+        self.exit(2, f"{self.prog}: error: {clean(message)} (see {self.prog} --help)\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -65,7 +65,14 @@ class PathArg:
         if not raw or len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
             raise argparse.ArgumentTypeError(f"{value[:80]!r}: empty or longer than a path may be "
                                              f"({PATH_MAX} bytes, {NAME_MAX} a name): give a shorter path")
-        return value if self.text else Path(value)
+        if self.text:
+            return value
+        try:
+            Path(value).resolve()  # a loop of links: refused here, not a traceback where it is used
+        except (OSError, RuntimeError):
+            raise argparse.ArgumentTypeError(f"{value[:80]!r}: a loop of links (or a path that cannot be "
+                                             "resolved): give a real file or folder") from None
+        return Path(value)
 
     def __repr__(self) -> str:
         return f"PathArg({self.use!r})"

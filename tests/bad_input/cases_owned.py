@@ -81,6 +81,10 @@ CASES: list[BadInput] = [
              ("--gpus", "not a whole number", "0 to 64")),
     BadInput("path-argument-newline", ("serve-system", "fastapi", "context", "{tmp}/a\nb"),
              ("argument DIR", "control character", "without it")),
+    BadInput("report-run-dir-loop-of-links", ("serve-system", "report", "{tmp}/loop"),
+             ("argument RUN_DIR", "a loop of links", "give a real file or folder"), links={"loop": "loop"}),
+    BadInput("unknown-argument-carriage-return", ("serve-system", "compare", "{tmp}/x", "-\r"),
+             ("unrecognized arguments: -\\r", "--help")),
     BadInput("compare-csv-is-a-pipe", ("serve-system", "compare", "{tmp}/" + RUN, "--csv", "{tmp}/out.csv"),
              ("{tmp}/out.csv", "is a named pipe", "regular files"), files=_summary(), fifos=("out.csv",)),
     # -- numbers in a run's files ---------------------------------------------------------------------

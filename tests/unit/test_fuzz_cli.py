@@ -381,6 +381,8 @@ def test_every_command_line_exits_cleanly(cmd: tuple[str, ...], parser: argparse
     ["lease", "create", "--start=0001-01-01 00:00", "--dry-run"],
     ["status", "--times=" + HUGE],
     ["lease", "extend", "--by=18446744073709551617"],  # found by the fuzzer: OverflowError in timedelta
+    ["compare", "loop"],  # found by the fuzzer: RuntimeError (a loop of links) where the path was resolved
+    ["compare", "mine", "-\r"],  # found by the fuzzer: argparse's line quoted a carriage return
     ["lease", "create", "--end=9999-12-31T23:59", "--dry-run"],
     ["launch", "--count=99999", "--dry-run"],
     ["status", "--poll=1e300"],

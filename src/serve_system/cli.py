@@ -31,6 +31,13 @@ COMMANDS: tuple[str, ...] = (
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (the usage is in ``--help``)."""
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # argparse drops a "--" given as an option's value (--output=--) and hands the option an empty
+        # list: refused here, as any other value that is none
+        if action.option_strings and arg_strings == ["--"] and action.nargs in (None, "?"):
+            self.error(f"argument {'/'.join(action.option_strings)}: '--' is not a value: give one")
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str) -> NoReturn:
         # the message quotes what was typed: its control characters escaped, so it stays one line
         self.exit(2, f"{self.prog}: error: {clean(message)} (see {self.prog} --help)\n")

@@ -383,6 +383,7 @@ def test_every_command_line_exits_cleanly(cmd: tuple[str, ...], parser: argparse
     ["lease", "extend", "--by=18446744073709551617"],  # found by the fuzzer: OverflowError in timedelta
     ["compare", "loop"],  # found by the fuzzer: RuntimeError (a loop of links) where the path was resolved
     ["compare", "mine", "-\r"],  # found by the fuzzer: argparse's line quoted a carriage return
+    ["schema", "--output=--"],  # found by the fuzzer: argparse handed the option [] (AttributeError)
     ["lease", "create", "--end=9999-12-31T23:59", "--dry-run"],
     ["launch", "--count=99999", "--dry-run"],
     ["status", "--poll=1e300"],

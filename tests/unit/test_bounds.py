@@ -98,3 +98,16 @@ def test_a_run_folder_is_one_plan_made(tmp_path: Path) -> None:
     assert ownedtree.check_run_folder(run, "--run-dir") == run
     with pytest.raises(safeio.UnsafeFile, match="no such run folder"):
         ownedtree.check_run_folder(tmp_path / "none", "RUN_DIR")
+
+
+def test_a_folder_that_cannot_be_listed_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the CLI fuzzer: ``report /`` walked into /proc and ended in a PermissionError."""
+    from serve_system.errors import ServeSystemError
+    from serve_system.results import tree
+
+    def denied(self: Path) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", denied)
+    with pytest.raises(ServeSystemError, match=r"cannot list the folder \(Permission denied\)"):
+        tree.subdirs(tmp_path)

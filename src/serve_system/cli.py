@@ -108,7 +108,8 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
         prog: str = "serve-system") -> int:
     """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code.
 
-    Ctrl-C ends the command at once with 130: its helper processes are killed and its workers not
+    An error of the system on a file (:class:`OSError`: unreadable, gone while read) is one line naming the
+    file too. Ctrl-C ends the command at once with 130: its helper processes are killed and its workers not
     waited for (:mod:`serve_system.interrupt`). Third-party libraries' log records and warnings stay
     off the terminal unless the command was given ``-v`` (:func:`library_output`).
     """
@@ -119,6 +120,11 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
     except ServeSystemError as exc:
         echo(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the system refused a file or folder (unreadable, gone): one line naming it
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        echo(f"{prog}: error: {where}{exc.strerror or exc}: check the path and its permissions",
+             file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         interrupt.abort()
         echo(f"{prog}: interrupted", file=sys.stderr)

@@ -76,6 +76,10 @@ class Forbidden(BaseException):  # BaseException: no `except Exception` of the t
     """A fuzzed command tried to reach the network or start a program it must not."""
 
 
+class Hang(BaseException):
+    """A fuzzed command ran past its alarm (not a TimeoutError: the CLI reports an OSError in one line)."""
+
+
 # ------------------------------------------------------------------------------------------ values
 
 HUGE = "9" * 400
@@ -279,7 +283,7 @@ def guarded(seconds: float) -> Iterator[None]:
         real_popen(self, args, *a, **kw)
 
     def alarm(*_: Any) -> None:
-        raise TimeoutError(f"hung for {seconds} s")
+        raise Hang(f"hung for {seconds} s")
 
     old = signal.signal(signal.SIGALRM, alarm)
     socket.socket.connect = connect  # type: ignore[method-assign]

@@ -45,5 +45,5 @@ def test_an_error_of_the_system_on_a_file_is_one_line_naming_it(capsys: pytest.C
 
     assert run(denied, argparse.Namespace()) == 1
     err = capsys.readouterr().err
-    assert err == ("serve-system: error: /proc/1/fdinfo/level.json: Permission denied: check the path and its "
-                   "permissions\n")
+    assert err == ("serve-system: error: /proc/1/fdinfo/level.json: Permission denied: check the path and "
+                   "its permissions\n")

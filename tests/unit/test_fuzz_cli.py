@@ -6,7 +6,8 @@ are what a user could type by mistake or on purpose: huge, negative, zero and no
 past and future dates, control characters, paths that climb (``../..``), links, very long strings.
 
 The property, for every command: it exits 0, or non-zero with exactly one line on stderr and no
-traceback (argparse's usage errors too); no file that was there before is changed or removed unless
+traceback (argparse's usage errors too; ``validate`` and ``plan``, whose contract is one line per problem
+of the files they check: every line names its file); no file that was there before is changed or removed unless
 the command line names it; nothing new appears outside the command's own folder and the paths the
 command line names. Commands that would reach Chameleon get no credentials (every ``OS_*`` variable
 removed), so they must stop at their input checks; any connection beyond loopback, and any start of
@@ -67,6 +68,8 @@ PARSE_ONLY = {("rehearsal", "images"), ("rehearsal", "upstream-repo"), ("models"
 #: options never generated, with why: --provider local starts podman; --with-triton starts a tritonserver;
 #: --configure runs ansible-playbook; --watch repeats until Ctrl-C
 NEVER = {"--provider", "--with-triton", "--configure", "--watch", "--help", "--version"}
+#: commands whose contract is one line per problem (of the files they check): each line names its file
+PER_PROBLEM = {"validate", "plan"}
 #: programs no fuzzed command may start
 FORBIDDEN_PROGRAMS = {"ssh", "ssh-keyscan", "scp", "podman", "docker", "ansible-playbook", "ansible",
                       "tritonserver", "perf_analyzer", "openstack", "curl", "wget"}
@@ -338,7 +341,11 @@ def run_one(argv: list[str], *, parse_only: bool) -> int:
         lines = err.getvalue().splitlines()
         OUTCOMES[f"{argv[0]}: exit {rc}"] += 1
         assert "Traceback" not in err.getvalue(), f"{argv!r}: a traceback:\n{err.getvalue()}"
-        if rc != 0:
+        if rc != 0 and argv[0] in PER_PROBLEM and len(lines) > 1:
+            files = [a for a in argv[1:] if not a.startswith("-")]
+            assert all(line.startswith(tuple(files)) for line in lines), \
+                f"{argv!r}: a problem line that names no file: {lines[:5]}"
+        elif rc != 0:
             assert len(lines) == 1, f"{argv!r}: exit {rc} with {len(lines)} stderr lines: {lines[:5]}"
         after = snapshot(Path(tmp))
         names = named(argv, work)

@@ -36,8 +36,10 @@ from .lease import COMMANDS as LEASE_COMMANDS
 
 def _port(text: str) -> int:
     t = text.strip()
-    if not (t.isascii() and t.isdigit()) or len(t) > 5 or not 1 <= int(t) <= 65535:
+    if not (t.isascii() and t.isdigit()) or len(t) > 5 or int(t) > 65535:
         raise argparse.ArgumentTypeError(f"port out of range 1-65535: {text[:40]!r}")
+    if int(t) < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {int(t)}")
     return int(t)
 
 

@@ -7,12 +7,12 @@ past and future dates, control characters, paths that climb (``../..``), links, 
 
 The property, for every command: it exits 0, or non-zero with exactly one line on stderr and no
 traceback (argparse's usage errors too; ``validate`` and ``plan``, whose contract is one line per
-problem of the files they check: every line names its file); no file that was there before is
-changed or removed unless the command line names it; nothing new appears outside the command's own folder and the paths the
-command line names. Commands that would reach Chameleon get no credentials (every ``OS_*`` variable
-removed), so they must stop at their input checks; any connection beyond loopback, and any start of
-ssh, podman, docker, Ansible or Triton, fails the example (a :class:`Forbidden`, not caught by the
-tool). Each example runs under an alarm (a hang fails it).
+problem of the files they check: every line names its file); no file that was there before is changed or
+removed unless the command line names it; nothing new appears outside the command's own folder and the
+paths the command line names. Commands that would reach Chameleon get no credentials (every ``OS_*``
+variable removed), so they must stop at their input checks; any connection beyond loopback, and any
+start of ssh, podman, docker, Ansible or Triton, fails the example (a :class:`Forbidden`, not caught by
+the tool). Each example runs under an alarm (a hang fails it).
 
 Budget: ``SERVE_SYSTEM_CLI_FUZZ_EXAMPLES`` examples per command (default: :data:`CI_EXAMPLES`, the
 whole module well under 90 s in CI), the seed :mod:`fuzzseed`'s (``SERVE_SYSTEM_FUZZ_SEED``: fixed in

@@ -1,11 +1,14 @@
-"""apt source definitions on a node: which files already define a repository the roles add.
+"""apt source definitions on a node: which files already define a repository the play adds.
 
 The ``docker`` and ``nvidia_container_toolkit`` roles add Docker's and NVIDIA's apt repositories as
 deb822 files (``/etc/apt/sources.list.d/<name>.sources``) signed by a keyring of their own. A node
 first set up by hand (Docker's install guide, the lab's notebook) has the same repository defined
 already, in a one-line ``.list`` file with another ``signed-by`` keyring; apt then refuses every
-operation ("Conflicting values set for option Signed-By regarding source ..."). The roles read the
-candidate files and call :func:`same_repository` (through their filter plugins) to find them.
+operation ("Conflicting values set for option Signed-By regarding source ..."), whichever apt task
+comes next. The ``apt_guard`` role (called by every role of the play before its first apt task) reads
+the candidate files and calls :func:`guard` (through its filter plugin) to find them: the repositories
+the calling role is about to add, and those of the play's own files already on the node (a notebook
+list added after a first run conflicts with them too).
 
 Both formats of sources.list(5) are read: one-line (``deb [opts] URI SUITE [COMPONENT...]``) in
 ``*.list`` and ``/etc/apt/sources.list``, deb822 paragraphs (``Types:``, ``URIs:``, ...) in
@@ -100,28 +103,62 @@ def slurped(results: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def same_repository(files: Iterable[Mapping[str, Any]], uri: str, arch: str,
-                    own: str) -> dict[str, list[Any]]:
-    """Which of ``files`` (``{"path", "text"}`` each) define ``uri`` too, apart from the role's own
-    file ``own``.
+def _upstream(uri: str) -> tuple[str, str, str]:
+    """The upstream a normalized URI belongs to: scheme, host and first path segment
+    (``https://nvidia.github.io/libnvidia-container/...`` for NVIDIA's stable and experimental
+    channels alike; ``https://download.docker.com/linux/...`` for Docker's)."""
+    parts = urlsplit(uri)
+    return parts.scheme, parts.netloc, parts.path.strip("/").split("/", 1)[0]
 
-    Returns ``{"whole": [paths], "mixed": [{"path", "lines"}]}``: files every active entry of which is
-    that repository (the role moves them aside), and files that define it next to other repositories
-    (the role stops and names the lines: it never edits a file it did not write).
+
+def owned_uris(files: Iterable[Mapping[str, Any]], arch: str) -> list[str]:
+    """The repositories (normalized URIs) the play's own source files define."""
+    return sorted({normalize_uri(u, arch) for f in files for _, u in entries(str(f["path"]), str(f["text"]))})
+
+
+def guard(files: Iterable[Mapping[str, Any]], repositories: Iterable[str], owned: Iterable[str],
+          arch: str) -> dict[str, list[Any]]:
+    """Which of ``files`` (``{"path", "text"}`` each) define one of the guarded repositories again.
+
+    The guarded repositories are ``repositories`` (the URIs a role is about to add) and every
+    repository defined by the play's own files ``owned`` that are among ``files`` (they are on the
+    node already). The play's own files are never reported.
+
+    Returns ``{"wanted": [uris], "whole": [{"path", "uris", "also"}], "mixed": [{"path", "lines"}]}``:
+
+    - ``whole``: files every active entry of which is a guarded repository or another channel of the
+      same upstream (NVIDIA's ``experimental`` next to ``stable``, as the lab's notebook has it when
+      that line is enabled); the role moves them aside and names ``also``, the other channels that
+      go with them;
+    - ``mixed``: files that define a guarded repository next to other upstreams' (a distribution's
+      sources.list with Docker's line in it): the role stops and names the lines, since it never
+      edits a file it did not write.
     """
-    wanted = normalize_uri(uri, arch)
-    whole: list[str] = []
+    files = list(files)
+    own = set(owned)
+    wanted = {normalize_uri(u, arch) for u in repositories}
+    wanted |= set(owned_uris([f for f in files if str(f["path"]) in own], arch))
+    whole: list[dict[str, Any]] = []
     mixed: list[dict[str, Any]] = []
     for f in files:
         path = str(f["path"])
-        if path == own:
+        if path in own:
             continue
-        found = entries(path, str(f["text"]))
-        hits = sorted({n for n, u in found if normalize_uri(u, arch) == wanted})
+        found = [(n, normalize_uri(u, arch)) for n, u in entries(path, str(f["text"]))]
+        hits = sorted({n for n, u in found if u in wanted})
         if not hits:
             continue
-        if all(normalize_uri(u, arch) == wanted for _, u in found):
-            whole.append(path)
+        upstreams = {_upstream(u) for _, u in found if u in wanted}
+        others = sorted({u for _, u in found if u not in wanted})
+        if all(_upstream(u) in upstreams for u in others):
+            whole.append({"path": path, "uris": sorted({u for _, u in found if u in wanted}), "also": others})
         else:
             mixed.append({"path": path, "lines": hits})
-    return {"whole": sorted(whole), "mixed": sorted(mixed, key=lambda m: str(m["path"]))}
+    return {"wanted": sorted(wanted), "whole": sorted(whole, key=lambda w: str(w["path"])),
+            "mixed": sorted(mixed, key=lambda m: str(m["path"]))}
+
+
+
+def hosts(uris: Iterable[str]) -> list[str]:
+    """The host names of ``uris`` (what a source file that defines one of them names somewhere)."""
+    return sorted({urlsplit(u).hostname or "" for u in uris} - {""})

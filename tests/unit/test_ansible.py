@@ -165,3 +165,14 @@ def test_wrong_type_or_choice_is_rejected_by_argument_specs(tmp_path: Path, role
     assert proc.returncode != 0
     assert var in proc.stdout
     assert "argument" in proc.stdout.lower() or "validation" in proc.stdout.lower()
+
+
+def test_a_required_role_variable_left_out_stops_the_role_at_its_argument_check(tmp_path: Path) -> None:
+    """experiment_spec is required and, by the rule of serve_system.roledocs, has no default anywhere: a play
+    that forgets it stops at Ansible's argument check, naming it, before any task of the role."""
+    proc = _run_role(tmp_path, "experiment", {})
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "missing required arguments: experiment_spec" in out, out
+    assert "TASK [experiment : Validating arguments against arg spec 'main'" in proc.stdout
+    assert proc.stdout.count("TASK [") == 1, proc.stdout

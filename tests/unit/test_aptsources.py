@@ -1,10 +1,11 @@
-"""serve_system.aptsources: which apt source files define a repository the roles add already."""
+"""serve_system.aptsources: which apt source files define a repository the play adds already."""
 
 from __future__ import annotations
 
 import base64
+from typing import Any
 
-from serve_system.aptsources import normalize_uri, same_repository, slurped
+from serve_system.aptsources import guard, hosts, normalize_uri, slurped
 
 NVIDIA = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
 DOCKER = "https://download.docker.com/linux/ubuntu"
@@ -18,6 +19,14 @@ NOTEBOOK_LIST = (
     "#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
     "https://nvidia.github.io/libnvidia-container/experimental/deb/$(ARCH) /\n"
 )
+
+OWNED = [OWN_DOCKER, OWN_NVIDIA]
+
+
+def same_repository(files: list[dict[str, str]], uri: str, arch: str, own: str) -> dict[str, list[Any]]:
+    """guard() for one repository about to be added, in the shape the assertions below read."""
+    got = guard(files, [uri], [own], arch)
+    return {"whole": [w["path"] for w in got["whole"]], "mixed": got["mixed"]}
 
 
 def test_the_notebooks_list_file_with_arch_variable_is_the_same_repository() -> None:
@@ -90,3 +99,42 @@ def test_slurped_decodes_and_skips_unreadable_results() -> None:
     bad = {"source": "/etc/apt/sources.list.d/c.list", "content": "not base64!"}
     assert slurped([good, gone, bad]) == [
         {"path": "/etc/apt/sources.list.d/a.list", "text": "deb http://x/ y z\n\ufffd"}]
+
+
+NOTEBOOK_WITH_EXPERIMENTAL = NOTEBOOK_LIST.replace("#deb", "deb")
+OWN_NVIDIA_TEXT = (f"Types: deb\nURIs: {NVIDIA}\nSuites: /\n"
+                   "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc\n")
+
+
+def test_a_notebook_list_added_after_a_first_run_is_found_by_any_role() -> None:
+    """The reverse order: the play's NVIDIA file is on the node, the notebook's list came later; the
+    docker role guards (about to add only Docker's repository) and still finds it."""
+    files = [{"path": OWN_NVIDIA, "text": OWN_NVIDIA_TEXT},
+             {"path": "/etc/apt/sources.list.d/nvidia-container-toolkit.list", "text": NOTEBOOK_LIST}]
+    got = guard(files, [DOCKER], OWNED, "amd64")
+    assert got["wanted"] == sorted([DOCKER, NVIDIA])
+    assert got["whole"] == [{"path": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+                             "uris": [NVIDIA], "also": []}]
+    assert got["mixed"] == []
+    # without the play's file on the node, nothing of NVIDIA's is guarded yet
+    assert guard(files[1:], [DOCKER], OWNED, "amd64")["whole"] == []
+
+
+def test_the_notebooks_experimental_channel_goes_with_its_file_and_is_named() -> None:
+    files = [{"path": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+              "text": NOTEBOOK_WITH_EXPERIMENTAL}]
+    got = guard(files, [NVIDIA], OWNED, "amd64")
+    assert got["mixed"] == []
+    assert got["whole"] == [{"path": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+                             "uris": [NVIDIA],
+                             "also": ["https://nvidia.github.io/libnvidia-container/experimental/deb/amd64"]}]
+
+
+def test_another_upstream_in_the_same_file_still_stops() -> None:
+    text = NOTEBOOK_LIST + "deb https://nvidia.github.io/other-project/stable/deb/amd64 /\n"
+    got = guard([{"path": "/etc/apt/sources.list.d/x.list", "text": text}], [NVIDIA], OWNED, "amd64")
+    assert got["whole"] == [] and got["mixed"] == [{"path": "/etc/apt/sources.list.d/x.list", "lines": [1]}]
+
+
+def test_hosts_of_the_guarded_repositories() -> None:
+    assert hosts([DOCKER, NVIDIA, DOCKER + "/x", "not a url"]) == ["download.docker.com", "nvidia.github.io"]

@@ -105,6 +105,7 @@ def test_a_variant_whose_levels_were_all_contended_is_not_counted_not_failed() -
     assert {r["status"] for r in judged if r["variant"] == "b"} == {reasons.CONTENDED}
     objective = {"metric": "throughput", "at_load": 8}
     text = reasons.unqualified(objective, judged, {"a"})
-    assert text.startswith(" (`b`: not counted at load 8: measured under contention, not counted: "), text
+    assert text.startswith(" (`b`: not counted at load 8: measured under contention, not counted (the cause: "
+                           "`contention` in summary.csv)"), text
     judged[3]["status"] = "failed"  # one of its levels failed outright: it failed
     assert "`b`: failed at load 8" in reasons.unqualified(objective, judged, {"a"})

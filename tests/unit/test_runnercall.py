@@ -74,7 +74,7 @@ def test_the_runner_records_the_facts_the_node_printed_as_the_plan_holds_them(
     before = (run / "n" / "plan.json").read_bytes()
     capsys.readouterr()
     for bad, says in (("os=x\nrm -rf /",
-                       "line 'rm -rf /': not os=..., image=/NAME=ID, cap=X.Y, repository=yes|no or config="),
+                       "line 'rm -rf /': not os=..., image=/NAME=ID, cap=X.Y, gpu=NAME, repository="),
                       ("cap=NVIDIA-SMI has failed", "is not a compute capability")):
         assert main([*args, f"--node-facts=n={bad}"]) == 1
         err = capsys.readouterr().err

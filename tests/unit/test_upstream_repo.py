@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 
 from serve_system.errors import ServeSystemError
-from serve_system.provision.upstream_repo import NVIDIA_RUNTIME, Site, build, node_vars, serve
+from serve_system.provision.upstream_repo import (
+    COMPOSE_REAL,
+    NVIDIA_RUNTIME,
+    OLDEST,
+    TODAY,
+    Site,
+    build,
+    node_vars,
+    serve,
+)
 
 
 def _debian_deb(out: Path, name: str, conflicts: str) -> Path:
@@ -38,11 +47,33 @@ def _debian_deb(out: Path, name: str, conflicts: str) -> Path:
     return deb
 
 
+def _debian_compose_deb(out: Path) -> Path:
+    """A package laid out as Debian's docker-compose: the plugin binary at Docker's CLI plugin path
+    (here a script printing its arguments), a /usr/bin link to it."""
+    root = out / "docker-compose"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: docker-compose\nVersion: 2.26.1-4\nArchitecture: amd64\n"
+        "Maintainer: Debian Go Packaging Team <team+pkg-go@tracker.debian.org>\nDepends: libc6 (>= 2.34)\n"
+        "Recommends: docker-cli\nSection: admin\nPriority: optional\nDescription: compose of Debian\n")
+    plugin = root / "usr" / "libexec" / "docker" / "cli-plugins" / "docker-compose"
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text('#!/bin/sh\necho "debian compose: $*"\n')
+    plugin.chmod(0o755)
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "docker-compose").symlink_to("../libexec/docker/cli-plugins/docker-compose")
+    deb = out / "docker-compose_2.26.1-4_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(deb)], check=True,
+                   capture_output=True)
+    return deb
+
+
 @pytest.fixture(scope="module")
 def debian_debs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("debian")
     return {"docker.io": _debian_deb(out, "docker.io", "docker-ce, docker-ce-rootless-extras"),
-            "docker-cli": _debian_deb(out, "docker-cli", "docker-ce-cli, podman-docker")}
+            "docker-cli": _debian_deb(out, "docker-cli", "docker-ce-cli, podman-docker"),
+            "docker-compose": _debian_compose_deb(out)}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +90,7 @@ def _fields(deb: Path) -> dict[str, str]:
 def test_dockers_engine_and_cli_are_debians_repacked_under_dockers_names(site: Site, tmp_path: Path) -> None:
     pool = site.root / DOCKER_DIST / "pool" / "stable" / "amd64"
     ce = _fields(next(pool.glob("docker-ce_*.deb")))
-    assert ce["Package"] == "docker-ce" and ce["Version"] == "5:26.1.5-1~debian.13~trixie"
+    assert ce["Package"] == "docker-ce" and ce["Version"] == f"5:{TODAY.docker_ce}-1~debian.13~trixie"
     assert ce["Depends"] == "libc6 (>= 2.34), containerd (>= 1.4~), containerd.io, docker-ce-cli"
     assert ce["Conflicts"] == "docker.io" and "Recommends" not in ce and "Source" not in ce
     cli = _fields(next(pool.glob("docker-ce-cli_*.deb")))
@@ -71,12 +102,73 @@ def test_dockers_engine_and_cli_are_debians_repacked_under_dockers_names(site: S
     assert (tmp_path / "ce" / "DEBIAN" / "postinst").stat().st_mode & 0o111
 
 
+def _versions(root: Path) -> dict[str, str]:
+    pool = root / DOCKER_DIST / "pool" / "stable" / "amd64"
+    flat = root / NVIDIA_FLAT
+    return {f["Package"]: f["Version"] for f in map(_fields, [*pool.glob("*.deb"), *flat.glob("*.deb")])}
+
+
+def test_packages_claim_the_version_set(site: Site, tmp_path: Path, debian_debs: dict[str, Path]) -> None:
+    docker = "-1~debian.13~trixie"
+    assert site.versions is TODAY
+    assert _versions(site.root) == {
+        "docker-ce": f"5:29.8.2{docker}", "docker-ce-cli": f"5:29.8.2{docker}",
+        "containerd.io": f"2.1.5{docker}", "docker-buildx-plugin": f"0.29.1{docker}",
+        "docker-compose-plugin": f"5.5.0{docker}", "nvidia-container-toolkit": "1.18.2-1"}
+    oldest = build(tmp_path / "oldest", "trixie", debian_debs, versions=OLDEST)
+    assert oldest.versions is OLDEST
+    assert _versions(oldest.root) == {
+        "docker-ce": f"5:26.1.5{docker}", "docker-ce-cli": f"5:26.1.5{docker}",
+        "containerd.io": f"1.7.24{docker}", "docker-buildx-plugin": f"0.14.1{docker}",
+        "docker-compose-plugin": f"2.26.1{docker}", "nvidia-container-toolkit": "1.14.0-1"}
+
+
+def _compose_plugin(site: Site, tmp_path: Path) -> Path:
+    """docker-compose-plugin unpacked into ``tmp_path/x``; its wrapper pointed at the unpacked
+    Debian Compose."""
+    deb = next((site.root / DOCKER_DIST / "pool" / "stable" / "amd64").glob("docker-compose-plugin_*.deb"))
+    fields = _fields(deb)
+    assert fields["Conflicts"] == "docker-compose" and fields["Replaces"] == "docker-compose"
+    assert "Recommends" not in fields
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path / "x")], check=True)
+    x = tmp_path / "x"
+    assert not (x / "usr" / "bin" / "docker-compose").exists()  # Docker's package has no /usr/bin link
+    plugin = x / "usr" / "libexec" / "docker" / "cli-plugins" / "docker-compose"
+    assert plugin.stat().st_mode & 0o111 and (x / COMPOSE_REAL.lstrip("/")).stat().st_mode & 0o111
+    plugin.write_text(plugin.read_text().replace(COMPOSE_REAL, str(x / COMPOSE_REAL.lstrip("/"))))
+    return plugin
+
+
+@pytest.mark.parametrize(("argv", "out"), [
+    (["docker-cli-plugin-metadata"],
+     ('{"SchemaVersion":"0.1.0","Vendor":"Docker Inc.","Version":"v5.5.0",'
+      '"ShortDescription":"Docker Compose"}')),
+    (["compose", "version"], "Docker Compose version v5.5.0"),
+    (["compose", "version", "--short"], "5.5.0"),
+    (["compose", "version", "--format", "json"], '{"version":"v5.5.0"}'),
+    (["compose", "version", "--format=json", "--short"], "5.5.0"),
+    (["version", "-f", "json"], '{"version":"v5.5.0"}'),
+    (["compose", "--version"], "Docker Compose version v5.5.0"),
+    (["-v"], "Docker Compose version v5.5.0"),
+    # everything else: Debian's Compose, with the arguments as given
+    (["compose", "up", "-d"], "debian compose: compose up -d"),
+    (["compose", "version", "--format", "{{.}}"], "debian compose: compose version --format {{.}}"),
+    (["compose", "ps", "--format", "json"], "debian compose: compose ps --format json"),
+    (["compose", "--version", "extra"], "debian compose: compose --version extra"),
+])
+def test_compose_plugin_answers_version_queries_with_the_claimed_version(
+        site: Site, tmp_path: Path, argv: list[str], out: str) -> None:
+    plugin = _compose_plugin(site, tmp_path)
+    run = subprocess.run([str(plugin), *argv], capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stdout) == (0, out + "\n"), run.stderr
+
+
 def test_build_needs_debians_packages(tmp_path: Path, debian_debs: dict[str, Path]) -> None:
     with pytest.raises(ServeSystemError, match="needs Debian's docker-cli .deb"):
-        build(tmp_path / "site", "trixie", {"docker.io": debian_debs["docker.io"]})
+        build(tmp_path / "site", "trixie", {"docker.io": debian_debs["docker.io"],
+                                            "docker-compose": debian_debs["docker-compose"]})
     with pytest.raises(ServeSystemError, match="is package 'docker.io', not docker-cli"):
-        build(tmp_path / "site2", "trixie", {"docker.io": debian_debs["docker.io"],
-                                             "docker-cli": debian_debs["docker.io"]})
+        build(tmp_path / "site2", "trixie", {**debian_debs, "docker-cli": debian_debs["docker.io"]})
 
 
 def _gpgv(tmp_path: Path, key_armored: Path, *files: Path) -> subprocess.CompletedProcess[str]:
@@ -209,7 +301,7 @@ def test_served_over_http_with_every_request_recorded(site: Site) -> None:
 
 
 def test_node_vars_point_the_roles_at_the_layouts() -> None:
-    v = node_vars("http://10.88.0.1:8080/")
+    v = node_vars("http://10.88.0.1:8080/", versions=OLDEST)
     assert v == {
         "docker_source": "upstream",
         "docker_upstream_repo_url": "http://10.88.0.1:8080/linux/debian",
@@ -217,6 +309,10 @@ def test_node_vars_point_the_roles_at_the_layouts() -> None:
         "nvidia_container_toolkit_key_url": "http://10.88.0.1:8080/libnvidia-container/gpgkey",
         "nvidia_container_toolkit_install_without_gpu": True,
     }
+    # today's engine keeps its images in containerd's store: the stand-in's dockerd is told so
+    assert node_vars("http://10.88.0.1:8080/") == {
+        **v, "docker_daemon_options": {"features": {"containerd-snapshotter": True}},
+        "docker_storage_driver": ""}
 
 
 def test_serving_on_an_address_not_of_this_host_says_what_to_do(site: Site) -> None:

@@ -59,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node-facts", action="append", default=[], metavar="NAME=TEXT",
                    help="a --host's facts as the node printed them, one a line: os=PRETTY_NAME, "
                         "image=/CONTAINER=IMAGE_ID (docker inspect), cap=X.Y (nvidia-smi's compute_cap), "
+                        "gpu=NAME (nvidia-smi's GPU name: its capability from NVIDIA's table where "
+                        "compute_cap is refused), "
                         "config=MODEL BASE64 (the model's config.pbtxt as its Triton serves it: the host is "
                         "planned on it, and it is kept in RUN_DIR/<host>/.node_base); kept in its plan for "
                         "the provenance, its caps as --compute-capability. NAME=-: the text on stdin")

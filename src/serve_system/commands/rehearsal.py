@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="serve stand-ins of Docker's and NVIDIA's apt repositories to rehearsal nodes "
                              "(the upstream mode) until Ctrl-C")
     u.add_argument("--port", type=int, default=0, help="port on podman's bridge (default: a free one)")
+    u.add_argument("--versions", choices=("today", "oldest"), default="today",
+                   help="the upstream versions the stand-in packages claim: today's (default) or the oldest "
+                        "the project supports (docs/real-node.md lists both)")
     u.set_defaults(func=_upstream_repo)
 
 
@@ -73,9 +76,10 @@ def _upstream_repo(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="serve-system-upstream-") as tmp:
         debs = upstream_repo.debs_from_image(images.NODE.ref, upstream_repo.DEBIAN_SOURCES,
                                              Path(tmp) / "debian")
-        site = upstream_repo.build(Path(tmp) / "site", "trixie", debs)
+        versions = upstream_repo.VERSION_SETS[args.versions]
+        site = upstream_repo.build(Path(tmp) / "site", "trixie", debs, versions=versions)
         with upstream_repo.serve(site.root, host, args.port) as server:
-            variables = json.dumps(upstream_repo.node_vars(server.base_url))
+            variables = json.dumps(upstream_repo.node_vars(server.base_url, versions=versions))
             print(variables, flush=True)
             _say(f"serving Docker's and NVIDIA's stand-in repositories at {server.base_url} "
                  "(Ctrl-C or SIGTERM stops); on a fresh rehearsal node, in another shell:")

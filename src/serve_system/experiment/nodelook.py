@@ -2,7 +2,9 @@
 
 The look (``roles/experiment/tasks/main.yml``) prints one ``key=value`` line per fact: ``os=`` (the
 node's PRETTY_NAME), ``image=/CONTAINER=ID`` (``docker inspect``), ``cap=X.Y`` (``nvidia-smi``'s
-compute_cap), ``repository=yes|no`` (whether the node has a model repository) and, per model folder of
+compute_cap), ``gpu=NAME`` (its name: where the driver refuses compute_cap, the capability comes
+from NVIDIA's table by name, :func:`serve_system.triton.host.compute_capability_of`),
+``repository=yes|no`` (whether the node has a model repository) and, per model folder of
 that repository, ``config=MODEL BASE64`` (its ``config.pbtxt`` as the node's Triton serves it; nothing
 after the name when it is missing or larger than :data:`CONFIG_LIMIT`). Nothing the node printed is
 evaluated, and no model name it gives becomes a path unless the spec names that model too.
@@ -11,13 +13,19 @@ evaluated, and no model name it gives becomes a path unless the spec names that 
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 from typing import Any
 
 from .. import safeio
+from ..triton.host import compute_capability_of
 from . import runfolder
 from .spec.messages import SpecError
 
+#: how nvidia-smi prints a field it cannot give ("[N/A]", "[Not Supported]")
+_UNAVAILABLE = re.compile(r"\[[A-Za-z /]{1,40}\]")
+#: the most GPU names a look keeps (a node has a handful)
+_MAX_GPUS = 64
 #: the most a node's base config may hold (Triton's configs are a few KB)
 CONFIG_LIMIT = 1024 * 1024
 #: why a model the spec names has no base config in the node's look
@@ -35,6 +43,24 @@ class Look:
                                       "gpu_compute_capability": [], "images": {}}
         self.configs: dict[str, str] = {}
         self.repository: bool | None = None
+        self.gpu_names: list[str] = []
+        self.cap_refused = False
+
+    def by_name(self) -> None:
+        """Where the node printed GPU names but no capability (a driver that refuses compute_cap), the
+        capabilities from NVIDIA's table; a name not in it leaves the capability unknown, and says so."""
+        if self.cap_refused:
+            self.facts["gpu_compute_capability"] = []
+        if self.facts["gpu_compute_capability"] or not self.gpu_names:
+            return
+        caps = [compute_capability_of(n) for n in self.gpu_names]
+        if all(c is not None for c in caps):
+            self.facts["gpu_compute_capability"] = [f"{c:.1f}" for c in caps]
+            self.facts["gpu_compute_capability_from"] = "name (nvidia-smi refused compute_cap)"
+        else:
+            unknown = sorted({n for n, c in zip(self.gpu_names, caps, strict=True) if c is None})
+            self.facts["gpu_compute_capability_from"] = (
+                f"unknown: nvidia-smi refused compute_cap and {', '.join(unknown)} is not in NVIDIA's table")
 
 
 def read_look(host: str, gpus: int, text: str) -> Look:
@@ -48,7 +74,14 @@ def read_look(host: str, gpus: int, text: str) -> Look:
             container, _, image = value.partition("=")
             look.facts["images"][container.lstrip("/")[:200]] = image[:200]
         elif key == "cap":
-            look.facts["gpu_compute_capability"].append(value.strip())
+            if _UNAVAILABLE.fullmatch(value.strip()):  # as if refused: the names decide
+                look.cap_refused = True
+            else:  # anything else that is no capability is refused by the plan, naming it
+                look.facts["gpu_compute_capability"].append(value.strip())
+        elif key == "gpu" and value.strip():
+            if len(look.gpu_names) < _MAX_GPUS:
+                look.gpu_names.append(value.strip()[:200])
+                look.facts["gpu_names"] = list(look.gpu_names)
         elif key == "repository" and value in ("yes", "no"):
             look.repository = value == "yes"
         elif key == "config" and value:
@@ -56,8 +89,9 @@ def read_look(host: str, gpus: int, text: str) -> Look:
             look.configs[model] = body.strip()
         elif line.strip():
             raise SpecError([(f"--node-facts {host}: line {line[:80]!r}: not os=..., image=/NAME=ID, "
-                              "cap=X.Y, repository=yes|no or config=MODEL BASE64: give what the experiment "
-                              "role's look at the node prints")])
+                              "cap=X.Y, gpu=NAME, repository=yes|no or config=MODEL BASE64: give what the "
+                              "experiment role's look at the node prints")])
+    look.by_name()
     return look
 
 

@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..triton.host import adapt_to_host, gpus_needed, needs_adapting
+from ..triton.host import (
+    TENSORRT_MIN_COMPUTE_CAPABILITY,
+    adapt_to_host,
+    gpus_needed,
+    needs_adapting,
+    tensorrt_accelerators,
+)
 from ..triton.inputs import check_shapes, request_bytes
 from ..triton.pbtxt import (
     ConfigError,
@@ -164,6 +170,11 @@ def _config(spec: TritonSpec, v: Variant, host_gpus: int, compute_capability: fl
     if "serve_system_instances" in params and "instance_group" not in (v.config or {}):
         # the node's base config was moved off GPUs when it was deployed; this variant runs it as is
         notes += params["serve_system_instances"].string_value.split("; ")
+    if host_gpus > 0 and compute_capability is None and tensorrt_accelerators(cfg):
+        notes.append("compute capability unknown (the node's nvidia-smi answered neither compute_cap nor "
+                     "a GPU name in NVIDIA's table): TensorRT kept as written; it needs "
+                     f"{TENSORRT_MIN_COMPUTE_CAPABILITY:.1f} or newer and fails to load on older GPUs "
+                     "(a P100 is 6.0)")
     if needs_adapting(cfg, host_gpus, compute_capability):
         if spec.on_missing_gpus == "adapt":
             cfg, adapted = adapt_to_host(cfg, host_gpus, compute_capability)

@@ -109,6 +109,10 @@ def _start(name: str, prefix: str, image: str, archive_dir: Path, port: int | No
         # container's overlayfs root: dockerd can then use overlay2 instead of the slow, space-hungry
         # vfs driver. Removed with the node (podman rm -v).
         "-v", "/var/lib/docker",
+        # containerd's too: with Docker's containerd image store (Engine 29's default, the upstream
+        # mode's today versions) images live in containerd's overlayfs snapshotter, which cannot
+        # stack an overlay on the container's overlayfs root
+        "-v", "/var/lib/containerd",
         # the serve-stack image archives, read-only at the same path as on the controller
         "-v", f"{archive_dir}:{archive_dir}:ro",
         "-p", f"127.0.0.1:{port or ''}:22",

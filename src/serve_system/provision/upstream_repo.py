@@ -15,13 +15,18 @@ run for real against it.
   - ``libnvidia-container/``: NVIDIA's flat layout (suite ``/``: ``stable/deb/<arch>/`` holds the
     Release files, the index and the packages; the key at ``libnvidia-container/gpgkey``).
 
-  The packages are built over Debian's own. Debian's ``docker.io`` conflicts with ``docker-ce`` and
-  its ``docker-cli`` with ``docker-ce-cli``, so those two are Debian's packages **repacked** under
-  Docker's names (:func:`repack`: the same files and maintainer scripts, the control file renamed,
-  conflicting with the Debian package instead, ``docker-ce`` depending on ``containerd.io`` and
-  ``docker-ce-cli`` as Docker's does); the rest are metapackages: ``containerd.io`` over
-  ``containerd``, ``docker-compose-plugin`` over ``docker-compose``, ``docker-buildx-plugin`` empty
-  (Compose v2 has no need of buildx). Debian's .debs come from the node image's apt cache
+  The packages are built over Debian's own and claim the versions of a :class:`VersionSet`
+  (:data:`TODAY`: what a real node gets from upstream now; :data:`OLDEST`: the oldest the project
+  supports). Debian's ``docker.io`` conflicts with ``docker-ce``, its ``docker-cli`` with
+  ``docker-ce-cli`` and its ``docker-compose`` installs the file ``docker-compose-plugin`` does, so
+  those three are Debian's packages **repacked** under Docker's names (:func:`repack`: the same files
+  and maintainer scripts, the control file renamed, conflicting with the Debian package instead,
+  ``docker-ce`` depending on ``containerd.io`` and ``docker-ce-cli`` as Docker's does). In
+  ``docker-compose-plugin`` Debian's Compose moves aside and Docker's plugin path holds
+  :data:`COMPOSE_WRAPPER`: it answers ``version`` (plain, ``--short``, ``--format json``) and the CLI
+  plugin metadata with the claimed version and runs Debian's Compose for everything else. The rest
+  are metapackages: ``containerd.io`` over ``containerd``, ``docker-buildx-plugin`` empty (nothing
+  here builds through buildx). Debian's .debs come from the node image's apt cache
   (:func:`debs_from_image`: the versions the distro path installs). ``nvidia-container-toolkit``
   ships an ``nvidia-ctk`` whose ``runtime configure --runtime=docker`` edits
   ``/etc/docker/daemon.json`` as NVIDIA's does (the ``nvidia`` runtime added, the other keys kept,
@@ -107,6 +112,84 @@ sys.exit(main(sys.argv[1:]))
 
 
 @dataclass(frozen=True)
+class VersionSet:
+    """The upstream versions the stand-in packages claim (Docker's scheme: ``5:<engine>-1~debian...``)."""
+
+    name: str
+    #: docker-ce and docker-ce-cli (Docker ships both at the engine's version)
+    docker_ce: str
+    containerd_io: str
+    docker_buildx_plugin: str
+    docker_compose_plugin: str
+    nvidia_container_toolkit: str
+    #: whether dockerd keeps its images in containerd's store (Engine 29's fresh installs do)
+    containerd_image_store: bool
+
+
+#: what a real node gets from Docker's and NVIDIA's repositories today (docs/real-node.md says from
+#: which upstream source each number comes)
+TODAY = VersionSet("today", docker_ce="29.8.2", containerd_io="2.1.5", docker_buildx_plugin="0.29.1",
+                   docker_compose_plugin="5.5.0", nvidia_container_toolkit="1.18.2",
+                   containerd_image_store=True)
+#: the oldest the project supports: Debian 13's own engine and Compose (what the stand-in really runs;
+#: community.docker's docker_compose_v2 needs Compose >= 2.18.0, the roles check that minimum)
+OLDEST = VersionSet("oldest", docker_ce="26.1.5", containerd_io="1.7.24", docker_buildx_plugin="0.14.1",
+                    docker_compose_plugin="2.26.1", nvidia_container_toolkit="1.14.0",
+                    containerd_image_store=False)
+VERSION_SETS = {v.name: v for v in (TODAY, OLDEST)}
+
+#: where docker-compose-plugin keeps Debian's Compose (Docker's plugin path holds COMPOSE_WRAPPER)
+COMPOSE_REAL = "/usr/libexec/serve-system-rehearsal/docker-compose"
+COMPOSE_PLUGIN = "usr/libexec/docker/cli-plugins/docker-compose"
+
+COMPOSE_WRAPPER = r"""#!/bin/sh
+# docker-compose-plugin of the serve-system rehearsal repository: Compose's version answers (the CLI
+# plugin metadata, `version`, `version --short`, `version --format json`, `--version`) give the version
+# this package claims; every other command runs Debian's Compose.
+claimed="@VERSION@"
+real="@REAL@"
+
+answer() {
+    short=no
+    format=pretty
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --short) short=yes ;;
+            --format=*|-f=*) format="${1#*=}" ;;
+            --format|-f) [ $# -ge 2 ] || return 1; format="$2"; shift ;;
+            *) return 1 ;;
+        esac
+        shift
+    done
+    if [ "$short" = yes ]; then
+        printf '%s\n' "$claimed"
+    elif [ "$format" = json ]; then
+        printf '{"version":"v%s"}\n' "$claimed"
+    elif [ "$format" = pretty ] || [ -z "$format" ]; then
+        printf 'Docker Compose version v%s\n' "$claimed"
+    else
+        return 1
+    fi
+}
+
+if [ $# -eq 1 ] && [ "$1" = docker-cli-plugin-metadata ]; then
+    printf '{"SchemaVersion":"0.1.0","Vendor":"Docker Inc.","Version":"v%s",%s}\n' "$claimed" \
+        '"ShortDescription":"Docker Compose"'
+    exit 0
+fi
+# run by the docker CLI as its plugin, `compose` comes first
+if [ "$1" = compose ]; then skip=1; sub="$2"; else skip=0; sub="$1"; fi
+case "$sub" in
+    version)
+        if (shift $((skip + 1)); answer "$@"); then exit 0; fi ;;
+    --version|-v)
+        if [ $# -eq $((skip + 1)) ]; then printf 'Docker Compose version v%s\n' "$claimed"; exit 0; fi ;;
+esac
+exec "$real" "$@"
+"""
+
+
+@dataclass(frozen=True)
 class Package:
     """A metapackage of the stand-in repository: control fields and the files it installs."""
 
@@ -119,21 +202,31 @@ class Package:
 
 @dataclass(frozen=True)
 class Repack:
-    """A Debian package carried under Docker's name: ``source`` renamed ``name``."""
+    """A Debian package carried under Docker's name: ``source`` renamed ``name``, claiming the
+    version of :class:`VersionSet` field ``claims``; ``moves`` (Debian's path, the stand-in's path)
+    and ``drops`` change its files."""
 
     name: str
     source: str
     depends_also: str
     conflicts: str
     description: str
+    claims: str
+    moves: tuple[tuple[str, str], ...] = ()
+    drops: tuple[str, ...] = ()
 
 
-#: Docker's engine and CLI: Debian's conflict with Docker's names, so their files are repacked
+#: Docker's engine, CLI and Compose plugin: Debian's conflict with Docker's names (or install the
+#: same file), so their files are repacked
 REPACKS = (
     Repack("docker-ce", "docker.io", "containerd.io, docker-ce-cli", "docker.io",
-           "Docker engine (rehearsal stand-in: Debian's docker.io repacked)"),
+           "Docker engine (rehearsal stand-in: Debian's docker.io repacked)", "docker_ce"),
     Repack("docker-ce-cli", "docker-cli", "", "docker-cli, podman-docker",
-           "Docker CLI (rehearsal stand-in: Debian's docker-cli repacked)"),
+           "Docker CLI (rehearsal stand-in: Debian's docker-cli repacked)", "docker_ce"),
+    Repack("docker-compose-plugin", "docker-compose", "", "docker-compose",
+           "Docker Compose plugin (rehearsal stand-in: Debian's docker-compose repacked; version "
+           "queries answered with the claimed version)", "docker_compose_plugin",
+           moves=((COMPOSE_PLUGIN, COMPOSE_REAL.lstrip("/")),), drops=("usr/bin/docker-compose",)),
 )
 #: the Debian packages :data:`REPACKS` need (from the node image's apt cache)
 DEBIAN_SOURCES = tuple(r.source for r in REPACKS)
@@ -143,22 +236,33 @@ def _docker_version(suite: str, version: str) -> str:
     return f"{version}-1~debian.13~{suite}"
 
 
-def docker_metapackages(suite: str) -> tuple[Package, ...]:
+def compose_wrapper(versions: VersionSet) -> str:
+    """The plugin file of ``docker-compose-plugin`` claiming ``versions``' Compose."""
+    text = COMPOSE_WRAPPER.replace("@VERSION@", versions.docker_compose_plugin)
+    return text.replace("@REAL@", COMPOSE_REAL)
+
+
+def repack_files(spec: Repack, versions: VersionSet) -> dict[str, tuple[str, int]]:
+    """Files a repack adds to Debian's: the Compose wrapper at Docker's plugin path."""
+    if spec.name == "docker-compose-plugin":
+        return {COMPOSE_PLUGIN: (compose_wrapper(versions), 0o755)}
+    return {}
+
+
+def docker_metapackages(suite: str, versions: VersionSet = TODAY) -> tuple[Package, ...]:
     """The rest of what the docker role installs from Docker's repository, over Debian's packages."""
     return (
-        Package("containerd.io", _docker_version(suite, "1.7.28"), "containerd",
+        Package("containerd.io", _docker_version(suite, versions.containerd_io), "containerd",
                 "containerd (rehearsal stand-in over Debian's containerd)"),
-        Package("docker-buildx-plugin", _docker_version(suite, "0.29.1"), "",
+        Package("docker-buildx-plugin", _docker_version(suite, versions.docker_buildx_plugin), "",
                 "Docker buildx plugin (rehearsal stand-in, empty)"),
-        Package("docker-compose-plugin", _docker_version(suite, "2.40.3"), "docker-compose",
-                "Docker Compose v2 plugin (rehearsal stand-in over Debian's docker-compose)"),
     )
 
 
-def nvidia_packages() -> tuple[Package, ...]:
+def nvidia_packages(versions: VersionSet = TODAY) -> tuple[Package, ...]:
     """The NVIDIA container toolkit of the stand-in repository."""
     return (
-        Package("nvidia-container-toolkit", "1.18.0-1", "python3",
+        Package("nvidia-container-toolkit", f"{versions.nvidia_container_toolkit}-1", "python3",
                 "NVIDIA container toolkit (rehearsal stand-in: nvidia-ctk runtime configure only)",
                 {"usr/bin/nvidia-ctk": (NVIDIA_CTK, 0o755)}),
     )
@@ -208,10 +312,11 @@ def _control_fields(text: str) -> list[tuple[str, str]]:
     return fields
 
 
-def repack(src: Path, spec: Repack, suite: str, out_dir: Path) -> Path:
-    """Debian's package ``src`` (of ``spec.source``) as ``spec.name``: its files and maintainer scripts,
-    the control file renamed, conflicting with ``spec.conflicts``, depending also on
-    ``spec.depends_also``, versioned as Docker versions its packages."""
+def repack(src: Path, spec: Repack, suite: str, out_dir: Path, versions: VersionSet = TODAY) -> Path:
+    """Debian's package ``src`` (of ``spec.source``) as ``spec.name``: its files and maintainer scripts
+    (``spec.moves`` and ``spec.drops`` applied, :func:`repack_files` added), the control file renamed,
+    conflicting with ``spec.conflicts``, depending also on ``spec.depends_also``, versioned as Docker
+    versions its packages at the version ``versions`` claims."""
     dpkg_deb = require_tool("dpkg-deb", "dpkg")
     with tempfile.TemporaryDirectory(prefix="serve-system-deb-") as tmp:
         root = Path(tmp) / "root"
@@ -220,8 +325,18 @@ def repack(src: Path, spec: Repack, suite: str, out_dir: Path) -> Path:
         fields = dict(_control_fields(control_path.read_text(encoding="utf-8")))
         if fields.get("Package") != spec.source:
             raise ServeSystemError(f"{src} is package {fields.get('Package')!r}, not {spec.source}")
-        upstream = fields["Version"].split(":", 1)[-1].split("+", 1)[0].split("-", 1)[0]
-        version = "5:" + _docker_version(suite, upstream)
+        for debian_path, path in spec.moves:
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(root / debian_path, root / path)
+        for gone_path in spec.drops:
+            (root / gone_path).unlink()
+        for rel, (text, mode) in repack_files(spec, versions).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+            (root / rel).chmod(mode)
+        claimed: str = getattr(versions, spec.claims)
+        # Docker's engine packages carry epoch 5, its plugins none
+        version = ("5:" if spec.name.startswith("docker-ce") else "") + _docker_version(suite, claimed)
         depends = ", ".join(d for d in (fields.get("Depends", ""), spec.depends_also) if d)
         # Recommends and Suggests go too: the stand-in pulls nothing from the mirror the distro path
         # (install_recommends: false) does not
@@ -235,7 +350,8 @@ def repack(src: Path, spec: Repack, suite: str, out_dir: Path) -> Path:
         control_path.write_text("".join(f"{k}: {v}\n" for k, v in fields.items()), encoding="utf-8")
         out_dir.mkdir(parents=True, exist_ok=True)
         deb = out_dir / f"{spec.name}_{version.split(':', 1)[-1]}_{fields['Architecture']}.deb"
-        _run([dpkg_deb, "--root-owner-group", "-Zgzip", "-z1", "--build", str(root), str(deb)])
+        # zstd at level 1: five times quicker than gzip on the engine's 100 MB (dpkg reads it since 1.21)
+        _run([dpkg_deb, "--root-owner-group", "-Zzstd", "-z1", "--build", str(root), str(deb)])
     return deb
 
 
@@ -354,6 +470,7 @@ class Site:
     root: Path
     suite: str
     arch: str
+    versions: VersionSet = TODAY
 
     @property
     def docker_index(self) -> str:
@@ -366,9 +483,11 @@ class Site:
         return f"{NVIDIA_DIR}/stable/deb/{self.arch}/Packages"
 
 
-def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd64") -> Site:
-    """Write the signed stand-in site for Debian ``suite`` on ``arch`` into ``root`` (new or empty);
-    ``debian_debs``: Debian's .deb of each of :data:`DEBIAN_SOURCES` (repacked under Docker's names)."""
+def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd64",
+          versions: VersionSet = TODAY) -> Site:
+    """Write the signed stand-in site for Debian ``suite`` on ``arch`` into ``root`` (new or empty),
+    its packages claiming ``versions``; ``debian_debs``: Debian's .deb of each of
+    :data:`DEBIAN_SOURCES` (repacked under Docker's names)."""
     root = Path(root)
     if root.exists() and any(root.iterdir()):
         raise ServeSystemError(f"{root} is not empty: the rehearsal repository is built in a new directory")
@@ -382,8 +501,8 @@ def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd
         docker = root / DOCKER_DIR
         dist = docker / "dists" / suite
         pool = dist / "pool" / "stable" / arch
-        debs = [repack(debian_debs[r.source], r, suite, pool) for r in REPACKS]
-        debs += [build_deb(p, arch, pool) for p in docker_metapackages(suite)]
+        debs = [repack(debian_debs[r.source], r, suite, pool, versions) for r in REPACKS]
+        debs += [build_deb(p, arch, pool) for p in docker_metapackages(suite, versions)]
         index = write_index(dist / "stable" / f"binary-{arch}", packages_index(debs, docker))
         release = dist / "Release"
         release.write_text(release_text(dist, index, {
@@ -395,7 +514,7 @@ def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd
         # NVIDIA: flat (suite "/"): stable/deb/<arch>/ holds Release, Packages and the packages
         nvidia = root / NVIDIA_DIR
         flat = nvidia / "stable" / "deb" / arch
-        debs = [build_deb(p, arch, flat) for p in nvidia_packages()]
+        debs = [build_deb(p, arch, flat) for p in nvidia_packages(versions)]
         index = write_index(flat, packages_index(debs, flat))
         release = flat / "Release"
         release.write_text(release_text(flat, index, {
@@ -407,13 +526,21 @@ def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd
         (nvidia / "gpgkey").write_text(signer.public, encoding="utf-8")
     finally:
         signer.close()
-    return Site(root, suite, arch)
+    return Site(root, suite, arch, versions)
 
 
-def node_vars(base_url: str, arch: str = "amd64") -> dict[str, Any]:
-    """Host variables that point the docker and nvidia_container_toolkit roles at a served site."""
+def node_vars(base_url: str, arch: str = "amd64", versions: VersionSet = TODAY) -> dict[str, Any]:
+    """Host variables that point the docker and nvidia_container_toolkit roles at a served site; where
+    ``versions`` is an engine whose fresh installs use containerd's image store, dockerd is told so
+    (the stand-in's engine, Debian's, does not by default)."""
     base_url = base_url.rstrip("/")
+    # no storage-driver then, as on a fresh install: dockerd would take "overlay2" for the name of a
+    # containerd snapshotter (there is none of that name) and fail every build and container
+    store = ({"docker_daemon_options": {"features": {"containerd-snapshotter": True}},
+              "docker_storage_driver": ""}
+             if versions.containerd_image_store else {})
     return {
+        **store,
         "docker_source": "upstream",
         "docker_upstream_repo_url": f"{base_url}/{DOCKER_DIR}",
         "nvidia_container_toolkit_repo_url": f"{base_url}/{NVIDIA_DIR}/stable/deb/{arch}",

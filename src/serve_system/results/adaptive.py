@@ -53,6 +53,14 @@ def undecided_variants(found: list[Finding]) -> set[str]:
     return out
 
 
+def still_open(found: list[Finding], variants: set[str]) -> tuple[list[str], set[str]]:
+    """The stop rule of ``repetitions: auto``: (the claims still inconclusive, the variants of their
+    undecided comparisons among ``variants``, those that one more repetition could decide); the run
+    stops when the second is empty."""
+    open_claims = [f.key for f in found if f.verdict == fnd.INCONCLUSIVE]
+    return open_claims, (undecided_variants(found) & variants if open_claims else set())
+
+
 def contended(rows: list[dict[str, Any]], start: int) -> set[str]:
     """The variants with a level measured under contention whose load has fewer than ``start``
     repetitions that were not: each gets another repetition (within the budget) in its place."""
@@ -96,8 +104,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     redo = contended(every, int(hplan.adaptive.get("start") or 1)) & {v.name for v in hplan.variants}
     found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"],
                          sequential.looks_of(hplan.adaptive))
-    open_claims = [f.key for f in found if f.verdict == fnd.INCONCLUSIVE]
-    undecided = undecided_variants(found) & {v.name for v in hplan.variants} if open_claims else set()
+    open_claims, undecided = still_open(found, {v.name for v in hplan.variants})
     undecided |= redo
     if hplan.adaptive.get("only"):  # -e variants: repetitions only of those
         undecided &= set(hplan.adaptive["only"])

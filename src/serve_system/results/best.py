@@ -21,7 +21,7 @@ from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
-from .claim import Finding, as_evidence, compare, finish, ms
+from .claim import Finding, Split, as_evidence, compare, finish, ms
 
 
 def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,24 +63,43 @@ def _fmt_metric(metric: str, v: float) -> str:
 
 
 def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
-             looks: sq.Looks | None = None
+             looks: sq.Looks | None = None, k: int = 1
              ) -> tuple[dict[str, Any], dict[str, Any], iv.Effect, iv.Verdict] | None:
     """(best, next variant, the best's lead over it, the lead's verdict: held = a winner), or None
-    when fewer than two variants qualify."""
+    when fewer than two variants qualify; ``k``: the lead's error divided by ``k``."""
     top = ranked[0] if ranked else None
     second = next((c for c in ranked if top and c["variant"] != top["variant"]), None)
     if top is None or second is None:
         return None
-    e = compare(second["samples"], top["samples"], looks)
+    e = compare(second["samples"], top["samples"], looks, sq.BEST, k)
     return top, second, e, iv.lead(e, top["goal"], smallest)
 
 
+#: an objective's verdict when the ones before it named no winner: its lead is shown, not judged
+NOT_JUDGED = "not judged"
+#: why, in the report's words
+NOT_JUDGED_WHY = "an objective before it named no winner: the objectives are judged in the spec's order"
+
+
 def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
-                 smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None) -> Finding:
+                 smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None,
+                 split: Split | None = None, control: bool = True) -> Finding:
     """The ``best_variant`` claim: for each objective, the best variant and its lead over the next one,
-    or why fewer than two variants qualify."""
+    or why fewer than two variants qualify.
+
+    A winner named is a rejection of "they are tied". Over the objectives that is controlled by a fixed
+    sequence (hierarchical testing): the spec's first objective is the primary one, judged at the full
+    5 %; each next one is judged, at 5 % too, only once every objective before it named a winner, and
+    otherwise its lead is shown, not judged (:data:`NOT_JUDGED`). A false best among all the objectives
+    then needs a false winner at the first objective whose "tied" is true, so it happens at most 5 % of
+    the time, and the primary objective keeps its power. The finding is decided only when every judged
+    objective is (:func:`.intervals.combine_all`). ``control`` false: every objective judged at its own
+    5 % (the rule before, for ``bench/sequential.py``). ``split`` is unused: the objectives are not
+    split (:func:`.claim.holm` finds no tests)."""
+    del split
     claim = "The sweep's objective picks one best variant"
     parts, verdicts, evidence = [], [], []
+    gate: str | None = None  # the first judged objective that named no winner: the later ones are not judged
     for o in objectives:
         ranked = rank(rows, o)
         name = o.get("name") or f"{o.get('goal', 'max')}_{o.get('metric', 'throughput')}"
@@ -91,8 +110,18 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
                          + why_.unqualified(o, rows, {c["variant"] for c in ranked}))
             continue
         top, second, e, v = found
-        verdicts.append(v)
         where = "" if o.get("at_load") is not None else f" at {top['mode']} {top['load']:g}"
+        head = (f"**{name}** ({o.get('goal', 'max')} {top['metric']}): `{top['variant']}`{where} "
+                f"{_fmt_metric(top['metric'], top['value'])} vs next `{second['variant']}` "
+                f"{_fmt_metric(second['metric'], second['value'])}: lead {iv.effect_text(e)}: ")
+        if gate is not None:
+            parts.append(head + f"not judged (**{gate}**, before it, named no winner)")
+            evidence.append({"objective": name, "best": top, "next": second, "lead": as_evidence(e),
+                             "verdict": NOT_JUDGED, "winner": None})
+            continue
+        if control and v.word != iv.HELD:
+            gate = name
+        verdicts.append(v)
         outcome = {iv.HELD: f"`{top['variant']}` is the best",
                    iv.NOT_HELD: "a tie: they differ by less than the smallest effect "
                                 f"({smallest * 100:g} %)"}.get(
@@ -100,9 +129,7 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
             + ("" if v.reason == iv.ONE_REPETITION or not iv.explain(v) else f" ({iv.explain(v)})"))
         if v.word == iv.INCONCLUSIVE and v.reason == iv.ONE_REPETITION:
             outcome = "no winner named: one repetition gives no interval"
-        parts.append(f"**{name}** ({o.get('goal', 'max')} {top['metric']}): `{top['variant']}`{where} "
-                     f"{_fmt_metric(top['metric'], top['value'])} vs next `{second['variant']}` "
-                     f"{_fmt_metric(second['metric'], second['value'])}: lead {iv.effect_text(e)}: {outcome}")
+        parts.append(head + outcome)
         evidence.append({"objective": name, "best": top, "next": second, "lead": as_evidence(e),
                          "verdict": v.word, "winner": top["variant"] if v.word == iv.HELD else None})
     if not verdicts:
@@ -111,7 +138,10 @@ def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
         return Finding("best_variant", claim, iv.NOT_MEASURABLE,
                        "Fewer than two variants qualify for any objective"
                        + (": " + "; ".join(parts) if parts else "") + ".")
-    f = finish("best_variant", claim, verdicts, parts, evidence)
+    f = finish("best_variant", claim, verdicts, parts, evidence, every=True)
+    order = (" The objectives are judged in the spec's order, each at 5 % once every one before it named "
+             "a winner, so that a false best is named at most 5 % of the time over them all."
+             if len(evidence) > 1 and control else "")
     f.detail = ("A best variant is named when its lead over the next variant has a 95 % interval that "
-                "excludes zero; otherwise they are tied. " + f.detail)
+                "excludes zero; otherwise they are tied." + order + " " + f.detail)
     return f

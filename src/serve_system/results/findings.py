@@ -39,6 +39,7 @@ the set-ups (:func:`serve_system.results.tree.variant_setups`); each claim build
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -48,7 +49,8 @@ from . import best
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
-from .claim import Finding, as_evidence, compare, finish, ms
+from .claim import Finding, Split, against, as_evidence, finish, judge, ms
+from .claim import holm as claim_holm
 from .setups import Setup, is_shim, make_setup
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
@@ -85,11 +87,11 @@ def levels(rows: list[dict[str, Any]]) -> Levels:
     return out
 
 
-def _effect(a: Level, b: Level, metric: str, looks: sq.Looks | None = None) -> iv.Effect:
-    """B against A on a metric's samples, for a claim: one-sided (:data:`.sequential.CLAIM`: each end of
-    the interval a one-sided 95 % bound, the 90 % interval), or at a sequential look (``looks``: a
-    ``repetitions: auto`` plan) the repeated interval of the look at the fewer repetitions of the two."""
-    return compare(a["samples"][metric], b["samples"][metric], looks, sq.CLAIM)
+def _judge(a: Level, b: Level, metric: str, looks: sq.Looks | None, direction: iv.Direction,
+           smallest: float, split: Split | None) -> tuple[iv.Effect, iv.Verdict]:
+    """B against A on a metric, judged as one comparison of a claim (:func:`.claim.judge`: held at the
+    claim's level, did not hold at its Holm step's)."""
+    return judge(a["samples"][metric], b["samples"][metric], looks, direction, smallest, split)
 
 
 def _load(mode: str, load: float) -> str:
@@ -242,7 +244,7 @@ def _onnx_why(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows) -
 
 def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 smallest: float = DEFAULT_SMALLEST_EFFECT,
-                looks: sq.Looks | None = None) -> Finding:
+                looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Queue delay grows with concurrency on one instance"
     parts, verdicts, evidence = [], [], []
     for (host, variant), s in sorted(setups.items()):
@@ -252,11 +254,12 @@ def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      if (h, v, mode) == (host, variant, "concurrency") and m.get("queue_us") is not None)
         if len(pts) < 2:
             continue
-        grows = _effect(pts[0][1], pts[-1][1], "queue_us", looks)
-        v = iv.decide(grows, "up", smallest)
-        # a step whose queue falls by the smallest effect or more (decided) contradicts the claim
+        grows, v = _judge(pts[0][1], pts[-1][1], "queue_us", looks, "up", smallest, split)
+        # a step whose queue falls by the smallest effect or more (decided) contradicts the claim: each
+        # step is one more test that could fail the claim (Holm over them all)
         falls = [(a, b) for (a, ma), (b, mb) in pairwise(pts)
-                 if iv.decide(_effect(ma, mb, "queue_us", looks), "down", smallest).word == HELD]
+                 if against(ma["samples"]["queue_us"], mb["samples"]["queue_us"], looks, "down", smallest,
+                            split)]
         if falls:
             v = iv.Verdict(NOT_HELD)
         verdicts.append(v)
@@ -292,7 +295,7 @@ def _twins(setups: dict[tuple[str, str], Setup]) -> list[tuple[str, str, str]]:
 def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                      batches: dict[tuple[str, str, str, float], float] | None = None,
                      smallest: float = DEFAULT_SMALLEST_EFFECT,
-                     looks: sq.Looks | None = None) -> Finding:
+                     looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Dynamic batching raises the average batch and throughput at the same load"
     parts, verdicts, evidence = [], [], []
     for host, base_v, dyn_v in _twins(setups):
@@ -305,8 +308,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                 continue  # one request at a time: nothing to batch
             if bm.get("avg_batch_size") is None or dm.get("avg_batch_size") is None:
                 continue
-            batch = _effect(bm, dm, "avg_batch_size", looks)
-            vb = iv.decide(batch, "up", smallest)
+            batch, vb = _judge(bm, dm, "avg_batch_size", looks, "up", smallest, split)
             text = (f"{_load(mode, load)} on {host}: average batch {bm['avg_batch_size']:.2f} "
                     f"(`{base_v}`) -> "
                     f"{dm['avg_batch_size']:.2f} (`{dyn_v}`), {iv.effect_text(batch)}")
@@ -315,8 +317,7 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                                   "avg_batch_with": dm["avg_batch_size"],
                                   "batch_effect": as_evidence(batch)}
             if mode == "concurrency" and bm.get("throughput") and dm.get("throughput") is not None:
-                thr = _effect(bm, dm, "throughput", looks)
-                vt = iv.decide(thr, metrics.improves("throughput"), smallest)
+                thr, vt = _judge(bm, dm, "throughput", looks, metrics.improves("throughput"), smallest, split)
                 text += (f"; throughput {bm['throughput']:.1f} -> {dm['throughput']:.1f}/s, "
                          f"{iv.effect_text(thr)}")
                 ev.update(throughput_without=bm["throughput"], throughput_with=dm["throughput"],
@@ -361,7 +362,7 @@ def _busy(m: Level, s: Setup) -> tuple[bool, str]:
 
 def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
               smallest: float = DEFAULT_SMALLEST_EFFECT,
-              looks: sq.Looks | None = None) -> Finding:
+              looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "More instances raise throughput until the CPU or GPU saturates"
     groups: dict[tuple[str, str, str, int], list[Setup]] = {}
     for s in setups.values():
@@ -383,8 +384,7 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
             for (sa, ma), (sb, mb) in pairwise(pts):
                 if sb.instances == sa.instances:
                     continue
-                rise = _effect(ma, mb, "throughput", looks)
-                v = iv.decide(rise, "up", smallest)
+                rise, v = _judge(ma, mb, "throughput", looks, "up", smallest, split)
                 busy, util = _busy(ma, sa)
                 if v.word == NOT_HELD and busy:
                     v, how = iv.Verdict(HELD), "flat/falls, already saturated"
@@ -416,7 +416,7 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
 
 def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
             smallest: float = DEFAULT_SMALLEST_EFFECT,
-            looks: sq.Looks | None = None) -> Finding:
+            looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
     parts, verdicts, evidence = [], [], []
     for (host, cv), c in sorted(setups.items()):
@@ -433,8 +433,7 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 tail = "p99_us" if cm.get("p99_us") is not None and pm.get("p99_us") is not None else "p95_us"
                 if cm.get(tail) is None or pm.get(tail) is None:
                     continue
-                e = _effect(cm, pm, tail, looks)
-                verdict = iv.decide(e, "up", smallest)
+                e, verdict = _judge(cm, pm, tail, looks, "up", smallest, split)
                 verdicts.append(verdict)
                 parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {ms(cm[tail])} constant "
                              f"(`{cv}`) -> {ms(pm[tail])} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
@@ -450,7 +449,7 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
 
 def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                  smallest: float = DEFAULT_SMALLEST_EFFECT,
-                 looks: sq.Looks | None = None) -> Finding:
+                 looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
     parts, verdicts, evidence = [], [], []
     for (host, pyv), py in sorted(setups.items()):
@@ -470,9 +469,8 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                 lat = "latency_avg_us" if pm.get("latency_avg_us") and om.get("latency_avg_us") else "p50_us"
                 if not pm.get(lat) or om.get(lat) is None:
                     continue
-                thr, lt = _effect(pm, om, "throughput", looks), _effect(pm, om, lat, looks)
-                vt, vl = (iv.decide(thr, metrics.improves("throughput"), smallest),
-                          iv.decide(lt, metrics.improves(lat), smallest))
+                thr, vt = _judge(pm, om, "throughput", looks, metrics.improves("throughput"), smallest, split)
+                lt, vl = _judge(pm, om, lat, looks, metrics.improves(lat), smallest, split)
                 verdict = _both(vt, vl)
                 verdicts.append(verdict)
                 what = "FastAPI" if py.rest == "fastapi" else "Triton"
@@ -493,12 +491,15 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
 
 def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
              objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
-             looks: sq.Looks | None = None) -> list[Finding]:
+             looks: sq.Looks | None = None, control: bool = True) -> list[Finding]:
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's
     smallest effect of interest).
 
     A claim not measurable here says why (:mod:`.reasons`: the first cause in its fixed order that
     applies, or what differed between the variants it would compare), from the run's records.
+    Each claim controls its error over its own comparisons, the best variant over its objectives
+    (Holm, :func:`.claim.holm`); ``control`` false judges every comparison at its own 5 % instead (the
+    rule before: ``bench/sequential.py``'s reference column).
     """
     setups = {k: s for k, r in raw_setups.items() if (s := make_setup(k[0], k[1], r)) is not None}
     means = levels(rows)
@@ -506,11 +507,16 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
                float(r["avg_batch_size"])
                for r in rows if r.get("status") != why_.CONTENDED and r.get("load") is not None
                and r.get("avg_batch_size") is not None}
-    return [queue_delay(means, setups, rows, smallest, looks),
-            dynamic_batching(means, setups, rows, batches, smallest, looks),
-            instances(means, setups, rows, smallest, looks), poisson(means, setups, rows, smallest, looks),
-            onnx_backend(means, setups, rows, smallest, looks),
-            best.best_variant(rows, objectives, smallest, looks)]
+    def holm(build: Callable[[Split | None], Finding]) -> Finding:
+        return claim_holm(build) if control else build(None)
+
+    # each claim controls its own error over its comparisons (Holm, :func:`.claim.holm`)
+    return [holm(lambda s: queue_delay(means, setups, rows, smallest, looks, s)),
+            holm(lambda s: dynamic_batching(means, setups, rows, batches, smallest, looks, s)),
+            holm(lambda s: instances(means, setups, rows, smallest, looks, s)),
+            holm(lambda s: poisson(means, setups, rows, smallest, looks, s)),
+            holm(lambda s: onnx_backend(means, setups, rows, smallest, looks, s)),
+            best.best_variant(rows, objectives, smallest, looks, None, control)]
 
 
 def markdown(findings: list[Finding], stand_in: str | None = None,
@@ -521,11 +527,19 @@ def markdown(findings: list[Finding], stand_in: str | None = None,
              "Each of the lab's claims checked against this run's measurements: each comparison is an "
              "effect (the ratio of the two sides' geometric means) with its interval and the "
              "repetitions per side (a claim's verdict is one-sided, so its interval is 90 %: each end a "
-             "one-sided 95 % bound, 5 % error per claim; the best variant's lead is two-sided, 95 %), "
+             "one-sided 95 % bound; the best variant's lead is two-sided, 95 %), "
              f"judged against the smallest effect of interest, {smallest * 100:g} % "
              "(`smallest_effect` in the spec)"
              + (", measured on a stand-in model: the numbers are real for this model, not the lab's."
-                if stand_in else "."), ""]
+                if stand_in else "."), "",
+             (f"**Error**: each claim errs at most {sq.ALPHA * 100:g} % of the time over all its "
+             "comparisons: *held* needs every comparison to hold (an intersection-union test, no split), "
+             "*did not hold* is read by Holm over the comparisons that could fail it (`family` in "
+             "summary.json); the "
+             f"best variant names a false best at most {sq.ALPHA * 100:g} % of the time over the spec's "
+             "objectives (the first is primary, each next one judged only once the ones before it named a "
+             "winner). The family is the claim: the report's claims together are not controlled (six "
+             f"claims at {sq.ALPHA * 100:g} % each)."), ""]
     if looks is not None and looks.sequential:
         lines += [looks.text() + " The verdicts below read each interval as this repeated interval.", ""]
     lines += [f"- *{w}*: {iv.MEANINGS[w]}." for w in VERDICTS] + [""]

@@ -192,6 +192,12 @@ def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[flo
     return la, lb, math.fsum(lb) / nb - math.fsum(la) / na
 
 
+def _ratio(x: float) -> float:
+    """``exp(x) - 1``, a log difference as a change; an interval end past any float (a t quantile of
+    few degrees of freedom at a strict level) is the largest one."""
+    return math.expm1(x) if x < 700 else math.inf
+
+
 def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) -> Effect:
     """The relative effect of B against A with its 95 % interval (Welch's t on log samples); with
     ``quantile``, the interval is ``d +- t(quantile, df) * se`` instead (e.g. a one-sided bound at an
@@ -206,8 +212,7 @@ def effect(a: Sequence[float], b: Sequence[float], quantile: float = TWO_SIDED) 
     va, vb = _var(la), _var(lb)
     se, df = _welch(va, na, vb, nb)
     half = t_quantile(df, quantile) * se
-    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, va, vb,
-                  quantile=quantile)
+    return Effect(na, nb, change, _ratio(d - half), _ratio(d + half), None, d, va, vb, quantile=quantile)
 
 
 @dataclass(frozen=True)
@@ -291,7 +296,7 @@ def effect_pooled(a: Sequence[float], b: Sequence[float], pool: Pool, quantile: 
     if pool.df < 1:
         return Effect(na, nb, change, None, None, NO_POOL, d)
     half = t_quantile(pool.df, quantile) * pool.sd * math.sqrt(1 / na + 1 / nb + extra)
-    return Effect(na, nb, change, math.expm1(d - half), math.expm1(d + half), None, d, pool.var, pool.var,
+    return Effect(na, nb, change, _ratio(d - half), _ratio(d + half), None, d, pool.var, pool.var,
                   pool.df, quantile)
 
 
@@ -379,13 +384,18 @@ def _inconclusive(e: Effect, targets: Sequence[float], smallest: float) -> Verdi
     return Verdict(INCONCLUSIVE, min(guesses), None, mde, need, smallest)
 
 
-def decide(e: Effect, direction: Direction, smallest: float) -> Verdict:
+def decide(e: Effect, direction: Direction, smallest: float, far: Effect | None = None) -> Verdict:
     """held / did not hold / inconclusive for the claim "B moves the metric ``direction`` by at
-    least ``smallest``" (see the module's text)."""
+    least ``smallest``" (see the module's text). ``far``: the same comparison at a stricter level,
+    whose far end alone decides *did not hold* (a claim of several comparisons: Holm over them,
+    :mod:`.claim`); held is read from ``e``'s near end."""
     s = metrics.sign(direction) * smallest
     if e.has_interval:
         assert e.low is not None and e.high is not None
         low, high = metrics.oriented(direction, e.low, e.high)  # positive: the claimed direction
+        if far is not None and far.has_interval:
+            assert far.low is not None and far.high is not None
+            high = metrics.oriented(direction, far.low, far.high)[1]
         if low > smallest:
             return Verdict(HELD)
         if high < smallest:
@@ -418,6 +428,17 @@ def combine(words: Sequence[str]) -> str:
     if NOT_HELD in words:
         return NOT_HELD
     return HELD if all(w == HELD for w in words) else INCONCLUSIVE
+
+
+def combine_all(words: Sequence[str]) -> str:
+    """One verdict of several parts that must all be decided (the best variant over its objectives):
+    inconclusive while any part is; held if all held; else did not hold. Unlike :func:`combine`, one
+    decided part does not decide the whole while another is still open."""
+    if not words:
+        return NOT_MEASURABLE
+    if INCONCLUSIVE in words:
+        return INCONCLUSIVE
+    return HELD if all(w == HELD for w in words) else NOT_HELD
 
 
 def pct_level(level: float) -> str:

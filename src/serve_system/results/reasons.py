@@ -58,6 +58,8 @@ def _names(variants: Iterable[str]) -> str:
 
 #: the status :func:`set_aside` gives a level measured under contention
 CONTENDED = "contended"
+#: why such a level is not counted (its cause: the row's ``contention``, in summary.csv)
+CONTENDED_WHY = "measured under contention, not counted (the cause: `contention` in summary.csv)"
 
 
 def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -71,8 +73,10 @@ def set_aside(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows a ``repetitions: auto`` run's report judges: as :func:`counted`, with each level
     measured under contention kept as a row of status :data:`CONTENDED` (no claim reads it; a claim
     left without data says that contention is why, not that nothing was measured)."""
-    return [{**r, "status": CONTENDED, "error": f"measured under contention, not counted: "
-             f"{r['contention']}"} if r.get("contention") and r.get("status") == "ok" else r
+    # the cause (which processes, how much) stays in the row's ``contention``, summary.csv's column:
+    # the report says it once, not under every claim that lacks the level
+    return [{**r, "status": CONTENDED, "error": CONTENDED_WHY}
+            if r.get("contention") and r.get("status") == "ok" else r
             for r in rows]
 
 

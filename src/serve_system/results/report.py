@@ -32,17 +32,23 @@ from .cells import cell, ms_cells
 
 
 def contention_note(rows: list[dict[str, Any]], auto: bool) -> list[str]:
-    """The report's warning on levels measured under contention (other processes on the node's CPU,
-    steal): each with its cause and the processes that took the CPU."""
+    """The report's one line on contention: how many levels counted, and why the others did not. Which
+    levels: the ``## Per level`` table's *contended* column; which processes took the CPU and how much:
+    ``contention`` and ``other_cpu`` in summary.csv / summary.json (said there, not here)."""
     hit = [r for r in rows if r.get("contention")]
     if not hit:
         return []
-    what = "; ".join(f"{r['host']}/{r['variant']} {r.get('mode')} {r.get('load')} repetition "
-                     f"{r.get('repetition')}: {r['contention']}" for r in hit)
-    then = ("`repetitions: auto` did not count them and measured those variants again within its budget."
-            if auto else "They are counted here: measure again on a quiet node (a new run id), or use "
-                         "`repetitions: auto`, which measures such levels again.")
-    return [f"> **Measured under contention** ({len(hit)} level(s)): {what}. {then}", ""]
+    why = ("measured beside other work (other processes took 25 % or more of the node's CPU, or the "
+           "hypervisor stole 10 %)")
+    if auto:
+        head = (f"{len(rows) - len(hit)} of {len(rows)} level(s) counted; the other {len(hit)} were {why}, "
+                "so `repetitions: auto` did not count them and measured those variants again within its "
+                "budget")
+    else:
+        head = (f"all {len(rows)} level(s) counted, {len(hit)} of them {why}: measure again on a quiet node "
+                "(a new run id), or use `repetitions: auto`, which measures such levels again")
+    return [(f"> **Contention**: {head}. Which levels: *contended* in `## Per level`; which processes and "
+             "how much: `contention` and `other_cpu` in `summary.csv` and `summary.json`."), ""]
 
 
 # -- summary ------------------------------------------------------------------------------------
@@ -136,9 +142,16 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
         if r.get("status") == records.OK and r.get("window_cv") is not None:
             k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
             windows[k] = max(windows.get(k, 0.0), float(r["window_cv"]))
+    # the repetitions of each level measured beside other work (a column only where there are some)
+    busy: dict[tuple[str, str, str, Any], int] = {}
+    for r in rows:
+        if r.get("contention"):
+            k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
+            busy[k] = busy.get(k, 0) + 1
+    extra = (" contended |", "---|") if busy else ("", "")
     lines = ["## Per level", "", intro, "",
-             "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | windows cv | noisy |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| host | variant | load | n | throughput/s | avg ms | p95 ms | p99 ms | windows cv | noisy |"
+             + extra[0], "|---|---|---|---|---|---|---|---|---|---|" + extra[1]]
     noisy_levels = []
     for (host, variant, mode, load), ms in by.items():
         n = max(s["n"] for s in ms.values())
@@ -153,7 +166,8 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
                      f"{_interval(ms.get('latency_avg_us'), 1000, 2)} | "
                      f"{_interval(ms.get('p95_us'), 1000, 2)} | "
                      f"{_interval(ms.get('p99_us'), 1000, 2)} | "
-                     f"{'' if wcv is None else f'{wcv * 100:.1f} %'} | {'**noisy**' if noisy else ''} |")
+                     f"{'' if wcv is None else f'{wcv * 100:.1f} %'} | {'**noisy**' if noisy else ''} |"
+                     + (f" {busy.get((host, variant, mode, load), 0)} |" if busy else ""))
     if noisy_levels:
         lines += ["", f"Noisy levels ({len(noisy_levels)}): " + "; ".join(noisy_levels) + "."]
     return lines + [""]
@@ -185,9 +199,10 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     if not lines:
         return []
     intro = ("Each candidate's path: measured at the search objective's load level, dropped only when "
-             "the interval of its difference from the leader (its level adjusted over the rung's "
-             "comparisons and the search's rungs) lies wholly on the worse side of zero (ties survive); "
-             "the winner is named when its lead over the runner-up excludes zero.")
+             "the interval of its difference from the leader (its level adjusted over the pairs the rung "
+             "ranks, the search's 5 % split over what it tests) lies wholly beyond the smallest effect on "
+             "the worse side (ties survive); the winner is named when its lead over the runner-up "
+             "excludes zero.")
     return ["", "## Search", "", intro, "", *lines]
 
 
@@ -258,6 +273,9 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     stand_in = manifest.get("stand_in") or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
     lines = _header(run, manifest, rows, gaps, stand_in)
     lines += contention_note(rows, looks is not None)
+    # an objective after one that named no winner is not judged (the best variant's fixed sequence)
+    unjudged = {ev.get("objective") for f in found if f.key == "best_variant" for ev in f.evidence
+                if ev.get("verdict") == bestmod.NOT_JUDGED}
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:
@@ -267,7 +285,8 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
             lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
                          f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
                          f"(mean of {w['repetitions']})"
-                         + _standing(bestmod.rank(judged, o), smallest, looks))
+                         + (f"; not judged ({bestmod.NOT_JUDGED_WHY})" if w["objective"] in unjudged
+                            else _standing(bestmod.rank(judged, o), smallest, looks)))
     if shard and sharded:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "
                       "below.)"), "", *shardres.markdown(sharded, rows, shard, objectives)]

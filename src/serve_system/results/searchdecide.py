@@ -21,22 +21,29 @@ candidates), while keeping them errs on the wide side. The pool mixes the rungs'
 window spreads less), which also errs on the wide side in the later rungs.
 
 **The drop rule** (halving): a candidate of the worse half is dropped when its effect against the rung's
-leader is decidedly worse: the one-sided bound of that effect (goal ``max``: its upper bound, ``min``:
-its lower bound) at the level ``1 - 0.05 / (R (k - 1))``, k the candidates the rung ranked and R the
-search's planned rungs (:func:`drop_quantile`), lies on the worse side of zero. Why adjusted: the leader
-is the sample best of k, and the rung makes k - 1 comparisons against it (multiple comparisons with the
-best, Hsu's MCB); and the search drops in up to R rungs, each another chance to drop a candidate tied
-for the best. A candidate truly tied for the best is dropped in a rung only if some other candidate's
-sample mean beats it by the critical value; by the union (Bonferroni) bound over the k - 1 others and
-the R rungs (each rung spends 0.05 / R: :func:`serve_system.results.sequential.rung_level`) that
-happens with a chance of at most 5 % over the whole search, whichever candidate leads. Bonferroni is
-conservative (the comparisons share the leader and the pool, so they are correlated) but simple and
-valid whatever that correlation. Where the interval
-reaches zero the candidate survives (a tie). A candidate whose constraint is decidedly violated (the
-95 % interval of the constrained metric lies wholly beyond its bound) is dropped at any rank; Triton
-refusing its configuration, or no measurement succeeding, drops it too. Measurements of different rungs
-are pooled per candidate: a throughput or latency averaged over a window does not depend on its length,
-only its spread does.
+leader is decidedly worse by more than the smallest effect of interest: the one-sided bound of that
+effect (goal ``max``: its upper bound, ``min``: its lower bound, on the log scale) lies beyond
+``-log(1 + s)``, at the level ``1 - a_r / (k (k - 1))``, k the candidates the rung ranked and ``a_r``
+the rung's share of the search's 5 % (:func:`drop_quantile`, :func:`rung_share`). Why so: the guarantee
+is per search, "a candidate within the smallest effect of the best is dropped at most 5 % of the time
+over the whole search". Such a candidate i is dropped only if some ranked j's sample mean beats its own
+by the critical value (its shortfall against the leader, less the true shortfall of at most s, is
+noise), so every such drop is one of the k (k - 1) ordered pairs' noise differences reaching the
+critical value: Bonferroni over those pairs bounds a rung's chance at ``a_r``, whichever candidate
+leads and however many are tied. The search's 5 % is split over what is tested: a rung that ranks k
+candidates spends ``left * P(k) / (P(k) + P(k_2) + ...)``, ``P(k) = k (k - 1)``, ``left`` the level
+the earlier rungs left, and ``k_2, ...`` the candidates the later rungs could rank at the fewest
+(half of each rung's, rounded up) counted only while the runs budget could pay for them and they
+rank two or more (:func:`reachable`): a rung that can never run spends nothing, and the last that can
+spends all that is left. Bonferroni is conservative (the comparisons share the leader and the pool),
+but valid whatever their correlation. (``split_over_rungs: false`` in a search record drops by the
+rule before: 5 % over the planned rungs, over the k - 1 comparisons with the leader, no smallest
+effect: per candidate, not per search; ``bench/sequential.py``'s reference column.) Where the interval
+reaches within the smallest effect the candidate survives (a tie). A candidate whose constraint is
+decidedly violated (the 95 % interval of the constrained metric lies wholly beyond its bound) is
+dropped at any rank; Triton refusing its configuration, or no measurement succeeding, drops it too.
+Measurements of different rungs are pooled per candidate: a throughput or latency averaged over a
+window does not depend on its length, only its spread does.
 
 **The standing** (the end of either search): the lead of the winner over the runner-up is a two-sided
 95 % interval with the pooled spread (Welch's t where either candidate's own spread is far larger); a
@@ -119,24 +126,57 @@ def _entry(view: SearchView, e: Entry, reps: set[int] | None = None) -> Entry:
 #: the drop rule's familywise level over the whole search: the chance of dropping a candidate tied
 #: for the best, at most
 FAMILY_LEVEL = 0.05
-#: a search record's key that, set false, spends :data:`FAMILY_LEVEL` in every rung (the rule before
-#: the level was split over the rungs: at most 5 % a rung, not over the search; bench/sequential.py)
+#: a search record's key that, set false, drops by the rule before issue 40 (5 % split over the planned
+#: rungs, Bonferroni over the k - 1 comparisons with the leader: per candidate, not per search;
+#: bench/sequential.py's reference column)
 SPLIT_KEY = "split_over_rungs"
 
 
 def rung_family_level(rec: dict[str, Any]) -> float:
-    """The familywise level one rung of ``rec``'s search may spend: 0.05 split over its planned rungs
-    (:func:`serve_system.results.sequential.rung_level`), or 0.05 where ``rec[SPLIT_KEY]`` is false."""
-    if rec.get(SPLIT_KEY, True) is False:
-        return FAMILY_LEVEL
+    """0.05 split over ``rec``'s planned rungs (:func:`serve_system.results.sequential.rung_level`): the
+    level the end's standing reads a tie at, and a rung's drops where ``rec[SPLIT_KEY]`` is false (the
+    rule before, per candidate; the shipped drops spend :func:`rung_share`)."""
     return rung_level(len(rec.get("rungs") or [None]), FAMILY_LEVEL)
 
 
-def drop_quantile(k: int, level: float = FAMILY_LEVEL) -> float:
+def pairs(k: int) -> int:
+    """The ordered pairs of ``k`` ranked candidates: the comparisons a rung's drops stand on."""
+    return k * (k - 1)
+
+
+def reachable(rec: dict[str, Any], rung: int, k: int, runs_spent: int) -> list[int]:
+    """The candidates each later rung could still rank after rung ``rung`` (1-based) ranks ``k``: at
+    most half of them survive a rung (the fewest, the cheapest), and a rung counts only when the
+    search's runs budget could pay for it that way and it ranks two or more."""
+    budget = (rec.get("budget") or {}).get("runs")
+    out, spent = [], runs_spent
+    for later in (rec.get("rungs") or [])[rung:]:
+        k = math.ceil(k / 2)
+        spent += k * len(later.get("repetitions") or [1])
+        if k < 2 or (budget is not None and spent > budget):
+            break
+        out.append(k)
+    return out
+
+
+def rung_share(rec: dict[str, Any], rung: int, k: int, runs_spent: int, left: float) -> float:
+    """The familywise level rung ``rung`` spends on its drops among ``k`` ranked candidates, ``left``
+    of the search's 5 % not yet spent: its share of the pairs still to be compared (its own, and those
+    of the later rungs that could run: :func:`reachable`), so that the 5 % is split over what is
+    tested, and what a rung never reached never spent it."""
+    mine = pairs(k)
+    if mine == 0:
+        return 0.0
+    later = sum(pairs(j) for j in reachable(rec, rung, k, runs_spent))
+    return left * mine / (mine + later)
+
+
+def drop_quantile(k: int, level: float = FAMILY_LEVEL, split: bool = True) -> float:
     """The t quantile of the drop rule among ``k`` ranked candidates: one-sided, Bonferroni-adjusted
-    over the k - 1 comparisons with the leader (``1 - level / (k - 1)``; ``level``: the rung's share,
-    :func:`rung_family_level`)."""
-    return 1 - level / max(1, k - 1)
+    over the k (k - 1) ordered pairs of them (``1 - level / (k (k - 1))``: any drop of a candidate tied
+    with the best is one of those pairs' differences reaching the critical value, whichever leads);
+    ``split`` false: over the k - 1 comparisons with the leader (the rule before: per candidate)."""
+    return 1 - level / max(1, pairs(k) if split else k - 1)
 
 
 class _Judge:
@@ -145,10 +185,13 @@ class _Judge:
     spread is far larger than the rest's by Welch's t on its own (``pooled`` false: Welch's t
     throughout)."""
 
-    def __init__(self, view: SearchView, reps: set[int] | None, pooled: bool) -> None:
+    def __init__(self, view: SearchView, reps: set[int] | None, pooled: bool,
+                 level: float | None = None) -> None:
         self.view, self.reps = view, reps
-        #: the familywise level of one rung's drops (:func:`rung_family_level`)
-        self.level = rung_family_level(view.rec)
+        #: the familywise level of one rung's drops (:func:`rung_share`; the standing's tie:
+        #: :func:`rung_family_level`)
+        self.level = rung_family_level(view.rec) if level is None else level
+        self.split = view.rec.get(SPLIT_KEY, True) is not False
         self.pool: Pool | None = None
         #: candidates whose own spread is far larger than the pool's: why (the F test)
         self.wide: dict[str, str] = {}
@@ -175,33 +218,37 @@ class _Judge:
             return iv.effect(xa, xb, quantile), why
         return iv.effect_pooled(xa, xb, self.pool, quantile, extra), ""
 
-    def worse(self, leader: str, name: str, k: int, at_least: float = 0.0) -> tuple[bool, str]:
+    def worse(self, leader: str, name: str, k: int, at_least: float = 0.0, by: float = 0.0
+              ) -> tuple[bool, str]:
         """Whether ``name`` is decidedly worse than ``leader`` among ``k`` ranked candidates (the drop
-        rule; its quantile raised to ``at_least``), and the effect's text (with why Welch's t judged it,
-        if it did)."""
-        e, why = self.effect(leader, name, max(drop_quantile(k, self.level), at_least))
+        rule; its quantile raised to ``at_least``), by more than ``by`` (a share: the drop rule's
+        smallest effect), and the effect's text (with why Welch's t judged it, if it did)."""
+        e, why = self.effect(leader, name, max(drop_quantile(k, self.level, self.split), at_least))
         text = iv.effect_text(e) + (f" ({why})" if why else "")
         if not e.has_interval:
             return False, text
         assert e.low is not None and e.high is not None
         better = metrics.goal_direction(metrics.goal_of(self.view.goal))
-        return metrics.oriented(better, e.low, e.high)[1] < 0, text  # wholly on the worse side of zero
+        # on the log scale, so that worse by more than ``by`` reads alike for max and min goals
+        low, high = (math.log1p(x) if x > -1 else -math.inf for x in (e.low, e.high))
+        return metrics.oriented(better, low, high)[1] < -math.log1p(by), text
 
     def critical(self, k: int) -> str:
         """The drop rule's critical value among ``k`` ranked candidates, in words (the report's line)."""
         if self.pool is None or self.pool.df < 1 or k < 2:
             return f"k = {k}"
-        return (f"k = {k}, t = {iv.t_quantile(self.pool.df, drop_quantile(k, self.level)):.2f} with df = "
+        return (f"k = {k}, {self.level * 100:.2g} % spent, t = "
+                f"{iv.t_quantile(self.pool.df, drop_quantile(k, self.level, self.split)):.2f} with df = "
                 f"{self.pool.df}")
 
     def _split(self) -> str:
-        """How the search's 5 % is split over its rungs, in words ('' when it is not)."""
-        n = len(self.view.rec.get("rungs") or [])
-        if self.level >= FAMILY_LEVEL or n < 2:
+        """How the search's 5 % is split over what it tests, in words ('' when it is not)."""
+        if not self.split:
             return ""
-        return (f" (the search's {FAMILY_LEVEL * 100:g} % split over its {n} rungs, so that a candidate "
-                f"tied for the best is dropped at most {FAMILY_LEVEL * 100:g} % of the time over the whole "
-                "search)")
+        return (f" (the search's {FAMILY_LEVEL * 100:g} % split over the ordered pairs each rung ranks and "
+                "those the later rungs its budget can reach could rank, so that a candidate within the "
+                f"smallest effect of the best is dropped at most {FAMILY_LEVEL * 100:g} % of the time over "
+                "the whole search)")
 
     def rule(self, rungs: list[str]) -> str:
         """The report's line on how halving decided (``rungs``: each ranked rung's critical value)."""
@@ -209,11 +256,13 @@ class _Judge:
             return ""
         if self.pool.df < 1:
             return "Decided by a pooled run-to-run spread: none yet (no candidate has two measurements)."
+        over = ("the rung's k (k - 1) ordered pairs" if self.split
+                else "the rung's k - 1 comparisons with its leader (5 % split over the planned rungs)")
         wide = (f"; far wider than the pool at the end (an F test at 99 %), so judged by Welch's t on "
                 f"their own spread: {', '.join(f'`{n}`' for n in self.wide)}" if self.wide else "")
         return (f"Decided by a pooled run-to-run spread: s = {self.pool.sd * 100:.1f} % on the log scale, "
-                f"df = {self.pool.df}; drops at a Bonferroni-adjusted {(1 - self.level) * 100:.3g} % over "
-                f"the rung's k - 1 comparisons with its leader{self._split()} "
+                f"df = {self.pool.df}; drops when worse than the leader by more than the smallest effect at "
+                f"a Bonferroni-adjusted level over {over}{self._split()} "
                 f"({'; '.join(rungs) or 'no rung ranked'}); "
                 f"the lead's interval two-sided {iv.LEVEL * 100:.0f} %{wide}.")
 
@@ -282,6 +331,7 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
     last_mean: float | None = None  # the measured minutes of one run in the last rung
     dropped_last: list[str] = []  # those the last rung dropped (the runner-up of a lone survivor)
     ranks: list[str] = []  # each ranked rung's critical value: the report's line
+    left = FAMILY_LEVEL  # the search's level not yet spent on drops (:func:`rung_share`)
     rungs = rec["rungs"]
     for k, rung in enumerate(rungs, 1):
         reps = set(rung["repetitions"])
@@ -317,7 +367,8 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
         for n in alive:
             path[n].rung = k
         before = alive
-        alive = _drop(view, alive, k, seen, path, ranks)
+        alive, spent = _drop(view, alive, k, seen, path, ranks, left)
+        left -= spent
         dropped_last = [n for n in before if n not in alive]
         if len(alive) <= 1:
             return _end(view, alive, path, seen, f"one candidate is left after rung {k}", dropped_last, ranks)
@@ -325,8 +376,9 @@ def _halving(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
 
 
 def _drop(view: SearchView, alive: list[str], k: int, seen: set[int], path: dict[str, Entry],
-          ranks: list[str]) -> list[str]:
-    """The rung's survivors (the drop rule of the module's text); ``ranks`` gets its critical value."""
+          ranks: list[str], left: float = FAMILY_LEVEL) -> tuple[list[str], float]:
+    """The rung's survivors (the drop rule of the module's text) and the level it spent, ``left`` of
+    the search's not yet spent; ``ranks`` gets its critical value."""
     keep = []
     for n in alive:
         if not view.samples(n, seen):
@@ -336,22 +388,26 @@ def _drop(view: SearchView, alive: list[str], k: int, seen: set[int], path: dict
         else:
             keep.append(n)
     ranked = best_first(view, keep, seen)
-    judge = _Judge(view, seen, True)
+    split = view.rec.get(SPLIT_KEY, True) is not False
+    level = (rung_share(view.rec, k, len(ranked), view.spent(set(view.names))[0], left) if split
+             else rung_family_level(view.rec))
+    judge = _Judge(view, seen, True, level)
     ranks.append(f"rung {k}: {judge.critical(len(ranked))}")
     if not ranked:
-        return []
+        return [], 0.0
+    by = float(view.rec.get("smallest_effect") or 0.0) if split else 0.0
     leader = ranked[0]
     half = math.ceil(len(ranked) / 2)
     path[leader].why = f"leader of rung {k}"
     for n in ranked[1:half]:
         path[n].why = f"better half of rung {k}"
     for n in ranked[half:]:
-        worse, text = judge.worse(leader, n, len(ranked))
+        worse, text = judge.worse(leader, n, len(ranked), by=by)
         if worse:
             path[n].dropped, path[n].why = k, f"decidedly worse than `{leader}`: {text}"
         else:
             path[n].why = f"worse half of rung {k}, but a tie with `{leader}`: {text}"
-    return [n for n in ranked if path[n].dropped is None]
+    return [n for n in ranked if path[n].dropped is None], (level if split else 0.0)
 
 
 def _end(view: SearchView, alive: list[str], path: dict[str, Entry], reps: set[int], why: str,

@@ -32,10 +32,16 @@ looks, boundaries that spend 5 % a side, i.e. the symmetric design at a two-side
 one-sided tests (Schuirmann 1987). Naming the best of two is two-sided (either could be named
 falsely under A/A): its lead keeps the two-sided 95 % interval (2.5 % a side).
 
-Halving makes up to ``rungs`` rounds of drops; its "a candidate tied for the best is dropped at
-most 5 % of the time" holds over the whole search when each rung may spend ``ALPHA / rungs``
-(Bonferroni over the rungs, on top of Bonferroni over a rung's comparisons:
-:func:`rung_level`).
+**Looks counted by what was judged** (:meth:`Looks.error_of`). The information of a difference of
+two means grows as ``1 / (1/n_a + 1/n_b)``, so a comparison of ``n_a`` against ``n_b`` repetitions is
+judged at the information fraction ``h / last`` (``h`` their harmonic mean), after the plan's looks
+before it: a judgement after one side alone grew (three or more variants, ``only``, a contended level
+measured again) is a look of its own and spends its share, where the smaller n alone would have
+judged it again at the same boundary.
+
+Halving's drops are not split here any more: the search's 5 % is split over the pairs each rung
+ranks (:func:`serve_system.results.searchdecide.rung_share`); :func:`rung_level` (5 % over the
+planned rungs) is the level the end's tie is read at, and the rule before.
 
 Pure functions; numpy and scipy.special only (scipy.stats takes half a second to import, scipy.optimize
 0.15 s: the boundary's root is found by bisection).
@@ -202,6 +208,29 @@ class Looks:
             return nominal(full[len(looks) - 1])
         return nominal(boundaries((n / self.last,), self.method, budget)[0])
 
+    def fractions(self, n_a: int, n_b: int) -> tuple[float, ...]:
+        """The information fractions of the looks up to a comparison judged with ``n_a`` and ``n_b``
+        repetitions: its own is ``h / last``, ``h = 2 / (1/n_a + 1/n_b)`` (the information of a
+        difference of two means grows as the harmonic mean of the two sides, not as the smaller one),
+        after the plan's looks before it (``first .. last`` per side, each an equal-sided look)."""
+        h = min(2 / (1 / max(1, n_a) + 1 / max(1, n_b)), float(self.last))
+        earlier = [k / self.last for k in range(self.first, self.last + 1) if k < h - 1e-9]
+        return (*earlier, h / self.last)
+
+    def error_of(self, n_a: int, n_b: int, sides: int = BEST) -> float:
+        """As :meth:`error`, for a comparison of ``n_a`` against ``n_b`` repetitions: the boundary of its
+        look at its information fraction (:meth:`fractions`), so that a judgement after one side alone
+        grew is a look of its own, spending its share."""
+        budget = fixed_error(sides, self.alpha)
+        if not self.sequential:
+            return budget
+        return nominal(boundaries(self.fractions(n_a, n_b), self.method, budget)[-1])
+
+    def quantile_of(self, n_a: int, n_b: int, sides: int = BEST) -> float:
+        """The interval's t quantile of a comparison of ``n_a`` against ``n_b`` repetitions
+        (:meth:`error_of`)."""
+        return 1 - self.error_of(n_a, n_b, sides) / 2
+
     def quantile(self, n: int, sides: int = BEST) -> float:
         """The interval's t quantile at the look with ``n`` per side (without spending: 0.975 for
         :data:`BEST`, 0.95 for :data:`CLAIM`)."""
@@ -226,8 +255,8 @@ class Looks:
                 f"with {NAMES[self.method]}. A claim is one-sided ({self.alpha * 100:g} % on the side it "
                 f"could err): its interval's level at each look (repetitions per side: level) is "
                 f"{levels(CLAIM)}; the best variant's lead is two-sided ({self.alpha * 50:g} % a side): "
-                f"{levels(BEST)}. A comparison is judged at the look of the fewer repetitions of its two "
-                f"sides.")
+                f"{levels(BEST)}. A comparison whose sides have different repetitions is judged at its "
+                f"information fraction (the harmonic mean of the two sides' repetitions), a look of its own.")
 
 
 def fixed_error(sides: int = BEST, alpha: float = ALPHA) -> float:
@@ -244,8 +273,8 @@ def fixed_quantile(sides: int = BEST, alpha: float = ALPHA) -> float:
 
 
 def rung_level(rungs: int, alpha: float = ALPHA) -> float:
-    """Halving's familywise error per rung: ``alpha / rungs``, so that a candidate tied for the best is
-    dropped at most ``alpha`` of the time over all the rungs (Bonferroni over the rungs)."""
+    """``alpha / rungs``: halving's level a rung, split evenly over its planned rungs (the end's tie,
+    and the drop rule before issue 40: per candidate over the rungs)."""
     return alpha / max(1, rungs)
 
 

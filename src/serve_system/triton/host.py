@@ -3,6 +3,8 @@ refusals, and the GPU-to-CPU (and below-TensorRT) rewrite of a configuration for
 
 from __future__ import annotations
 
+import re
+
 from .backends import filled_backend
 from .pbtxt import KIND_CPU, KIND_GPU, ModelConfig, Problem
 
@@ -10,6 +12,28 @@ from .pbtxt import KIND_CPU, KIND_GPU, ModelConfig, Problem
 #: (Volta) or newer: Chameleon's gpu_p100 nodes are Pascal (6.0), where a TensorRT accelerator or a
 #: TensorRT plan fails to load (TensorRT 10's support matrix)
 TENSORRT_MIN_COMPUTE_CAPABILITY = 7.0
+
+
+#: NVIDIA's table of compute capabilities (developer.nvidia.com/cuda-gpus) for the data-centre and
+#: workstation GPUs a testbed has, by the model in the name ``nvidia-smi --query-gpu=name`` prints
+#: ("Tesla P100-PCIE-16GB", "NVIDIA A100-PCIE-40GB", "Quadro RTX 6000"): the fallback where the driver
+#: refuses ``--query-gpu=compute_cap`` (older drivers, e.g. 470, do)
+GPU_COMPUTE_CAPABILITY: tuple[tuple[str, float], ...] = (
+    (r"K80", 3.7), (r"K40", 3.5), (r"M40", 5.2), (r"M60", 5.2), (r"P4", 6.1), (r"P40", 6.1),
+    (r"P100", 6.0), (r"V100", 7.0), (r"T4", 7.5), (r"RTX 6000", 7.5), (r"RTX 8000", 7.5),
+    (r"A100", 8.0), (r"A30", 8.0), (r"A10", 8.6), (r"A16", 8.6), (r"A40", 8.6), (r"RTX A6000", 8.6),
+    (r"L4", 8.9), (r"L40S?", 8.9), (r"H100", 9.0), (r"H200", 9.0), (r"GH200", 9.0), (r"B200", 10.0),
+)
+_GPU_MODELS = tuple((re.compile(rf"(?<![A-Z0-9]){model}(?![A-Z0-9])"), cap)
+                    for model, cap in GPU_COMPUTE_CAPABILITY)
+
+
+def compute_capability_of(name: str) -> float | None:
+    """The compute capability of a GPU by the name nvidia-smi prints for it (None: not in the table);
+    the longest model that matches wins ("GH200" over "H200", "RTX 6000" over nothing shorter)."""
+    upper = " ".join(name.upper().replace("-", " ").split())
+    found = [(len(rx.pattern), cap) for rx, cap in _GPU_MODELS if rx.search(upper)]
+    return max(found)[1] if found else None
 
 
 def tensorrt_accelerators(cfg: ModelConfig) -> list[str]:

@@ -1,0 +1,116 @@
+"""Role apt_guard, run by ansible-playbook on this machine over a directory laid out as /etc/apt.
+
+The roles docker, nvidia_container_toolkit and nvtop import it before their first apt task; here it runs
+alone (connection local, ``apt_guard_etc_apt`` a temporary directory), so every case of a node set up by
+hand is played for real: the find, the reads, the move aside, the stop, and the second run that
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+DOCKER = "https://download.docker.com/linux/ubuntu"
+NVIDIA_LIST = "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"
+NVIDIA = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
+KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+
+#: the lab's notebook's list, with its experimental line enabled
+EXPERIMENTAL_LIST = "https://nvidia.github.io/libnvidia-container/experimental/deb/$(ARCH)"
+NOTEBOOK = f"deb [signed-by={KEYRING}] {NVIDIA_LIST} /\ndeb [signed-by={KEYRING}] {EXPERIMENTAL_LIST} /\n"
+#: the play's own NVIDIA file, as deb822_repository writes it on a first run
+OWN_NVIDIA = (f"X-Repolib-Name: nvidia-container-toolkit\nTypes: deb\nURIs: {NVIDIA}\nSuites: /\n"
+              "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc\n")
+UBUNTU = "deb http://archive.ubuntu.com/ubuntu noble main\n"
+
+
+def _run(tmp_path: Path, etc_apt: Path, repositories: list[str]) -> subprocess.CompletedProcess[str]:
+    play = tmp_path / "guard.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: apt_guard\n")
+    extra = {"apt_guard_etc_apt": str(etc_apt), "apt_guard_repositories": repositories,
+             "ansible_python_interpreter": sys.executable}
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_STDOUT_CALLBACK="default")
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play),
+         "-e", json.dumps(extra)],
+        cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+def _changed(out: str) -> int:
+    recap = out[out.rindex("PLAY RECAP"):]
+    return int(recap.split("changed=")[1].split()[0])
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): (f"-> {os.readlink(p)}" if p.is_symlink() else p.read_text())
+            for p in sorted(root.rglob("*")) if p.is_file() or p.is_symlink()}
+
+
+def test_a_notebook_list_added_after_a_first_run_is_moved_aside_by_the_first_role_with_apt(
+        tmp_path: Path) -> None:
+    """The reverse order: the play's NVIDIA file is there, the notebook's list (experimental on) came
+    later. The docker role's guard (adding only Docker's repository) moves it aside and says that the
+    experimental channel went with it; unrelated files are left as they are; a second run changes
+    nothing."""
+    etc = tmp_path / "apt"
+    d = etc / "sources.list.d"
+    d.mkdir(parents=True)
+    (d / "nvidia-container-toolkit.sources").write_text(OWN_NVIDIA)
+    (d / "nvidia-container-toolkit.list").write_text(NOTEBOOK)
+    (d / "docker.list").write_text(
+        f"deb [arch=amd64 signed-by=/usr/share/keyrings/docker.gpg] {DOCKER} noble stable\n")
+    (d / "ubuntu.list").write_text(UBUNTU)
+    (etc / "sources.list").write_text(UBUNTU)
+
+    first = _run(tmp_path, etc, [DOCKER])
+    assert first.returncode == 0, first.stdout + first.stderr
+    names = sorted(p.name for p in d.iterdir())
+    assert names == ["docker.list.disabled", "nvidia-container-toolkit.list.disabled",
+                     "nvidia-container-toolkit.sources", "ubuntu.list"], names
+    assert (d / "nvidia-container-toolkit.list.disabled").read_text() == NOTEBOOK  # moved, not edited
+    assert (d / "ubuntu.list").read_text() == UBUNTU and (etc / "sources.list").read_text() == UBUNTU
+    out = " ".join(first.stdout.replace("''", "'").split())  # the yaml callback folds and quotes
+    assert f"{d}/nvidia-container-toolkit.list defined {NVIDIA} already" in out
+    assert "also enabled https://nvidia.github.io/libnvidia-container/experimental/deb/amd64" in out
+    assert _changed(first.stdout) == 1  # the move (one task, two items)
+
+    second = _run(tmp_path, etc, [DOCKER])
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert _changed(second.stdout) == 0
+    assert sorted(p.name for p in d.iterdir()) == names
+
+
+def test_a_file_mixing_a_guarded_repository_with_others_stops_and_nothing_moves(tmp_path: Path) -> None:
+    etc = tmp_path / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    mixed = UBUNTU + f"deb [signed-by=/usr/share/keyrings/docker.gpg] {DOCKER} noble stable\n"
+    (etc / "sources.list").write_text(mixed)
+    before = _tree(etc)
+    proc = _run(tmp_path, etc, [DOCKER])
+    assert proc.returncode != 0
+    assert f"{etc}/sources.list line(s) 2" in " ".join(proc.stdout.split())
+    assert _tree(etc) == before
+
+
+def test_links_and_files_of_other_repositories_are_left_alone(tmp_path: Path) -> None:
+    """A link named like a list file is not followed or moved (the find takes plain files only); a file
+    of another repository on the same host (NVIDIA's experimental channel alone) is no conflict."""
+    etc = tmp_path / "apt"
+    d = etc / "sources.list.d"
+    d.mkdir(parents=True)
+    outside = tmp_path / "outside.list"
+    outside.write_text(f"deb [signed-by={KEYRING}] {NVIDIA_LIST} /\n")
+    (d / "evil.list").symlink_to(outside)
+    (d / "experimental.list").write_text(f"deb [signed-by={KEYRING}] {EXPERIMENTAL_LIST} /\n")
+    before = _tree(etc)
+    proc = _run(tmp_path, etc, [NVIDIA])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _tree(etc) == before
+    assert outside.exists() and _changed(proc.stdout) == 0

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from . import __version__, interrupt
 from .errors import ServeSystemError
-from .textsafe import echo
+from .textsafe import clean, echo
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
@@ -31,8 +31,16 @@ COMMANDS: tuple[str, ...] = (
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (the usage is in ``--help``)."""
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # argparse drops a "--" given as an option's value (--output=--) and hands the option an empty
+        # list: refused here, as any other value that is none
+        if action.option_strings and arg_strings == ["--"] and action.nargs in (None, "?"):
+            self.error(f"argument {'/'.join(action.option_strings)}: '--' is not a value: give one")
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # the message quotes what was typed: its control characters escaped, so it stays one line
+        self.exit(2, f"{self.prog}: error: {clean(message)} (see {self.prog} --help)\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -100,7 +108,8 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
         prog: str = "serve-system") -> int:
     """Call ``func(args)`` and turn user-facing errors into one stderr line and an exit code.
 
-    Ctrl-C ends the command at once with 130: its helper processes are killed and its workers not
+    An error of the system on a file (:class:`OSError`: unreadable, gone while read) is one line naming the
+    file too. Ctrl-C ends the command at once with 130: its helper processes are killed and its workers not
     waited for (:mod:`serve_system.interrupt`). Third-party libraries' log records and warnings stay
     off the terminal unless the command was given ``-v`` (:func:`library_output`).
     """
@@ -111,6 +120,11 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
     except ServeSystemError as exc:
         echo(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the system refused a file or folder (unreadable, gone): one line naming it
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        echo(f"{prog}: error: {where}{exc.strerror or exc}: check the path and its permissions",
+             file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         interrupt.abort()
         echo(f"{prog}: interrupted", file=sys.stderr)

@@ -123,6 +123,7 @@ def render(
     onnx_serving: str,
     standin: list[str],
     standin_unless_given: list[str] | None = None,
+    force: bool = False,
 ) -> tuple[bool, list[ModelRow]]:
     """Render ``models`` of ``source`` into ``dest``; returns (changed, model table).
 
@@ -146,7 +147,7 @@ def render(
         wanted.update({f"{name}/{rel}": data for rel, data in files.items()})
         rows.append(row)
     wanted[MANIFEST] = (json.dumps([asdict(r) for r in rows], indent=2) + "\n").encode()
-    return ownedtree.sync_tree(dest, wanted, adopt=MANIFEST), rows
+    return ownedtree.sync_tree(dest, wanted, adopt=MANIFEST, force=force), rows
 
 
 def has_weights(model_dir: Path) -> bool:

@@ -10,8 +10,10 @@ only: not in the node's bundle.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +23,69 @@ from .safeio import PLAIN_NAME, UnsafeFile, make_dirs, open_write, read_json, wr
 
 #: the list of the files the tool put in a folder it fills (:class:`OwnedFolder`)
 MARKER = ".serve-system-files.json"
+
+# ------------------------------------------------------------------------- path arguments, declared
+
+#: what a command does with a path argument (:class:`PathArg`); every path-valued argument of the CLI
+#: declares one, and tests/unit/test_cli_paths.py walks the parser to hold every command to it
+OWNED = "owned folder"    # a folder the tool fills: through :class:`OwnedFolder` (a user's folder refused)
+RUN = "run folder"        # a run folder: written only where the tool planned the run (its manifest or plans)
+OUTPUT = "output file"    # one file, written through safeio's write path (a folder there is refused)
+INPUT = "input"           # only read (through safeio's read path)
+NODE = "node path"        # a path on the node, text passed along; nothing here is read or written
+USES = (OWNED, RUN, OUTPUT, INPUT, NODE)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: the longest path (bytes) and path component an argument may name (the kernel's PATH_MAX, NAME_MAX)
+PATH_MAX, NAME_MAX = 4096, 255
+
+
+class PathArg:
+    """An argparse ``type=`` declaring a path argument and what the command does with it (:data:`USES`).
+
+    The value is refused (one usage line naming the option) when it holds control characters (a file only
+    read: a NUL) or is longer than the system allows; otherwise it becomes a :class:`~pathlib.Path`
+    (``text``: kept as text, for a ``NAME=DIR`` value or ``-`` for stdin)."""
+
+    def __init__(self, use: str, *, text: bool = False) -> None:
+        if use not in USES:
+            raise ValueError(f"unknown path use {use!r}")
+        self.use, self.text = use, text
+        self.__name__ = f"path ({use})"  # what argparse calls the type in its messages
+
+    def __call__(self, value: str) -> Any:
+        # a file to read may have any name (it is escaped wherever it is shown), but NUL; a path the tool
+        # writes, or passes to a node, holds no control character
+        if "\x00" in value if self.use == INPUT else _CONTROL.search(value):
+            raise argparse.ArgumentTypeError(f"{value[:80]!r} holds a control character (a newline, tab or "
+                                             "escape): give the path without it")
+        if self.text and not value:
+            return value  # text options: empty is "not given"
+        raw = os.fsencode(value) if not self.text else value.encode("utf-8", "surrogateescape")
+        if not raw or len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+            raise argparse.ArgumentTypeError(f"{value[:80]!r}: empty or longer than a path may be "
+                                             f"({PATH_MAX} bytes, {NAME_MAX} a name): give a shorter path")
+        if self.text:
+            return value
+        try:
+            Path(value).resolve()  # a loop of links: refused here, not a traceback where it is used
+        except (OSError, RuntimeError):
+            raise argparse.ArgumentTypeError(f"{value[:80]!r}: a loop of links (or a path that cannot be "
+                                             "resolved): give a real file or folder") from None
+        return Path(value)
+
+    def __repr__(self) -> str:
+        return f"PathArg({self.use!r})"
+
+
+#: the declarations the commands use
+OWNED_DIR, RUN_DIR, OUTPUT_FILE = PathArg(OWNED), PathArg(RUN), PathArg(OUTPUT)
+INPUT_PATH, INPUT_TEXT, NODE_PATH = PathArg(INPUT), PathArg(INPUT, text=True), PathArg(NODE, text=True)
+
+
+def path_use(action: argparse.Action) -> str | None:
+    """The use an argument declares (:class:`PathArg`), or None."""
+    return action.type.use if isinstance(action.type, PathArg) else None
 
 
 class OwnedFolder:
@@ -112,10 +177,11 @@ class OwnedFolder:
         return self.write_bytes(name, text.encode("utf-8"))
 
     @contextlib.contextmanager
-    def open(self, name: str, *, binary: bool = False, newline: str | None = None) -> Iterator[IO[Any]]:
+    def open(self, name: str, *, binary: bool = False, newline: str | None = None,
+             mode: int | None = None) -> Iterator[IO[Any]]:
         p = self.path(name)
         self.add(name)
-        with open_write(p, within=self.dir, binary=binary, newline=newline) as fh:
+        with open_write(p, within=self.dir, binary=binary, newline=newline, mode=mode) as fh:
             yield fh
 
     def add(self, name: str) -> None:
@@ -129,6 +195,47 @@ class OwnedFolder:
         write_json(self.dir / MARKER, sorted(self.owned), within=self.dir)
 
 
+#: what only the tool writes in a run folder (serve-system plan): the manifest, a host's plan, the base
+#: configs a host's look carried (written first)
+RUN_MARKERS = ("manifest.json", "*/plan.json", "*/.node_base")
+
+
+def is_run_folder(folder: str | Path) -> bool:
+    """``folder`` holds what only ``serve-system plan`` writes there (:data:`RUN_MARKERS`, not links)."""
+    root = Path(folder)
+    return any(not p.is_symlink() for pattern in RUN_MARKERS for p in root.glob(pattern))
+
+
+def check_run_folder(folder: str | Path, option: str, *, new_ok: bool = False) -> Path:
+    """``folder`` as a run folder the tool may write into: one ``serve-system plan`` made
+    (:func:`is_run_folder`), or with ``new_ok`` one that does not exist yet or is empty. A user's folder
+    (not empty, not a run's) is refused in one line naming it and the fix (:class:`UnsafeFile`)."""
+    root = Path(folder)
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        if new_ok:
+            return root
+        raise UnsafeFile(f"{option} {root}: no such run folder: give results/<experiment>/<run id>") from None
+    except OSError as exc:
+        raise UnsafeFile(f"{option} {root}: cannot use the folder: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeFile(f"{option} {root}: is not a folder: give a run folder "
+                         "(results/<experiment>/<run id>)")
+    if is_run_folder(root) or (new_ok and holds_no_file(root)):
+        return root
+    raise UnsafeFile(f"{option} {root}: not a run folder made by serve-system plan (no manifest.json nor "
+                     "<host>/plan.json): give the run's folder, or a new run id")
+
+
+def holds_no_file(root: Path) -> bool:
+    """Only folders (or nothing) under ``root``: nothing of anyone's would be lost."""
+    for _dirpath, _dirnames, filenames in os.walk(root):
+        if filenames:
+            return False
+    return True
+
+
 def is_plain_path(name: str) -> bool:
     """``name`` is a relative path of plain names (:data:`PLAIN_NAME`), no ``..``, no leading dot."""
     return _safe_rel(name)
@@ -140,13 +247,14 @@ def _safe_rel(name: str) -> bool:
 
 
 def sync_tree(dest: Path, wanted: dict[str, bytes], *, adopt: str | None = None, private: bool = False,
-              option: str = "--dest") -> bool:
+              option: str = "--dest", force: bool = False) -> bool:
     """Make ``dest`` hold ``wanted`` (relative path -> bytes) and none of the files the tool put there
     before (:class:`OwnedFolder`: a user's own files and a user's non-empty folder are never touched;
     nothing is written through a link); True when anything changed. ``adopt``: as
     :class:`OwnedFolder`'s. ``private``: a folder of the tool's own cache (an image's build context),
-    mirrored: every other file in it goes too."""
-    folder = OwnedFolder(dest, option=option, adopt=adopt, force=private)
+    mirrored: every other file in it goes too. ``force``: as :class:`OwnedFolder`'s (a user's
+    non-empty folder written into, only the tool's files replaced)."""
+    folder = OwnedFolder(dest, option=option, adopt=adopt, force=private or force)
     if private:
         folder.owned |= {rel for p in dest.rglob("*") if not p.is_symlink() and p.is_file()
                          and is_plain_path(rel := p.relative_to(dest).as_posix())}

@@ -9,7 +9,9 @@ Reading (:func:`read_bytes`, :func:`read_text`, :func:`read_json`, :func:`read_y
 - at most ``cap`` bytes are read (``cap + 1`` to tell a larger file), per kind of file (:data:`CAPS`);
 - text is decoded with one line naming the file, its encoding, line and offset;
 - JSON and YAML numbers are finite and bounded (no NaN or Infinity, integers of at most
-  :data:`MAX_INT_DIGITS` digits), YAML tags are plain data only (no ``!!binary``, ``!!python/*`` or
+  :data:`MAX_INT_DIGITS` digits, nothing beyond :data:`MAX_MAGNITUDE`; a typed reader checks each
+  field's range with :func:`check_number`, naming the field), YAML tags are plain data only (no
+  ``!!binary``, ``!!python/*`` or
   custom tags), and a YAML alias may not contain itself.
 
 Writing (:func:`write_bytes`, :func:`write_text`, :func:`open_write`, :func:`make_dirs`): every file goes
@@ -67,6 +69,9 @@ CAPS: dict[str, int] = {
 #: the longest integer (digits) JSON or YAML may hold; Python's own limit is 4300 and such numbers
 #: only come from a broken or hostile file
 MAX_INT_DIGITS = 30
+#: the largest magnitude of any number JSON or YAML may hold (as large as :data:`MAX_INT_DIGITS` allows):
+#: nothing the tool measures comes near it, and arithmetic on such numbers stays finite
+MAX_MAGNITUDE = 1e30
 #: a name from data that becomes a path: one plain component
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+@-]{0,199}")
 
@@ -204,8 +209,23 @@ def _bounded_int(text: str) -> int:
 
 def _finite_float(text: str) -> float:
     value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"the number {text[:40]} is out of range")
+    if not abs(value) <= MAX_MAGNITUDE:
+        raise ValueError(f"the number {text[:40]} is out of range (at most {MAX_MAGNITUDE:g} in magnitude)")
+    return value
+
+
+def check_number(value: Any, where: str | Path, field: str, *, low: float = -MAX_MAGNITUDE,
+                 high: float = MAX_MAGNITUDE, whole: bool = False, fix: str = "") -> int | float:
+    """``value`` as read from a file: a number (not a bool; ``whole``: an integer) from ``low`` to ``high``;
+    :class:`UnsafeFile` naming the file and the field otherwise (``fix`` ends the line)."""
+    end = f"; {fix}" if fix else ""
+    if isinstance(value, bool) or not isinstance(value, int | float) or (whole and isinstance(value, float)):
+        kind = "a whole number" if whole else "a number"
+        raise UnsafeFile(f"{where}: {field}: must be {kind}, found {str(value)[:40]!r}{end}")
+    if not low <= value <= high:  # exact for any int, however long
+        shown = (f"{value:.3g}" if isinstance(value, float) or value.bit_length() < 1000
+                 else f"an integer of {value.bit_length()} bits")
+        raise UnsafeFile(f"{where}: {field}: {shown} is out of range ({low:g} to {high:g}){end}")
     return value
 
 
@@ -220,9 +240,49 @@ def loads_json(text: str, where: str | Path) -> Any:
                           parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise UnsafeFile(f"{where}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise UnsafeFile(f"{where}: not usable JSON: {why}") from None
+    except RecursionError:
+        raise UnsafeFile(f"{where}: not usable JSON: nested too deeply") from None
+    except ValueError as exc:
+        field = _number_field(text)
+        raise UnsafeFile(f"{where}: {field + ': ' if field else 'not usable JSON: '}{exc}") from None
+
+
+def _key(at: str, key: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,60}", key):
+        return f"{at}.{key}" if at else key
+    return f"{at}[{key[:60]!r}]"
+
+
+class _BadNumber:
+    """Where a number out of range stood (:func:`_number_field`'s second reading)."""
+
+
+def _number_field(text: str) -> str:
+    """The field (``rows[0].load``) of the first number out of range in ``text``, read again with such
+    numbers marked; "" when it cannot be told."""
+    def mark(check: Callable[[str], Any]) -> Callable[[str], Any]:
+        def parse(s: str) -> Any:
+            try:
+                return check(s)
+            except ValueError:
+                return _BadNumber()
+        return parse
+
+    try:
+        doc = json.loads(text, parse_int=mark(_bounded_int), parse_float=mark(_finite_float),
+                         parse_constant=lambda _s: _BadNumber())
+    except (ValueError, RecursionError):
+        return ""
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, _BadNumber):
+            return at or "-"
+        if isinstance(node, dict):
+            stack += [(v, _key(at, k)) for k, v in reversed(node.items())]
+        elif isinstance(node, list):
+            stack += [(v, f"{at}[{i}]") for i, v in reversed(list(enumerate(node)))]
+    return ""
 
 
 def read_json(path: str | Path, *, kind: str = "record", within: str | Path | None = None,
@@ -312,7 +372,7 @@ def _check_yaml(node: Any, where: str | Path, seen: set[int], stack: set[int]) -
 
 def _finite(text: str) -> bool:
     try:
-        return abs(float(text.replace("_", ""))) != float("inf")
+        return abs(float(text.replace("_", ""))) <= MAX_MAGNITUDE
     except ValueError:
         return True  # YAML's own forms (sexagesimal, ...): the loader says what it makes of them
 
@@ -352,6 +412,9 @@ def _target(path: str | Path, within: str | Path | None) -> Path:
         raise UnsafeFile(f"{p}: cannot write: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
         raise UnsafeFile(f"{p}: is a folder: move it away to write this file")
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):  # never renamed over a device
+        raise UnsafeFile(f"{p}: is {_kind_of(st.st_mode)}: the tool writes only regular files; give "
+                         "another file name")
     return p
 
 

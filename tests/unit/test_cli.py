@@ -32,3 +32,18 @@ def test_a_command_named_first_gets_its_own_help(capsys: pytest.CaptureFixture[s
     assert lease.startswith("usage: serve-system lease [-h] ACTION ...")
     assert "create, show, extend or delete the Chameleon lease" in lease
     assert _help(capsys, "lease", "create", "--help").startswith("usage: serve-system lease create")
+
+
+def test_an_error_of_the_system_on_a_file_is_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the CLI fuzzer: ``report /`` met /proc/1/fdinfo, which even root may not read."""
+    import argparse
+
+    from serve_system.cli import run
+
+    def denied(_args: argparse.Namespace) -> int:
+        raise PermissionError(13, "Permission denied", "/proc/1/fdinfo/level.json")
+
+    assert run(denied, argparse.Namespace()) == 1
+    err = capsys.readouterr().err
+    assert err == ("serve-system: error: /proc/1/fdinfo/level.json: Permission denied: check the path and "
+                   "its permissions\n")

@@ -24,9 +24,11 @@ def test_context_holds_what_the_containerfile_copies_and_is_rewritten_only_on_ch
     for src in re.findall(r"^COPY (\S+)", containerfile, flags=re.MULTILINE):
         assert (ctx / src).exists(), src
     assert fi.write_context(ctx) is False
-    (ctx / "stray.txt").write_text("left over")
+    (ctx / "stray.txt").write_text("a user's file")
     (ctx / "serve_system" / "standin.py").write_text("# edited")
     assert fi.write_context(ctx) is True
+    assert (ctx / "stray.txt").read_text() == "a user's file"  # not the tool's: kept
+    assert fi.write_context(ctx, private=True) is True  # a scratch folder of its own: mirrored
     assert not (ctx / "stray.txt").exists()
     assert (ctx / "serve_system" / "standin.py").read_bytes() == (fi.PACKAGE_DIR / "standin.py").read_bytes()
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from chi_harness import launch_args, launch_main, lease_main
 
+from serve_system import ownedtree
 from serve_system.commands.provision import script_main
 from serve_system.provision import roster
 from serve_system.provision.nodes import read_inventory
@@ -149,7 +150,8 @@ def test_access_sheets_are_private_and_hold_no_secret(fake, sshd, chi_env, capsy
     assert launch_main(launch_args(chi_env, sshd.port, "--roster", str(_roster(chi_env)))) == 0
     out = chi_env / "sheets"
     assert script_main("access", ["-i", str(chi_env / "hosts.yml"), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [f"{n}.txt" for n in STUDENTS]
+    sheets = sorted(p.name for p in out.iterdir() if p.name != ownedtree.MARKER)
+    assert sheets == [f"{n}.txt" for n in STUDENTS]
     for n in STUDENTS:
         p = out / f"{n}.txt"
         assert stat.S_IMODE(p.stat().st_mode) == 0o600

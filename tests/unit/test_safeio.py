@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import tarfile
 from pathlib import Path
 
@@ -341,3 +342,11 @@ def test_an_access_sheet_name_from_the_inventory_is_a_plain_name(tmp_path: Path,
     with pytest.raises(UsageError, match="host n2: serve_student.*cannot be a file name"):
         write_sheets(nodes, out, tmp_path / "repo")
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == []  # nothing written
+
+
+def test_a_pipe_or_device_is_never_replaced_by_a_write(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "out.md")
+    with pytest.raises(safeio.UnsafeFile, match=r"out\.md: is a named pipe: the tool writes only regular"):
+        safeio.write_text(tmp_path / "out.md", "x")
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "out.md").st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["out.md"]  # no temporary file left

@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
+from .. import ownedtree
 from ..errors import ServeSystemError
 from ..textsafe import clean, markup
 
@@ -33,24 +34,35 @@ def user() -> str:
 # --- argument types ------------------------------------------------------------------------------
 
 
+#: the largest count a count option takes (nodes, board rounds, seconds of a probe)
+MAX_COUNT = 10_000
+#: the longest duration a duration option takes (a Chameleon lease is days long at most)
+MAX_DURATION = timedelta(days=31)
+
+
 def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    t = text.strip()
+    if not (t.isascii() and t.lstrip("+-").isdigit()) or len(t) > 30:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}")
+    value = int(t)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
     return value
 
 
 def duration(text: str) -> timedelta:
     """``2h50m``, ``170m``, ``1h``, ``90`` (minutes)."""
-    m = re.fullmatch(r"\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m?)?\s*", text)
+    m = re.fullmatch(r"\s*(?:([0-9]{1,6})\s*h)?\s*(?:([0-9]{1,8})\s*m?)?\s*", text)
     if not m or not any(m.groups()):
-        raise argparse.ArgumentTypeError(f"not a duration like 2h50m or 170m: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a duration like 2h50m or 170m: {text[:40]!r}")
     td = timedelta(hours=int(m.group(1) or 0), minutes=int(m.group(2) or 0))
     if td <= timedelta(0):
         raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+    if td > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"duration {text.strip()!r} is longer than {MAX_DURATION.days} "
+                                         "days: give hours and minutes, e.g. 2h50m")
     return td
 
 
@@ -98,7 +110,7 @@ def site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
     g = p.add_argument_group("Chameleon (--provider chameleon)")
     g.add_argument("--site", default=DEFAULT_SITE,
                    help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
-    g.add_argument("--openrc", type=Path, metavar="FILE",
+    g.add_argument("--openrc", type=ownedtree.INPUT_PATH, metavar="FILE",
                    help="read OS_* credentials from this openrc file (parsed, never executed); "
                         "default: the environment")
     p.add_argument("-v", "--verbose", action="store_true",

@@ -10,8 +10,8 @@ last. ``serve-system report --collect`` does the same first, in the same process
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from .. import ownedtree
 from ..errors import ServeSystemError
 from ..experiment import archive, records
 from ..textsafe import echo
@@ -20,10 +20,12 @@ from ..textsafe import echo
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("collect",
                        help="put hosts' fetched records archives into the results (used by the playbooks)")
-    p.add_argument("archive", type=Path, metavar="ARCHIVE", nargs="?",
+    p.add_argument("archive", type=ownedtree.INPUT_PATH, metavar="ARCHIVE", nargs="?",
                    help=f"one archive the runner packed ({archive.ARCHIVE}), with --host-dir")
-    p.add_argument("--host-dir", type=Path, help="results/<experiment>/<run-id>/<host> (holds plan.json)")
-    p.add_argument("--run-dir", type=Path, help="results/<experiment>/<run-id>: every host's fetched archive")
+    p.add_argument("--host-dir", type=ownedtree.RUN_DIR,
+                   help="results/<experiment>/<run-id>/<host> (holds plan.json)")
+    p.add_argument("--run-dir", type=ownedtree.RUN_DIR,
+                   help="results/<experiment>/<run-id>: every host's fetched archive")
     p.set_defaults(func=_run)
 
 
@@ -32,6 +34,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ServeSystemError("collect: give ARCHIVE --host-dir DIR, or --run-dir RUN")
     try:
         if args.run_dir is not None:
+            ownedtree.check_run_folder(args.run_dir, "--run-dir")
             for host, n in archive.collect_run(args.run_dir):
                 echo(f"{n} file(s) -> {args.run_dir / host}")
             return 0

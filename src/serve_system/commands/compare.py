@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from .. import safeio
+from .. import ownedtree, safeio
 from ..errors import UsageError
 from ..results import compare as cmp
 from ..textsafe import clean, echo
@@ -19,13 +18,14 @@ from ..textsafe import clean, echo
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare",
                        help="several reported runs side by side (e.g. FastAPI vs Triton at load 16)")
-    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="results/<experiment>/<run-id>")
+    p.add_argument("run_dirs", nargs="+", type=ownedtree.INPUT_PATH, metavar="RUN_DIR",
+                   help="results/<experiment>/<run-id>")
     p.add_argument("--load", type=float, action="append", default=[],
                    help="keep only this load level (concurrency or senders); repeatable; default: all")
-    p.add_argument("--out", type=Path,
+    p.add_argument("--out", type=ownedtree.OWNED_DIR,
                    help="also write the markdown table to this file; with --class: the class report's folder "
                         "(default results/class/<experiment>)")
-    p.add_argument("--csv", type=Path, help="also write the rows as CSV")
+    p.add_argument("--csv", type=ownedtree.OUTPUT_FILE, help="also write the rows as CSV")
     p.add_argument("--class", dest="class_", action="store_true",
                    help="a class's runs of one experiment (raw run folders; every host of every run is one "
                         "node): spread across nodes, outlier nodes, the lab's findings pooled over nodes")

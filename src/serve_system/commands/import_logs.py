@@ -7,6 +7,7 @@ import codecs
 from pathlib import Path
 from typing import Any
 
+from .. import ownedtree
 from ..errors import ServeSystemError
 from ..experiment import perf
 from ..textfile import decode_utf8, read_bytes
@@ -16,7 +17,7 @@ from ..textsafe import dumps, markup
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import",
                        help="parse perf_analyzer stdout logs (as pasted in the labs) and -f CSV exports")
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    p.add_argument("paths", nargs="+", type=ownedtree.INPUT_PATH, metavar="PATH")
     p.add_argument("--json", action="store_true", help="one JSON object per load level (JSON lines)")
     p.add_argument("-b", "--batch-size", type=_batch_size, default=None,
                    help="batch size used, where the log does not say (CSV exports never do)")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .. import ownedtree
 from ..provision.nodes import read_inventory
 from ..textsafe import dumps, markup
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inventory", help="list the nodes of an inventory written by launch.py")
-    p.add_argument("-i", "--inventory", type=Path, default=Path("inventory/hosts.yml"))
+    p.add_argument("-i", "--inventory", type=ownedtree.INPUT_PATH, default=Path("inventory/hosts.yml"))
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_run)
 

@@ -10,8 +10,8 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
 
+from .. import ownedtree
 from ..errors import UsageError
 from ..provision.nodes import read_inventory
 from ..textsafe import clean, dumps
@@ -23,9 +23,13 @@ from . import chiargs
 def _utc(text: str) -> datetime:
     for fmt in ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"):
         try:
-            return datetime.strptime(text.strip().removesuffix("Z").removesuffix(" UTC"), fmt)
+            when = datetime.strptime(text.strip().removesuffix("Z").removesuffix(" UTC"), fmt)
         except ValueError:
             continue
+        if not 1970 <= when.year <= 9998:
+            raise argparse.ArgumentTypeError(f"{text.strip()!r} is not a time between 1970 and 9998 (UTC, "
+                                             "like '2026-11-21 17:00')")
+        return when
     raise argparse.ArgumentTypeError(f"not a UTC time like '2026-11-21 17:00': {text!r}")
 
 
@@ -60,7 +64,7 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
     chiargs.site_args(extend)
     extend.add_argument("--by", type=chiargs.duration, default=timedelta(hours=1), metavar="1h",
                         help="how much longer (default 1h)")
-    extend.add_argument("-i", "--inventory", type=Path, default=None,
+    extend.add_argument("-i", "--inventory", type=ownedtree.OUTPUT_FILE, default=None,
                         help="also update serve_lease_end in this inventory "
                              "(default: inventory/hosts.yml if present)")
     extend.set_defaults(func=_lease_extend)

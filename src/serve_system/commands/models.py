@@ -8,6 +8,8 @@ import hashlib
 from dataclasses import asdict
 from pathlib import Path
 
+from .. import ownedtree
+from ..argtypes import Whole
 from ..modelrepo import ONNX_SERVING, format_table, render
 from ..textsafe import dumps, echo
 
@@ -16,11 +18,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="render the committed model_repository/ for a node")
     msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     r = msub.add_parser("render", help="write a node's model repository into a staging directory")
-    r.add_argument("--source", type=Path, default=Path("model_repository"), help="committed repository")
-    r.add_argument("--dest", type=Path, required=True,
-                   help="staging directory (mirrored: stale files removed)")
+    r.add_argument("--source", type=ownedtree.INPUT_PATH, default=Path("model_repository"),
+                   help="committed repository")
+    r.add_argument("--dest", type=ownedtree.OWNED_DIR, required=True,
+                   help="staging directory (new, empty or written by this command before: its own stale "
+                        "files removed)")
+    r.add_argument("--force", action="store_true",
+                   help="write into a non-empty folder of yours (only the tool's files are replaced)")
     r.add_argument("--model", action="append", dest="models", required=True, help="model to deploy (repeat)")
-    r.add_argument("--gpus", type=int, default=0,
+    r.add_argument("--gpus", type=Whole(0, 64, "the node's GPU count"), default=0,
                    help="GPUs of the node (0: KIND_GPU groups become KIND_CPU)")
     r.add_argument("--onnx-serving", choices=ONNX_SERVING, default="onnxruntime")
     r.add_argument("--standin", action="append", default=[],
@@ -31,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_render)
     m = msub.add_parser("standins", help="parameters, compute and CPU time of the generated stand-in models")
     m.add_argument("--model", action="append", dest="models", help="only this model (repeat); default: all")
-    m.add_argument("--repeats", type=int, default=30, help="timed runs per model (median reported)")
+    m.add_argument("--repeats", type=Whole(1, 10000), default=30,
+                   help="timed runs per model (median reported)")
     m.add_argument("--json", action="store_true", help="print the measurements as JSON")
     m.set_defaults(func=_standins)
 
@@ -40,7 +47,7 @@ def _render(args: argparse.Namespace) -> int:
     changed, rows = render(
         args.source, args.dest, models=args.models, gpus=args.gpus,
         onnx_serving=args.onnx_serving, standin=args.standin,
-        standin_unless_given=args.standin_unless_given,
+        standin_unless_given=args.standin_unless_given, force=args.force,
     )
     # the tool's files (not its own list of them, not a link): what the role copies to the node
     files = sorted(rel for p in args.dest.rglob("*")

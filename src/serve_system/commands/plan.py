@@ -24,10 +24,10 @@ import re
 import sys
 import time
 from collections.abc import Collection
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .. import ownedtree
 from ..experiment import nodelook, roleview, runfolder, search
 from ..experiment import plan as exp
 from ..experiment.records import RunnerSettings
@@ -41,13 +41,13 @@ from . import play
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="validate + render an experiment spec for hosts (used by the playbooks)")
-    p.add_argument("spec", type=Path, metavar="SPEC")
+    p.add_argument("spec", type=ownedtree.INPUT_PATH, metavar="SPEC")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--run-dir", type=Path, help="results/<experiment>/<run-id>")
-    where.add_argument("--results-dir", type=Path,
+    where.add_argument("--run-dir", type=ownedtree.RUN_DIR, help="results/<experiment>/<run-id>")
+    where.add_argument("--results-dir", type=ownedtree.RUN_DIR,
                        help="the results folder: the run folder is RESULTS_DIR/<experiment>/<--run-id>")
     p.add_argument("--run-id", default="", help="with --results-dir: the run id")
-    p.add_argument("--play", metavar="FILE", default=None,
+    p.add_argument("--play", type=ownedtree.INPUT_TEXT, metavar="FILE", default=None,
                    help="the experiment role's one plan call: its settings and every host's look, as JSON in "
                         "FILE (-: stdin); every host is planned and the role's view printed (see "
                         "serve_system.commands.play)")
@@ -69,12 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grpc-url", default=exp.TRITON_GRPC,
                    help="Triton's gRPC endpoint as the client container sees it (specs with perf.protocol: "
                         "grpc)")
-    p.add_argument("--node-work-dir", default=exp.NODE_WORK_DIR,
+    p.add_argument("--node-work-dir", type=ownedtree.NODE_PATH, default=exp.NODE_WORK_DIR,
                    help="this run's folder as the client container sees it (inputs, CSV exports)")
-    p.add_argument("--node-work-root", default="",
+    p.add_argument("--node-work-root", type=ownedtree.NODE_PATH, default="",
                    help="instead of --node-work-dir: the client container's work folder; the run's folder is "
                         "NODE_WORK_ROOT/<experiment>/<run id>")
-    p.add_argument("--base-dir", action="append", default=[], metavar="NAME=DIR",
+    p.add_argument("--base-dir", type=ownedtree.INPUT_TEXT, action="append", default=[], metavar="NAME=DIR",
                    help="a host's own base configs (DIR/<model>/config.pbtxt, as its Triton serves them); "
                         "default: the spec's base_config")
     p.add_argument("--no-manifest", action="store_true",
@@ -97,15 +97,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=f"memory cap of perf_analyzer (resident MB; {d.perf_memory_mb:g})")
     runner.add_argument("--metrics-interval", type=_setting, default=None,
                         help=f"seconds between two metrics samples ({d.metrics_interval:g})")
-    runner.add_argument("--progress", default="", help=f"the runner's progress file ({d.progress})")
+    runner.add_argument("--progress", type=ownedtree.NODE_PATH, default="",
+                        help=f"the runner's progress file ({d.progress})")
     runner.add_argument("--client-container", default="", help=f"the container it runs in ({d.container})")
-    runner.add_argument("--node-dir-root", default="",
+    runner.add_argument("--node-dir-root", type=ownedtree.NODE_PATH, default="",
                         help="the node's folder that the client container sees as --node-work-root (the "
                              "run's node folder is NODE_DIR_ROOT/<experiment>/<run id>: the runner's log is "
                              "followed there)")
     p.add_argument("--fastapi-url", default=exp.FASTAPI_URL,
                    help="the FastAPI endpoint as the client container sees it (kind: fastapi)")
-    p.add_argument("--fastapi-image", type=Path, default=None,
+    p.add_argument("--fastapi-image", type=ownedtree.INPUT_PATH, default=None,
                    help="image file sent in every FastAPI request (default: the client's synthetic JPEG)")
     p.add_argument("--lease-end", default="", help="the node's lease end (ISO 8601 UTC): refuse a plan "
                    "that cannot finish before it")
@@ -225,6 +226,11 @@ def _check_options(args: argparse.Namespace) -> None:
             if JINJA_RE.search(str(value)):
                 raise SpecError([(f"--{opt.replace('_', '-')} {str(value)!r}: holds a Jinja expression "
                                   "({{, {% or {#) Ansible would evaluate: remove it")])
+    if args.lease_end:
+        try:
+            exp.lease_end_time(args.lease_end)
+        except ValueError as exc:
+            raise SpecError([f"{args.spec}: lease: serve_lease_end {exc}"]) from None
     if args.fastapi_image is not None:
         image = Path(args.fastapi_image)
         reason = secret_reason(image, repo_root(image.resolve().parent))
@@ -356,8 +362,7 @@ def _search_record(spec: AnySpec, plans: dict[str, list[Any]], only: list[str]) 
 def _fit(args: argparse.Namespace, spec: AnySpec, found: dict[str, Any], now: float) -> str | None:
     """Shrink the search's budget to the runs that end before the lease (``--fit-lease``); why not."""
     assert isinstance(spec, TritonSpec) and spec.search is not None
-    end = datetime.fromisoformat(args.lease_end)
-    end = end if end.tzinfo is not None else end.replace(tzinfo=UTC)
+    end = exp.lease_end_time(args.lease_end)
     runs = search.fit_runs(found, end.timestamp() - now)
     need = search.first_batch_runs(found)
     if runs < need:

@@ -10,7 +10,6 @@ stderr and a non-zero exit code; long waits show rich progress bars on stderr.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
+from .. import ownedtree
 from ..cli import OneLineParser, run
 from ..errors import ServeSystemError, UsageError
 from ..provision import board, roster
@@ -35,10 +35,16 @@ from .lease import COMMANDS as LEASE_COMMANDS
 
 
 def _port(text: str) -> int:
-    value = chiargs.positive(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"port out of range 1-65535: {value}")
-    return value
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()) or len(t) > 5 or int(t) > 65535:
+        raise argparse.ArgumentTypeError(f"port out of range 1-65535: {text[:40]!r}")
+    if int(t) < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {int(t)}")
+    return int(t)
+
+
+#: the longest wait a seconds option takes
+MAX_SECONDS = 7 * 24 * 3600
 
 
 def _seconds(text: str) -> float:
@@ -46,8 +52,9 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0: {text!r}")
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 and at most {MAX_SECONDS} "
+                                         f"(a week): {text[:40]!r}")
     return value
 
 
@@ -68,14 +75,15 @@ def _node_args(p: argparse.ArgumentParser) -> None:
                    help="chameleon (python-chi) or local rehearsal nodes in podman (default %(default)s)")
     p.add_argument("--prefix", type=_prefix, default=default_prefix(chiargs.user()),
                    help="node name prefix, both providers (default %(default)s)")
-    p.add_argument("-i", "--inventory", type=Path, default=chiargs.DEFAULT_INVENTORY,
+    p.add_argument("-i", "--inventory", type=ownedtree.OUTPUT_FILE, default=chiargs.DEFAULT_INVENTORY,
                    help="inventory file (default inventory/hosts.yml)")
-    p.add_argument("--known-hosts", type=Path, default=None,
+    p.add_argument("--known-hosts", type=ownedtree.OUTPUT_FILE, default=None,
                    help="known_hosts file of the nodes' host keys (default: next to the inventory)")
     chiargs.site_args(p)
     p.add_argument("--key-name", default=os.environ.get("OS_KEYPAIR_NAME") or f"{chiargs.user()}-jupyter",
                    help="Chameleon key pair name (default $OS_KEYPAIR_NAME or %(default)s)")
-    p.add_argument("--key-path", default=str(Path.home() / ".ssh" / "id_rsa_chameleon"),
+    p.add_argument("--key-path", type=ownedtree.INPUT_TEXT,
+                   default=str(Path.home() / ".ssh" / "id_rsa_chameleon"),
                    help="private key of --key-name, written to the inventory (default %(default)s)")
     p.add_argument("--image", default="CC-Ubuntu24.04-CUDA",
                    help="disk image on Chameleon (default %(default)s)")
@@ -151,7 +159,7 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
     how = p.add_mutually_exclusive_group()
     how.add_argument("--count", type=chiargs.positive, default=1,
                      help="number of nodes: PREFIX for 1, PREFIX-1..N for more (default 1)")
-    how.add_argument("--roster", type=Path, metavar="CSV",
+    how.add_argument("--roster", type=ownedtree.INPUT_PATH, metavar="CSV",
                      help="one node PREFIX-STUDENT per student of this CSV "
                           "(header student,ssh_public_key[,email])")
     p.add_argument("--network", default="sharednet1", help="Chameleon network (default %(default)s)")
@@ -351,17 +359,19 @@ def _teardown(args: argparse.Namespace) -> int:
 
 
 def _access_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--inventory", type=Path, default=chiargs.DEFAULT_INVENTORY,
+    p.add_argument("-i", "--inventory", type=ownedtree.INPUT_PATH, default=chiargs.DEFAULT_INVENTORY,
                    help="inventory written by launch --roster (default inventory/hosts.yml)")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+    p.add_argument("--out", type=ownedtree.OWNED_DIR, required=True, metavar="DIR",
                    help="private folder for the sheets, one STUDENT.txt each "
-                        "(mode 0600; never under results/)")
+                        "(mode 0600; never under results/; new, empty or written by access before)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty folder of yours (only the sheets are replaced)")
     p.set_defaults(func=_access)
 
 
 def _access(args: argparse.Namespace) -> int:
     nodes = read_inventory(args.inventory)
-    written = roster.write_sheets(nodes, args.out, chiargs.REPO_ROOT)
+    written = roster.write_sheets(nodes, args.out, chiargs.REPO_ROOT, force=args.force, source=args.inventory)
     chiargs.console().print(f"Wrote {len(written)} access sheet(s) (mode 0600) to {args.out}: "
                             + ", ".join(p.name for p in written))
     return 0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from .. import ownedtree
 from ..errors import ServeSystemError
 from ..experiment import archive, records
 from ..results import report
@@ -14,7 +14,7 @@ from ..textsafe import echo
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="summarise a run folder results/<experiment>/<run-id> "
                                       "(recomputed from raw files)")
-    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("run_dir", type=ownedtree.RUN_DIR, metavar="RUN_DIR")
     p.add_argument("--partial", action="store_true",
                    help="report an interrupted run anyway (report.md lists what is missing)")
     p.add_argument("--collect", action="store_true",

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import safeio
+from .. import ownedtree, safeio
 from ..errors import UsageError
 from ..experiment.spec.models import json_schema
 from ..textsafe import echo
@@ -20,7 +20,7 @@ from ..textsafe import echo
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of experiment spec files (for editors)")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE",
+    p.add_argument("-o", "--output", type=ownedtree.OUTPUT_FILE, metavar="FILE",
                    help="write it to FILE (a .json file) instead of printing it")
     p.set_defaults(func=_run)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from .. import ownedtree
 from ..results import stats
 from ..textsafe import dumps, echo
 
@@ -16,8 +16,8 @@ RESET_NOTE = (" [counters went backwards: the server restarted or the model was 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stats",
                        help="per model: inference/execution count deltas, average batch size, histogram")
-    p.add_argument("before", type=Path, metavar="BEFORE.json")
-    p.add_argument("after", type=Path, metavar="AFTER.json")
+    p.add_argument("before", type=ownedtree.INPUT_PATH, metavar="BEFORE.json")
+    p.add_argument("after", type=ownedtree.INPUT_PATH, metavar="AFTER.json")
     p.add_argument("--json", action="store_true", help="a JSON list, one object per model")
     p.set_defaults(func=_run)
 

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import ownedtree
 from ..errors import ServeSystemError, UsageError
 from ..experiment import plan as exp
 from ..experiment.spec.messages import SpecError
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "validate",
         help="check config.pbtxt files and experiment specs (exit 0: all valid; else one line per problem)",
     )
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+    p.add_argument("paths", nargs="+", type=ownedtree.INPUT_PATH, metavar="PATH",
                    help="config.pbtxt (any *.pbtxt), a model repository folder, or an experiment spec "
                         "(*.yml)")
     p.add_argument("--gpus", type=_gpus, default=None,
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also load each config.pbtxt into a local tritonserver (scratch repository) and "
                         "print where Triton's verdict differs from ours (exit 4 if any differs, 3 where no "
                         "tritonserver can run)")
-    p.add_argument("--tritonserver", type=Path, default=None, metavar="BIN",
+    p.add_argument("--tritonserver", type=ownedtree.INPUT_PATH, default=None, metavar="BIN",
                    help="the tritonserver binary for --with-triton (default: $SERVE_SYSTEM_TRITONSERVER, "
                         "PATH, the nvidia-pytriton package, or the project's local Triton venv)")
     p.set_defaults(func=_run)

@@ -355,14 +355,27 @@ def interleave(variants: list[VariantPlan], seed: int) -> list[list[str]]:
 
 # ------------------------------------------------------------------------------------ the lease
 
+def lease_end_time(lease_end: str) -> datetime:
+    """``lease_end`` (ISO 8601, UTC when it names no zone) as an aware UTC time; ValueError (its message
+    names the value and the fix) when it is no such time or lies outside the years 1970 to 9998."""
+    try:
+        end = datetime.fromisoformat(lease_end)
+        end = (end if end.tzinfo is not None else end.replace(tzinfo=UTC)).astimezone(UTC)
+        end.timestamp()
+    except (ValueError, OverflowError, OSError):
+        end = None
+    if end is None or not 1970 <= end.year <= 9998:
+        raise ValueError(f"{lease_end[:80]!r} is not an ISO 8601 time between 1970 and 9998 "
+                         "(e.g. 2026-11-22T18:50:00Z)")
+    return end
+
+
 def lease_problem(lease_end: str, estimate_s: float, now: float) -> str | None:
     """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease)."""
     try:
-        end = datetime.fromisoformat(lease_end)
-    except ValueError:
-        return f"serve_lease_end {lease_end!r} is not an ISO 8601 time (e.g. 2026-11-22T18:50:00Z)"
-    if end.tzinfo is None:
-        end = end.replace(tzinfo=UTC)
+        end = lease_end_time(lease_end)
+    except ValueError as exc:
+        return f"serve_lease_end {exc}"
     finish = now + estimate_s
     if finish <= end.timestamp():
         return None

@@ -408,6 +408,15 @@ def from_json(data: Any, cls: type[R], where: str, prefix: str = "") -> R:
     return cls(**kwargs)
 
 
+def _bounded(value: float, where: str, fld: str) -> float:
+    """Every number of a record within :data:`safeio.MAX_MAGNITUDE` (one line naming file and field),
+    however the record was read (a record built from data in memory too)."""
+    try:
+        return safeio.check_number(value, where, fld)
+    except safeio.UnsafeFile as exc:
+        raise RecordError(str(exc)) from None
+
+
 def _convert(value: Any, tp: Any, where: str, fld: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -438,11 +447,11 @@ def _convert(value: Any, tp: Any, where: str, fld: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RecordError(f"{where}: {fld}: expected a number, got {value!r}")
-        return float(value)
+        return float(_bounded(value, where, fld))
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise RecordError(f"{where}: {fld}: expected a whole number, got {value!r}")
-        return value
+        return _bounded(value, where, fld)
     if tp in (str, bool):
         if not isinstance(value, tp):
             raise RecordError(f"{where}: {fld}: expected {tp.__name__}, got {value!r}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import safeio
+from .. import ownedtree, safeio
 from . import records as rec
 from . import roleview, search
 from . import shard as shardmod
@@ -198,6 +198,10 @@ def check_run_dir(run: Path, experiment: str) -> Path:
     if run.is_symlink() or (run.exists() and not run.is_dir()):
         raise SpecError(
             [f"{shown}: exists and is not a folder: give a run folder (results/<experiment>/<run id>)"])
+    try:
+        ownedtree.check_run_folder(run, "--run-dir", new_ok=True)
+    except ownedtree.UnsafeFile as exc:
+        raise SpecError([str(exc)]) from None
     resolved = run.resolve()
     if resolved.parent.name != experiment:
         raise SpecError([(f"{shown}: its folder is {resolved.parent.name!r}, not the experiment's name "
@@ -224,6 +228,11 @@ def check_host_dir(run: Path, host: str) -> Path:
     hdir = run / host
     if hdir.is_symlink() or (hdir.exists() and not hdir.is_dir()) or hdir.resolve().parent != run:
         raise SpecError([f"--host {host!r}: {hdir} is not a folder of the run: move it away"])
+    made = any(os.path.lexists(hdir / n) and not os.path.islink(hdir / n)
+               for n in (rec.PLAN_FILE, ".node_base"))  # what only plan writes there
+    if hdir.is_dir() and not made and not ownedtree.holds_no_file(hdir):
+        raise SpecError([(f"--host {host!r}: {hdir} is not empty and holds no plan.json: not a host folder "
+                          "serve-system made; move it away or use another run id")])
     return hdir
 
 

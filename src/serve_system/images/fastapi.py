@@ -74,8 +74,11 @@ def image_ref(build_args: dict[str, str] | None = None, base: str = "") -> str:
     return f"{IMAGE_NAME}:{recipe_tag(build_args, base)}"
 
 
-def write_context(dest: Path, host_cas: bool = False) -> bool:
-    """Write a build context into ``dest`` (made to match exactly); True when anything changed.
+def write_context(dest: Path, host_cas: bool = False, *, private: bool = False, force: bool = False) -> bool:
+    """Write a build context into ``dest``, a folder the tool owns (:class:`~.ownedtree.OwnedFolder`: a
+    user's non-empty folder is refused, unless ``force``; only the tool's earlier files are replaced or
+    removed); True when anything changed. ``private``: a scratch folder of the tool's own, mirrored
+    exactly (every other file in it goes too).
 
     ``host_cas`` copies this machine's extra CA certificates into ``ca/`` (needed where pip reaches
     PyPI through an intercepting proxy, as on the project's build machines).
@@ -85,7 +88,7 @@ def write_context(dest: Path, host_cas: bool = False) -> bool:
     if host_cas and CA_DIR.is_dir():
         for crt in sorted(CA_DIR.glob("*.crt")):
             wanted[f"ca/{crt.name}"] = crt.read_bytes()
-    return ownedtree.sync_tree(dest, wanted, private=True)  # the tool's own cache: mirrored
+    return ownedtree.sync_tree(dest, wanted, private=private, force=force, option="DIR")
 
 
 def build_arg_flags(build_args: dict[str, str]) -> list[str]:
@@ -133,7 +136,7 @@ def ensure_rehearsal_image(report: Callable[[str], None] | None = None) -> image
             started = time.monotonic()
             with tempfile.TemporaryDirectory(prefix=f"{IMAGE_NAME}-", dir=images.scratch_dir()) as tmp:
                 ctx = Path(tmp)
-                write_context(ctx, host_cas=True)
+                write_context(ctx, host_cas=True, private=True)  # its own scratch folder
                 run_streamed(["podman", "build", "--pull=never", "--squash-all", "--network=host",
                               "--layers=false", "--format", "docker", *build_arg_flags(args), "-t", ref,
                               "-f", str(ctx / "Containerfile"), str(ctx)],

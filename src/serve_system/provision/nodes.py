@@ -23,6 +23,8 @@ from ..errors import ServeSystemError
 #: The inventory group every provisioned node belongs to; playbooks target it.
 GROUP = "serve_nodes"
 
+#: the most GPUs a node may say it has
+MAX_GPUS = 64
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -43,15 +45,15 @@ class Node:
     vars: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _NAME_RE.fullmatch(self.name):
+        if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
             raise ServeSystemError(
                 f"node name {self.name!r} is not a valid inventory host name "
                 "(use letters, digits, '-', '_' and '.')"
             )
         if not 0 < self.port < 65536:
             raise ServeSystemError(f"node {self.name}: SSH port {self.port} is out of range 1-65535")
-        if self.gpus < 0:
-            raise ServeSystemError(f"node {self.name}: gpus must be >= 0, got {self.gpus}")
+        if not 0 <= self.gpus <= MAX_GPUS:
+            raise ServeSystemError(f"node {self.name}: gpus must be 0 to {MAX_GPUS}, got {self.gpus}")
 
     def host_vars(self) -> dict[str, Any]:
         """The Ansible host variables of this node."""
@@ -69,7 +71,7 @@ class Node:
         return hv
 
     @classmethod
-    def from_host_vars(cls, name: str, hv: dict[str, Any]) -> Node:
+    def from_host_vars(cls, name: Any, hv: dict[str, Any]) -> Node:
         known = {
             "ansible_host",
             "ansible_port",
@@ -142,25 +144,36 @@ def write_inventory(nodes: list[Node], path: Path, known_hosts: Path | None = No
 def read_inventory(path: Path) -> list[Node]:
     """Read the nodes of the ``serve_nodes`` group back from an inventory written by us."""
     try:
-        # libyaml's loader when PyYAML has it: a 40-node inventory parses ten times faster (status)
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
-    except FileNotFoundError as exc:
+        # the one read path: a regular file, bounded, strictly decoded, plain data, finite numbers
+        doc = safeio.read_yaml(path, kind="spec", fix="re-run launch to rewrite the inventory") or {}
+    except safeio.MissingFile as exc:
         raise ServeSystemError(
             f"{path}: inventory not found; run chi_scripts/launch.py first (or pass -i PATH)"
         ) from exc
-    except yaml.YAMLError as exc:
-        problem = " ".join(str(exc).split())
-        raise ServeSystemError(f"{path}: not valid YAML ({problem}); re-run launch to rewrite it") from exc
-    except UnicodeDecodeError as exc:
-        raise ServeSystemError(f"{path}: not UTF-8 text; re-run launch to rewrite the inventory") from exc
     try:
         group = doc["all"]["children"][GROUP]
     except (KeyError, TypeError) as exc:
         raise ServeSystemError(f"{path}: no '{GROUP}' group under all.children; "
                                "re-run launch to rewrite it") from exc
-    hosts = (group or {}).get("hosts") or {}
-    return [Node.from_host_vars(name, hv or {}) for name, hv in hosts.items()]
+    hosts = ((group or {}).get("hosts") or {}) if isinstance(group, dict | None) else None
+    if not isinstance(hosts, dict):
+        raise ServeSystemError(f"{path}: all.children.{GROUP}.hosts must map host names to their variables; "
+                               "re-run launch to rewrite it")
+    nodes = []
+    for name, hv in hosts.items():
+        where = f"{path}: all.children.{GROUP}.hosts.{str(name)[:80]!r}"
+        if not isinstance(hv, dict | None):
+            raise ServeSystemError(f"{where}: its variables must be a mapping; re-run launch to rewrite it")
+        try:
+            node = Node.from_host_vars(str(name) if isinstance(name, int) else name, hv or {})
+            student = node.vars.get("serve_student")
+            if student is not None:  # it becomes a file name (access sheets) and a folder: one plain name
+                safeio.plain_name(student, "serve_student", "student")
+        except ServeSystemError as exc:
+            raise ServeSystemError(f"{where}: {exc}; fix the inventory or re-run launch to rewrite "
+                                   "it") from None
+        nodes.append(node)
+    return nodes
 
 
 # --- known_hosts -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import safeio
 from ..errors import UsageError
-from .nodes import Node, atomic_write
+from .nodes import Node
 
 STUDENT_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
@@ -204,8 +204,14 @@ def sheet(node: Node) -> str:
     return "\n".join(lines)
 
 
-def write_sheets(nodes: Sequence[Node], out_dir: Path, repo_root: Path) -> list[Path]:
-    """One ``<student>.txt`` per student node in ``out_dir`` (mode 0600; never under results/ or logs)."""
+def write_sheets(nodes: Sequence[Node], out_dir: Path, repo_root: Path, *, force: bool = False,
+                 source: str | Path = "the inventory") -> list[Path]:
+    """One ``<student>.txt`` per student node in ``out_dir`` (mode 0600; never under results/ or logs), a
+    folder the tool owns (:class:`~serve_system.ownedtree.OwnedFolder`: a user's non-empty folder is
+    refused unless ``force``, and then only the tool's own sheets are replaced). ``source``: the
+    inventory file, named by every error about its nodes."""
+    from ..ownedtree import OwnedFolder
+
     resolved = out_dir.resolve()
     for forbidden in (repo_root / "results", repo_root / "logs"):
         if resolved == forbidden.resolve() or forbidden.resolve() in resolved.parents:
@@ -218,15 +224,19 @@ def write_sheets(nodes: Sequence[Node], out_dir: Path, repo_root: Path) -> list[
         raise UsageError("the inventory has no student nodes: launch with --roster first")
     for n in students:  # each becomes a file name in out_dir: a plain name, all checked before any is written
         try:
-            safeio.plain_name(n.vars["serve_student"], f"the inventory: host {n.name}: serve_student",
+            safeio.plain_name(n.vars["serve_student"], f"{source}: host {n.name}: serve_student",
                               "student")
         except safeio.UnsafeFile as exc:
             raise UsageError(str(exc)) from None
-    resolved.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(resolved, 0o700)
+    try:
+        folder = OwnedFolder(out_dir, force=force, option="--out")
+    except safeio.UnsafeFile as exc:
+        raise UsageError(str(exc)) from None
+    os.chmod(folder.dir, 0o700)
     written = []
     for n in sorted(students, key=lambda n: n.name):
-        path = resolved / f"{n.vars['serve_student']}.txt"
-        atomic_write(path, sheet(n), mode=0o600)
-        written.append(path)
+        name = f"{n.vars['serve_student']}.txt"
+        with folder.open(name, mode=0o600) as fh:
+            fh.write(sheet(n))
+        written.append(folder.path(name))
     return written

@@ -8,7 +8,6 @@ first row of each load level.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from pathlib import Path
@@ -33,11 +32,8 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     if not os.path.lexists(path):
         raise ServeSystemError(f"{path}: no summary; run `serve-system report {run_dir}` first")
     # the one read path: a regular file inside the run folder, bounded (a pipe or a device is refused)
-    raw = safeio.read_bytes(path, kind="output", within=run_dir)
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ServeSystemError(f"{path}: not valid UTF-8 JSON; {fix}") from None
+    # and JSON's numbers finite and bounded (safeio.loads_json)
+    doc = safeio.read_json(path, kind="output", within=run_dir, fix=fix)
     rows = doc.get("rows") if isinstance(doc, dict) else doc
     if not isinstance(rows, list):
         raise ServeSystemError(f"{path}: field 'rows' must be a list of rows; {fix}")
@@ -46,8 +42,8 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
             raise ServeSystemError(f"{path}: rows[{i}] must be an object; {fix}")
         for k in ("load", *METRICS):
             v = r.get(k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-                raise ServeSystemError(f"{path}: rows[{i}].{k} must be a number or null, found {v!r}; {fix}")
+            if v is not None:  # a number, not negative, bounded (one line naming the row and field)
+                r[k] = safeio.check_number(v, path, f"rows[{i}].{k}", low=0, fix=fix)
     return rows
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,12 @@ def _read_text(path: Path) -> str:
 def subdirs(folder: Path) -> list[Path]:
     """The folders in ``folder``, sorted, links and hidden ones left out (a link is never followed out of
     a run folder)."""
-    return sorted(p for p in folder.iterdir()
-                  if not p.name.startswith(".") and not p.is_symlink() and p.is_dir())
+    try:
+        entries = [(p, os.lstat(p).st_mode) for p in folder.iterdir() if not p.name.startswith(".")]
+    except OSError as exc:  # unreadable, or gone while it was read (a folder the tool does not own)
+        raise ServeSystemError(f"{folder}: cannot list the folder ({exc.strerror}): give a run folder "
+                               "(results/<experiment>/<run-id>)") from None
+    return sorted(p for p, mode in entries if stat.S_ISDIR(mode))
 
 
 def host_dirs(run: Path, hosts: Collection[str] | None = None) -> list[Path]:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from treesnap import snapshot
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 DOCKER = "https://download.docker.com/linux/ubuntu"
@@ -48,9 +50,7 @@ def _changed(out: str) -> int:
     return int(recap.split("changed=")[1].split()[0])
 
 
-def _tree(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): (f"-> {os.readlink(p)}" if p.is_symlink() else p.read_text())
-            for p in sorted(root.rglob("*")) if p.is_file() or p.is_symlink()}
+
 
 
 def test_a_notebook_list_added_after_a_first_run_is_moved_aside_by_the_first_role_with_apt(
@@ -92,11 +92,11 @@ def test_a_file_mixing_a_guarded_repository_with_others_stops_and_nothing_moves(
     (etc / "sources.list.d").mkdir(parents=True)
     mixed = UBUNTU + f"deb [signed-by=/usr/share/keyrings/docker.gpg] {DOCKER} noble stable\n"
     (etc / "sources.list").write_text(mixed)
-    before = _tree(etc)
+    before = snapshot(etc)
     proc = _run(tmp_path, etc, [DOCKER])
     assert proc.returncode != 0
     assert f"{etc}/sources.list line(s) 2" in " ".join(proc.stdout.split())
-    assert _tree(etc) == before
+    assert snapshot(etc) == before
 
 
 def test_links_and_files_of_other_repositories_are_left_alone(tmp_path: Path) -> None:
@@ -109,8 +109,8 @@ def test_links_and_files_of_other_repositories_are_left_alone(tmp_path: Path) ->
     outside.write_text(f"deb [signed-by={KEYRING}] {NVIDIA_LIST} /\n")
     (d / "evil.list").symlink_to(outside)
     (d / "experimental.list").write_text(f"deb [signed-by={KEYRING}] {EXPERIMENTAL_LIST} /\n")
-    before = _tree(etc)
+    before = snapshot(etc)
     proc = _run(tmp_path, etc, [NVIDIA])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _tree(etc) == before
+    assert snapshot(etc) == before
     assert outside.exists() and _changed(proc.stdout) == 0

@@ -13,13 +13,13 @@ until it is declared, and the second until it has its command line here.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from treesnap import snapshot
 
 from serve_system import ownedtree
 from serve_system.cli import build_parser, main
@@ -117,13 +117,7 @@ def test_every_folder_written_has_a_case_below() -> None:
     assert len(WRITTEN) >= 10
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    out = {}
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root).as_posix()
-        content = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-        out[rel] = content + oct(p.stat().st_mode)
-    return out
+
 
 
 @pytest.mark.parametrize(("cmd", "option"), WRITTEN, ids=[f"{' '.join(c)} {n}" for c, n in WRITTEN])

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import io
 import ipaddress
 import os
@@ -47,6 +46,7 @@ import pytest
 from fuzzseed import SEED
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from treesnap import snapshot
 
 from serve_system import argtypes, ownedtree
 from serve_system.cli import build_parser, main
@@ -221,22 +221,7 @@ def make_tree(root: Path) -> Path:
     return w
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = p.relative_to(root).as_posix()
-            st_ = os.lstat(p)
-            if p.is_symlink():
-                out[rel] = "link:" + os.readlink(p)
-            elif p.is_fifo():
-                out[rel] = "fifo"
-            elif p.is_dir():
-                out[rel] = "dir"
-            else:
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() + oct(st_.st_mode)
-    return out
+
 
 
 def named(argv: list[str], cwd: Path) -> list[Path]:

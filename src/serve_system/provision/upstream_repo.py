@@ -275,6 +275,15 @@ def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
         raise ServeSystemError(f"{argv[0]} failed: {(exc.stderr or exc.stdout).strip()[-400:]}") from exc
 
 
+def _put_files(root: Path, files: dict[str, tuple[str, int]]) -> None:
+    """A package's own files (``path: (text, mode)``) into the package tree being built at ``root``."""
+    for rel, (text, mode) in files.items():
+        dest = root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+        dest.chmod(mode)
+
+
 def build_deb(pkg: Package, arch: str, out_dir: Path) -> Path:
     """``<name>_<version without epoch>_<arch>.deb`` in ``out_dir``, built with dpkg-deb."""
     dpkg_deb = require_tool("dpkg-deb", "dpkg")
@@ -288,11 +297,7 @@ def build_deb(pkg: Package, arch: str, out_dir: Path) -> Path:
             control.append(f"Depends: {pkg.depends}")
         control.append(f"Description: {pkg.description}")
         (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n", encoding="utf-8")
-        for rel, (text, mode) in pkg.files.items():
-            dest = root / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(text, encoding="utf-8")
-            dest.chmod(mode)
+        _put_files(root, pkg.files)
         out_dir.mkdir(parents=True, exist_ok=True)
         deb = out_dir / f"{pkg.name}_{pkg.version.split(':', 1)[-1]}_{arch}.deb"
         _run([dpkg_deb, "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)])
@@ -330,10 +335,7 @@ def repack(src: Path, spec: Repack, suite: str, out_dir: Path, versions: Version
             os.replace(root / debian_path, root / path)
         for gone_path in spec.drops:
             (root / gone_path).unlink()
-        for rel, (text, mode) in repack_files(spec, versions).items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text, encoding="utf-8")
-            (root / rel).chmod(mode)
+        _put_files(root, repack_files(spec, versions))
         claimed: str = getattr(versions, spec.claims)
         # Docker's engine packages carry epoch 5, its plugins none
         version = ("5:" if spec.name.startswith("docker-ce") else "") + _docker_version(suite, claimed)

@@ -22,6 +22,7 @@ from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
 from .claim import Finding, Split, as_evidence, compare, finish, ms
+from .status import Status
 
 
 def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str, Any]]:
@@ -32,7 +33,7 @@ def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str
     cons = objective.get("constraints") or {}
     groups: dict[tuple[str, str, Any, Any], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("status") != "ok" or r.get("load") is None:
+        if r.get("status") != Status.OK or r.get("load") is None:
             continue
         if at_load is not None and float(r["load"]) != float(at_load):
             continue

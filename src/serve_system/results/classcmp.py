@@ -41,6 +41,7 @@ from . import findings as fnd
 from . import runs
 from . import tree as res
 from .claim import Finding
+from .status import Status
 
 #: the metrics compared across nodes (one box plot each per load)
 METRICS: tuple[str, ...] = metrics.select("throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us")
@@ -289,7 +290,7 @@ def pooled_findings(nodes: list[Node], manifest: dict[str, Any], pooled: bool = 
     for i, n in enumerate(nodes, start=1):
         for (v, mode, load), m in sorted(n.means.items()):
             row = {"experiment": manifest.get("experiment"), "run_id": "class", "host": POOL, "variant": v,
-                   "mode": mode, "load": load, "repetition": i, "status": "ok", "node": n.label}
+                   "mode": mode, "load": load, "repetition": i, "status": Status.OK, "node": n.label}
             row.update({k: m.get(k) for k in fnd.METRICS})
             rows.append(row)
         for (_, v), s in sorted(n.setups.items()):

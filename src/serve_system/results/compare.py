@@ -15,8 +15,8 @@ from typing import Any
 
 from .. import safeio, textsafe
 from ..errors import ServeSystemError
-from ..experiment import records
 from .cells import cell, ms_cells
+from .status import Status
 
 COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",
            "p50_us", "p95_us", "p99_us", "errors", "ratio", "note")
@@ -82,11 +82,11 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     out: list[dict[str, Any]] = []
     for key in order:
         rs = groups[key]
-        ok = [r for r in rs if r.get("status") == records.OK]
+        ok = [r for r in rs if r.get("status") == Status.OK]
         row: dict[str, Any] = dict(
             zip(("experiment", "run_id", "host", "variant", "mode"), key[1:6], strict=True))
         row["load"] = key[6]
-        row["status"] = records.OK if ok else (rs[0].get("status") or records.FAILED)
+        row["status"] = Status.OK if ok else (rs[0].get("status") or Status.FAILED)
         row["repetitions"] = len(ok)
         for m in METRICS:
             vals = [float(r[m]) for r in ok if r.get(m) is not None]

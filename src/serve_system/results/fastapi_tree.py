@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import safeio
-from ..experiment import records
+from .status import Status
 
 #: summary columns this module fills
 FIELDS = ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "errors")
@@ -50,13 +50,13 @@ def bench_fields(level_dir: Path) -> dict[str, Any] | None:
     try:
         data = _read(path)
     except safeio.UnsafeFile as exc:
-        return {"status": records.FAILED, "error": str(exc)}
+        return {"status": Status.FAILED, "error": str(exc)}
     phases = data.get("phases") if isinstance(data, dict) else None
     if not isinstance(phases, list) or not all(isinstance(ph, dict) for ph in phases):
-        return {"status": records.FAILED,
+        return {"status": Status.FAILED,
                 "error": f"{path}: phases: not a list of objects (the client's output)"}
     if len(phases) != 1:
-        return {"status": records.FAILED,
+        return {"status": Status.FAILED,
                 "error": f"{path}: expected one phase per level, found {len(phases)}"}
     ph = phases[0]
     out: dict[str, Any] = {k: _number(ph.get(k)) for k in FIELDS}
@@ -68,12 +68,12 @@ def bench_fields(level_dir: Path) -> dict[str, Any] | None:
     samples = [str(x) for x in errs] if isinstance(errs, list) else []
     requests = _number(ph.get("requests"))
     if not ph.get("ok"):
-        out["status"] = records.FAILED
+        out["status"] = Status.FAILED
         out["error"] = f"all {requests} requests failed" + (f": {samples[0]}" if samples else "")
         for k in FIELDS[:-1]:
             out[k] = None
     else:
-        out["status"] = records.OK
+        out["status"] = Status.OK
         out["error"] = (f"{out['errors']} of {requests} requests failed: {samples[0]}"
                         if out["errors"] and samples else None)
     return out

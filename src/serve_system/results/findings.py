@@ -52,6 +52,7 @@ from . import sequential as sq
 from .claim import Finding, Split, against, as_evidence, finish, judge, ms
 from .claim import holm as claim_holm
 from .setups import Setup, is_shim, make_setup
+from .status import Status
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
 VERDICTS = iv.VERDICTS
@@ -73,7 +74,7 @@ def levels(rows: list[dict[str, Any]]) -> Levels:
     ``samples`` each metric's values (one per repetition)."""
     groups: dict[tuple[str, str, str, float], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("status") == "ok" and r.get("load") is not None:
+        if r.get("status") == Status.OK and r.get("load") is not None:
             key = (r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"]))
             groups.setdefault(key, []).append(r)
     out: Levels = {}
@@ -505,7 +506,7 @@ def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[
     means = levels(rows)
     batches = {(r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"])):
                float(r["avg_batch_size"])
-               for r in rows if r.get("status") != why_.CONTENDED and r.get("load") is not None
+               for r in rows if r.get("status") != Status.CONTENDED and r.get("load") is not None
                and r.get("avg_batch_size") is not None}
     def holm(build: Callable[[Split | None], Finding]) -> Finding:
         return claim_holm(build) if control else build(None)

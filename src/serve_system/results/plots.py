@@ -31,6 +31,7 @@ from . import fastapi_tree as fastapi_results
 from . import intervals as iv
 from . import tree as res
 from .cells import cell
+from .status import Status
 
 #: how every aggregate plot's bars read
 BARS = "bars: 95 % interval over repetitions"
@@ -282,7 +283,7 @@ def batch_sizes(host: str, hr: list[dict[str, Any]]) -> Built:
         means, err = _bars(shares)
         batches = [float(r["avg_batch_size"]) for r in rs if r.get("avg_batch_size") is not None]
         avg = cell(sum(batches) / len(batches) if batches else None, 2)
-        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != records.OK})
+        bad = sorted({str(r.get("status")) for r in rs if r.get("status") != Status.OK})
         series.append(Series("bar", [k - 0.4 + (i + 0.5) * width for k in sizes], means,
                              f"{variant} @ {load:g} (avg {avg}, n={len(rs)}{''.join(', ' + b for b in bad)})",
                              yerr=err, style={"width": width, "capsize": 2}))
@@ -424,7 +425,7 @@ def specs(run: Path, rows: list[dict[str, Any]]) -> Built:
     """Every plot with data, as specs; and the plots skipped with the reason."""
     plots: list[Plot] = []
     skipped: list[str] = []
-    ok = [r for r in rows if r.get("status") == records.OK and r.get("load") is not None]
+    ok = [r for r in rows if r.get("status") == Status.OK and r.get("load") is not None]
     if not ok:
         skipped.append("every plot (no level was measured ok)")
     built: list[Built] = []

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..experiment import records
 from .setups import Setup, is_shim
+from .status import Status
 
 #: the ``serve_system_served_by`` parameter's value that the renderer sets for the ONNX shim
 #: what the ONNX shim is, in the reasons' words
@@ -57,7 +57,7 @@ def _names(variants: Iterable[str]) -> str:
 
 
 #: the status :func:`set_aside` gives a level measured under contention
-CONTENDED = "contended"
+CONTENDED = Status.CONTENDED
 #: why such a level is not counted (its cause: the row's ``contention``, in summary.csv)
 CONTENDED_WHY = "measured under contention, not counted (the cause: `contention` in summary.csv)"
 
@@ -75,8 +75,8 @@ def set_aside(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     left without data says that contention is why, not that nothing was measured)."""
     # the cause (which processes, how much) stays in the row's ``contention``, summary.csv's column:
     # the report says it once, not under every claim that lacks the level
-    return [{**r, "status": CONTENDED, "error": CONTENDED_WHY}
-            if r.get("contention") and r.get("status") == "ok" else r
+    return [{**r, "status": Status.CONTENDED, "error": CONTENDED_WHY}
+            if r.get("contention") and r.get("status") == Status.OK else r
             for r in rows]
 
 
@@ -90,7 +90,8 @@ def _where(s: Setup, many_hosts: bool) -> str:
 
 def measured(rows: list[dict[str, Any]]) -> set[tuple[str, str]]:
     """(host, variant) pairs with at least one level measured ok."""
-    return {(r["host"], r["variant"]) for r in rows if r.get("status") == "ok" and r.get("load") is not None}
+    return {(r["host"], r["variant"]) for r in rows
+            if r.get("status") == Status.OK and r.get("load") is not None}
 
 
 # -- 1. nothing measured -------------------------------------------------------------------------
@@ -98,10 +99,10 @@ def measured(rows: list[dict[str, Any]]) -> set[tuple[str, str]]:
 
 def nothing_measured(rows: list[dict[str, Any]]) -> str:
     """No level of the run was measured ok: why, from its first failed level or refused variant."""
-    bad = [r for r in rows if r.get("status") != "ok"]
+    bad = [r for r in rows if r.get("status") != Status.OK]
     if not bad:
         return "Nothing was measured in this run: no level has a record."
-    if all(r.get("status") == CONTENDED for r in bad):
+    if all(r.get("status") == Status.CONTENDED for r in bad):
         return (f"Nothing counts in this run: all {len(bad)} level(s) were measured under contention "
                 f"(other work took the node's CPU), e.g. `{bad[0]['variant']}`: {row_failure(bad[0])}; "
                 "re-run it on a quiet node.")
@@ -133,9 +134,9 @@ def row_failure(row: dict[str, Any]) -> str:
     peak resident memory where it was killed and the reason does not say it already."""
     status = row.get("status")
     error = str(row.get("error") or "").strip()
-    if status == records.REFUSED:
+    if status == Status.REFUSED:
         return f"Triton refused its configuration: {error or 'no error recorded'}"
-    if status == records.UNAVAILABLE:
+    if status == Status.UNAVAILABLE:
         return f"its runtime was unavailable: {error or 'no error recorded'}"
     text = error or "the level failed, with no reason recorded"
     peak = peak_mb(row)
@@ -168,7 +169,7 @@ def failed(candidates: list[Setup], rows: list[dict[str, Any]], lead: str = "Run
             parts.append(f"{_where(s, many)}: {row_failure(mine[0])}")
             continue
         why = list(dict.fromkeys(row_failure(r) for r in mine))
-        word = "was not counted" if all(r.get("status") == CONTENDED for r in mine) else "failed"
+        word = "was not counted" if all(r.get("status") == Status.CONTENDED for r in mine) else "failed"
         parts.append(f"{_where(s, many)} {word} at all {len(mine)} level(s): " + "; ".join(why[:2])
                      + (f" (and {len(why) - 2} other reason(s))" if len(why) > 2 else ""))
     return f"{lead}: " + "; ".join(parts) + "."
@@ -239,12 +240,12 @@ def differences(a: Setup, b: Setup, loads_a: set[tuple[str, float]] | None = Non
 def failed_at(rows: list[dict[str, Any]], host: str, variant: str) -> str:
     """`` (failed at concurrency 8: reason)`` for a measured variant's levels that failed (or were
     measured under contention: ``not counted at``); empty if none."""
-    bad = [r for r in rows if (r["host"], r["variant"]) == (host, variant) and r.get("status") != "ok"
+    bad = [r for r in rows if (r["host"], r["variant"]) == (host, variant) and r.get("status") != Status.OK
            and r.get("load") is not None]
     if not bad:
         return ""
     where = loads_text((r.get("mode") or "concurrency", float(r["load"])) for r in bad)
-    word = "not counted" if all(r.get("status") == CONTENDED for r in bad) else "failed"
+    word = "not counted" if all(r.get("status") == Status.CONTENDED for r in bad) else "failed"
     return f" ({word} at {where}: {row_failure(bad[0])})"
 
 
@@ -305,7 +306,7 @@ def unqualified(objective: dict[str, Any], rows: list[dict[str, Any]], qualified
     for v in dict.fromkeys(r["variant"] for r in rows if r["variant"] not in qualified):
         mine = [r for r in rows if r["variant"] == v and r.get("load") is not None]
         there = [r for r in mine if at is None or float(r["load"]) == float(at)]
-        ok = [r for r in there if r.get("status") == "ok"]
+        ok = [r for r in there if r.get("status") == Status.OK]
         if not mine:
             bad = next(r for r in rows if r["variant"] == v)
             parts.append(f"`{v}`: {row_failure(bad)}")
@@ -314,7 +315,7 @@ def unqualified(objective: dict[str, Any], rows: list[dict[str, Any]], qualified
                          f"{loads_text((r.get('mode') or 'concurrency', float(r['load'])) for r in mine)})")
         elif not ok:
             where = f" at load {float(at):g}" if at is not None else ""
-            word = "not counted" if all(r.get("status") == CONTENDED for r in there) else "failed"
+            word = "not counted" if all(r.get("status") == Status.CONTENDED for r in there) else "failed"
             parts.append(f"`{v}`: {word}{where}: {row_failure(there[0])}")
         elif not any(r.get(metric) is not None for r in ok):
             parts.append(f"`{v}`: no {metric} recorded")

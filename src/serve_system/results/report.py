@@ -27,6 +27,7 @@ from . import runs, sequential
 from . import shard as shardres
 from . import tree as res
 from .cells import cell, ms_cells
+from .status import Status
 
 # -- the report's notes -------------------------------------------------------------------------
 
@@ -139,7 +140,7 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
              f"as well when it reaches {iv.NOISY_CV * 100:g} %.")
     windows: dict[tuple[str, str, str, Any], float] = {}
     for r in rows:
-        if r.get("status") == records.OK and r.get("window_cv") is not None:
+        if r.get("status") == Status.OK and r.get("window_cv") is not None:
             k = (r["host"], r["variant"], r.get("mode") or "concurrency", r["load"])
             windows[k] = max(windows.get(k, 0.0), float(r["window_cv"]))
     # the repetitions of each level measured beside other work (a column only where there are some)
@@ -294,7 +295,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     lines += ["", *fnd.markdown(found, stand_in, smallest, looks)]
     lines += _per_level(rows)
     lines += _measurements(rows)
-    problems = [r for r in rows if r["status"] != records.OK]
+    problems = [r for r in rows if r["status"] != Status.OK]
     if problems:
         lines += ["", "## Not measured", ""]
         lines += [f"- {why_.level_failure(r)}" for r in problems]

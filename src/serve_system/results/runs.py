@@ -20,6 +20,7 @@ from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from ..experiment.spec.reader import read_objectives
 from . import sequential
 from . import tree as res
+from .status import NOT_MEASURED
 
 DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
 
@@ -86,7 +87,7 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                     continue
                 vdir = hdir / str(v.get("name"))
                 vmeta = res.read_json(vdir / records.VARIANT_FILE) or {}
-                if vmeta.get("status") in records.NOT_MEASURED:
+                if vmeta.get("status") in NOT_MEASURED:
                     continue
                 for lv in v.get("levels") or []:
                     if not isinstance(lv, dict) or records.level_done(vdir / str(lv.get("id"))):
@@ -126,7 +127,7 @@ def check_run(run_dir: str | Path, partial: bool = False
                                "results/<experiment>/<run-id> as an experiment playbook wrote it")
     rows = res.collect(run)
     gaps = missing(run, manifest)
-    if not any(r.get("load") is not None for r in rows) and not any(r["status"] in records.NOT_MEASURED
+    if not any(r.get("load") is not None for r in rows) and not any(r["status"] in NOT_MEASURED
                                                                    for r in rows):
         what = f"; missing: {', '.join(gaps[:6])}{' ...' if len(gaps) > 6 else ''}" if gaps else ""
         raise ServeSystemError(f"{run}: nothing measured yet (no <host>/<variant>/<level>/level.json){what}; "

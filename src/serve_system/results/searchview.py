@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import metrics
 from . import intervals as iv
+from .status import Status
 
 
 class SearchView:
@@ -45,9 +46,9 @@ class SearchView:
                 continue
             if shard and name != self.reference and r.get("host") != self.home.get(name):
                 continue  # not where the shard puts it
-            if r.get("status") == "refused":
+            if r.get("status") == Status.REFUSED:
                 self.refused[name] = "Triton refused its configuration"
-            elif r.get("status") == "unavailable":
+            elif r.get("status") == Status.UNAVAILABLE:
                 why = r.get("error") or "its runtime was unavailable"
                 self.refused[name] = f"not measured: {why}"
             elif r.get("load") is not None and float(r["load"]) == at and r.get("repetition") is not None:
@@ -92,7 +93,7 @@ class SearchView:
         m = metric or self.goal["metric"]
         return [float(r[m]) for h, rep, r in self._rows_of(name)
                 if (host is None or h == host) and (reps is None or rep in reps)
-                and r.get("status") == "ok" and r.get(m) is not None]
+                and r.get("status") == Status.OK and r.get(m) is not None]
 
     def offsets(self, reps: set[int] | None) -> dict[str, float]:
         """A sharded search's correction per host, ``r_h - R`` (hosts without a reference sample: 0)."""
@@ -112,7 +113,7 @@ class SearchView:
             return self.raw(name, reps, m)
         off = self.offsets(reps)
         return [float(r[m]) * math.exp(-off.get(h or "", 0.0)) for h, rep, r in self._rows_of(name)
-                if (reps is None or rep in reps) and r.get("status") == "ok" and r.get(m) is not None]
+                if (reps is None or rep in reps) and r.get("status") == Status.OK and r.get(m) is not None]
 
     def groups(self, reps: set[int] | None) -> dict[str, list[float]]:
         """The pool's groups: each candidate's own samples (sharded: within its host, the reference's

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import metrics
-from ..experiment import records
 from ..experiment import shard as shardmod
 from . import intervals as iv
 from . import tree as res
 from .cells import cell
+from .status import Status
 
 Key = tuple[str, float]  # (mode, load)
 
@@ -54,7 +54,7 @@ def read(run: Path, manifest: dict[str, Any]) -> shardmod.Shard | None:
 def _samples(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str, Key], list[float]]:
     out: dict[tuple[str, str, Key], list[float]] = {}
     for r in rows:
-        if r.get("status") == records.OK and r.get("load") is not None and r.get(metric) is not None:
+        if r.get("status") == Status.OK and r.get("load") is not None and r.get(metric) is not None:
             key = (str(r.get("mode") or "concurrency"), float(r["load"]))
             out.setdefault((r["host"], r["variant"], key), []).append(float(r[metric]))
     return out

@@ -32,6 +32,7 @@ from ..experiment import records
 from . import fastapi_tree as fastapi_results
 from . import intervals
 from . import stats as statsmod
+from .status import NOT_MEASURED, Status
 
 #: summary columns, in order
 COLUMNS: tuple[str, ...] = (
@@ -60,7 +61,7 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("status") == records.OK and r.get("load") is not None:
+        if r.get("status") == Status.OK and r.get("load") is not None:
             key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
                    r["load"])
             groups.setdefault(key, []).append(r)
@@ -145,14 +146,14 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
         row["contention"] = records.contention_cause(lrec.contention)
         row["other_cpu"] = (None if lrec.contention.others is None
                             else round(lrec.contention.others + (lrec.contention.unseen or 0.0), 4))
-    if lrec.status != records.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
-        row.update(status=records.FAILED, error=lrec.error or "the level failed",
+    if lrec.status != Status.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
+        row.update(status=Status.FAILED, error=lrec.error or "the level failed",
                    peak_rss_mb=peak_rss_mb(meta, lrec))
         return row
     try:
         return _raw_fields(level_dir, meta, lrec, row)
     except ServeSystemError as exc:  # a raw file that is not what the runner writes: this level alone
-        row.update(status=records.FAILED, error=str(exc))
+        row.update(status=Status.FAILED, error=str(exc))
         return row
 
 
@@ -162,11 +163,11 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
     mode, load = lrec.mode, float(lrec.load)
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
-        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, records.OK)
-                          else records.FAILED,
+        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, Status.OK)
+                          else Status.FAILED,
                           "error": meta.get("error") or "the benchmark client wrote no bench.json"}
         row.update({k: v for k, v in bench.items() if k in COLUMNS})
-        if meta.get("status") == records.FAILED and row["status"] == records.OK:
+        if meta.get("status") == Status.FAILED and row["status"] == Status.OK:
             row["error"] = meta.get("error")
         return row
     stdout = _read_text(level_dir / records.PERF_STDOUT_FILE)
@@ -176,13 +177,13 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
                              perfmod.parse_stdout(stdout))
     match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
     if match is None:
-        row["status"] = meta.get("status") if meta.get("status") not in (None, records.OK) else records.FAILED
+        row["status"] = meta.get("status") if meta.get("status") not in (None, Status.OK) else Status.FAILED
         row["error"] = (meta.get("error") or _last_error(stdout)
                         or "perf_analyzer reported nothing for this level")
     else:
-        row["status"] = match.status
+        row["status"] = Status.of(match.status)
         row["error"] = match.error
-        if match.status == records.OK:
+        if match.status == Status.OK:
             for k in metrics.PERF_ROW:
                 row[k] = getattr(match, k)
             # the windows the numbers rest on (perf_analyzer -v): how many, and how much they vary
@@ -199,7 +200,7 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
             row["execution_count"] = d.execution_count
             row["avg_batch_size"] = None if d.avg_batch_size is None else round(d.avg_batch_size, 4)
             row["batch_size_histogram"] = {str(k): v for k, v in sorted(d.histogram.items())}
-            if row["status"] == records.OK and row["queue_us"] is None:
+            if row["status"] == Status.OK and row["queue_us"] is None:
                 row["queue_us"] = d.avg_us("queue")
                 row["compute_input_us"] = d.avg_us("compute_input")
                 row["compute_infer_us"] = d.avg_us("compute_infer")
@@ -253,9 +254,9 @@ def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[d
             # every level with a record, even one that level_done would re-measure: reading it says what
             # is wrong with it in one line instead of leaving it out of the report silently
             levels = [p for p in subdirs(vdir) if os.path.lexists(p / records.LEVEL_FILE)]
-            if vmeta.get("status") in records.NOT_MEASURED and not levels:
+            if vmeta.get("status") in NOT_MEASURED and not levels:
                 row: dict[str, Any] = {c: None for c in COLUMNS}
-                row.update(base, status=vmeta["status"], error=vmeta.get("error"))
+                row.update(base, status=Status(vmeta["status"]), error=vmeta.get("error"))
                 rows.append(row)
                 continue
             for ldir in levels:

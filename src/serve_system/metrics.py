@@ -26,6 +26,9 @@ Goal = Literal["max", "min"]
 DEFAULT_GOAL: Goal = "max"
 #: the metric of an objective that names none
 DEFAULT_METRIC = "throughput"
+#: the unit every time is stored in (perf_analyzer's microseconds), the unit tables, text and axes show
+#: it in, and how many stored units make one shown: the one conversion of a time
+TIME_UNIT, TIME_SHOWN, TIME_SCALE = "us", "ms", 1000.0
 
 
 @dataclass(frozen=True)
@@ -46,12 +49,21 @@ class Metric:
     per_level: bool = False
 
     @property
+    def is_time(self) -> bool:
+        """Stored in :data:`TIME_UNIT` (a latency or one of its parts)."""
+        return self.unit == TIME_UNIT
+
+    @property
     def shown(self) -> str:
-        return "ms" if self.unit == "us" else self.unit
+        return TIME_SHOWN if self.is_time else self.unit
 
     @property
     def scale(self) -> float:
-        return 1000.0 if self.unit == "us" else 1.0
+        return TIME_SCALE if self.is_time else 1.0
+
+    def show(self, value: float) -> float:
+        """A stored value in the unit it is shown in (:attr:`shown`)."""
+        return value / self.scale
 
     @property
     def axis(self) -> str:
@@ -104,6 +116,12 @@ def get(name: str) -> Metric:
         return BY_NAME[name]
     except KeyError:
         raise KeyError(f"unknown metric {name!r}; known: {', '.join(BY_NAME)}") from None
+
+
+def is_time(name: str) -> bool:
+    """Whether ``name`` is a metric of the table stored as a time (an unknown name is not)."""
+    m = BY_NAME.get(name)
+    return m is not None and m.is_time
 
 
 def select(*names: str) -> tuple[str, ...]:

@@ -60,7 +60,7 @@ def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str
 
 
 def _fmt_metric(metric: str, v: float) -> str:
-    return ms(v) if metric.endswith("_us") else f"{v:,.2f}"
+    return ms(v) if metrics.is_time(metric) else f"{v:,.2f}"
 
 
 def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,

@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from .. import metrics
+
 
 def cell(v: Any, digits: int = 1) -> str:
     """A table cell: ``-`` for no value (None, empty, NaN), floats with thousands separators."""
@@ -17,5 +19,5 @@ def cell(v: Any, digits: int = 1) -> str:
 
 
 def ms_cells(row: dict[str, Any]) -> Callable[[str], str]:
-    """A formatter of the row's microsecond columns as milliseconds (``-`` where absent)."""
-    return lambda k: cell(row[k] / 1000, 2) if row.get(k) is not None else "-"
+    """A formatter of the row's time columns in the unit they are shown in (``-`` where absent)."""
+    return lambda k: cell(metrics.get(k).show(row[k]), 2) if row.get(k) is not None else "-"

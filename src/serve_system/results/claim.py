@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import metrics
 from . import intervals as iv
 from . import sequential as sq
 
@@ -113,8 +114,8 @@ def holm(build: Callable[[Split], Finding]) -> Finding:
 
 
 def ms(us: float | None) -> str:
-    """Microseconds as a claim's text gives them: milliseconds, ``-`` for none."""
-    return "-" if us is None else f"{us / 1000:.2f} ms"
+    """A stored time as a claim's text gives it (in milliseconds), ``-`` for none."""
+    return "-" if us is None else f"{us / metrics.TIME_SCALE:.2f} {metrics.TIME_SHOWN}"
 
 
 def as_evidence(e: iv.Effect) -> dict[str, Any]:

@@ -334,9 +334,10 @@ def check_out(out: Path, run_dirs: list[Path], force: bool) -> None:
 
 
 def _fmt(metric: str, v: float, unit: bool = True) -> str:
-    if metric.endswith("_us"):
-        return f"{v / 1000:.2f}" + (" ms" if unit else "")
-    return f"{v:,.1f}" + ("/s" if unit else "")
+    m = metrics.get(metric)
+    if m.is_time:
+        return f"{m.show(v):.2f}" + (f" {m.shown}" if unit else "")
+    return f"{v:,.1f}" + (m.unit if unit else "")
 
 
 def _load(mode: str, load: float) -> str:

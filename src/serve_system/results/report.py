@@ -164,9 +164,9 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
         if noisy:
             noisy_levels.append(f"{host} / {variant} @ {where}: " + ", ".join(noisy))
         lines.append(f"| {host} | {variant} | {where} | {n} | {_interval(ms.get('throughput'))} | "
-                     f"{_interval(ms.get('latency_avg_us'), 1000, 2)} | "
-                     f"{_interval(ms.get('p95_us'), 1000, 2)} | "
-                     f"{_interval(ms.get('p99_us'), 1000, 2)} | "
+                     f"{_interval(ms.get('latency_avg_us'), metrics.TIME_SCALE, 2)} | "
+                     f"{_interval(ms.get('p95_us'), metrics.TIME_SCALE, 2)} | "
+                     f"{_interval(ms.get('p99_us'), metrics.TIME_SCALE, 2)} | "
                      f"{'' if wcv is None else f'{wcv * 100:.1f} %'} | {'**noisy**' if noisy else ''} |"
                      + (f" {busy.get((host, variant, mode, load), 0)} |" if busy else ""))
     if noisy_levels:

@@ -254,7 +254,7 @@ def test_level_record(kind: str, content: bytes) -> None:
         ldir.mkdir(parents=True)
         path = make(ldir, "level.json", kind, content)
         outcome(lambda: records.read(path, records.LevelRecord), path)
-        outcome(lambda: tree.read_level_json(path), path)
+        outcome(lambda: tree.read_level(path), path)
         outcome(lambda: records.level_done(ldir), path)
 
 

@@ -40,3 +40,16 @@ def test_a_host_without_host_json_is_named_as_not_finished(tmp_path: Path) -> No
     run = _run(tmp_path, {"n1": "2026-11-21T18:58:01+00:00", "n2": None})
     write_report(run)  # no plan.json: nothing says n2 had more to do
     assert "ended (not finished on n2); hosts: n1, n2." in (run / "report.md").read_text()
+
+
+def test_a_run_without_its_manifest_is_judged_by_the_default_objectives(tmp_path: Path) -> None:
+    """Found while typing the manifest (issue 41): a run folder with hosts and no manifest.json ended in
+    a KeyError ('smallest_effect'); it is reported with the spec's defaults."""
+    from report_trees import lab_run
+
+    run = lab_run(tmp_path / "lab" / "r1")
+    (run / records.MANIFEST_FILE).unlink()
+    out = write_report(run)
+    text = (run / "report.md").read_text()
+    assert out["rows"] == 7 and text.startswith("# lab: run r1\n")
+    assert [b["objective"] for b in out["best"] if b] == ["max_throughput"]

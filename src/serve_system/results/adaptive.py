@@ -102,7 +102,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     rows = why_.counted(every)  # a level measured under contention does not count: it is measured again
     setups = tree.variant_setups(run_dir, {host})
     redo = contended(every, int(hplan.adaptive.get("start") or 1)) & {v.name for v in hplan.variants}
-    found = fnd.evaluate(rows, setups, manifest["objectives"], manifest["smallest_effect"],
+    found = fnd.evaluate(rows, setups, manifest.objectives, manifest.smallest_effect,
                          sequential.looks_of(hplan.adaptive))
     open_claims, undecided = still_open(found, {v.name for v in hplan.variants})
     undecided |= redo

@@ -28,6 +28,7 @@ or ``<run-id>/<host>`` where the same host name appears in several runs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import Counter
@@ -37,6 +38,7 @@ from typing import Any
 
 from .. import metrics, ownedtree, safeio, textsafe
 from ..errors import ServeSystemError
+from ..experiment import records
 from . import findings as fnd
 from . import runs
 from . import tree as res
@@ -108,7 +110,7 @@ def _not_a_run(run: Path) -> str | None:
             "results/<experiment>/<run-id> as an experiment playbook wrote it")
 
 
-def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node], dict[str, Any]]:
+def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node], records.Manifest]:
     """Every (run, host) of the run folders as a :class:`Node`, checked; and the first run's manifest
     (objectives, smallest effect). Raises with one line naming the folder and the fix."""
     seen: dict[Path, Path] = {}
@@ -121,11 +123,11 @@ def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node],
             raise ServeSystemError(f"{run}: given twice (also as {seen[key]}); give each run folder once")
         seen[key] = run
     nodes: list[Node] = []
-    manifest: dict[str, Any] = {}
+    manifest: records.Manifest | None = None
     experiment: tuple[str, Path] | None = None
     for run in run_dirs:
         _, man, rows, _gaps = runs.check_run(run, partial)
-        if not manifest:
+        if manifest is None:
             manifest = man
         exp = next((str(r["experiment"]) for r in rows), run.parent.name)
         if experiment is None:
@@ -155,8 +157,8 @@ def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node],
     if dup is not None:
         raise ServeSystemError(f"{dup.run}: node {dup.label} appears in two run folders with the same run "
                                "id; give each run once")
-    manifest["experiment"] = experiment[0] if experiment else None
-    return measured, manifest
+    return measured, dataclasses.replace(manifest or records.Manifest(),
+                                         experiment=experiment[0] if experiment else None)
 
 
 # -- statistics across nodes --------------------------------------------------------------------
@@ -220,7 +222,7 @@ def compare_class(run_dirs: list[Path], loads: list[float] | None = None,
     """The whole class comparison (nothing written): nodes, per-cell statistics and outliers,
     suspect nodes, pooled findings with the per-node tallies."""
     nodes, manifest = read_nodes(run_dirs, partial)
-    smallest = float(manifest["smallest_effect"])
+    smallest = float(manifest.smallest_effect)
     table = cells(nodes, loads)
     if not table:
         raise ServeSystemError(f"--load {', '.join(f'{x:g}' for x in loads or [])}: no node measured this "
@@ -243,7 +245,7 @@ def compare_class(run_dirs: list[Path], loads: list[float] | None = None,
         pool, left_out = nodes, []
     pooled, _ = pooled_findings(pool, manifest)
     _, per_node = pooled_findings(nodes, manifest, pooled=False)
-    return {"experiment": manifest.get("experiment"), "smallest_effect": smallest, "loads": loads or None,
+    return {"experiment": manifest.experiment, "smallest_effect": smallest, "loads": loads or None,
             "nodes": [{"node": n.label, "host": n.host, "run_id": n.run_id, "run": str(n.run)}
                       for n in nodes],
             "cells": stats_rows, "outliers": found, "suspects": suspects, "findings": pooled,
@@ -280,16 +282,16 @@ def _setup_notes(nodes: list[Node]) -> list[str]:
     return notes
 
 
-def pooled_findings(nodes: list[Node], manifest: dict[str, Any], pooled: bool = True
+def pooled_findings(nodes: list[Node], manifest: records.Manifest, pooled: bool = True
                     ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
     """The lab's claims with each node as a repetition (none without ``pooled``); and claim key ->
     node label -> the verdict of the node's own run."""
-    objectives, smallest = manifest["objectives"], float(manifest["smallest_effect"])
+    objectives, smallest = manifest.objectives, float(manifest.smallest_effect)
     rows: list[dict[str, Any]] = []
     setups: dict[tuple[str, str], dict[str, Any]] = {}
     for i, n in enumerate(nodes, start=1):
         for (v, mode, load), m in sorted(n.means.items()):
-            row = {"experiment": manifest.get("experiment"), "run_id": "class", "host": POOL, "variant": v,
+            row = {"experiment": manifest.experiment, "run_id": "class", "host": POOL, "variant": v,
                    "mode": mode, "load": load, "repetition": i, "status": Status.OK, "node": n.label}
             row.update({k: m.get(k) for k in fnd.METRICS})
             rows.append(row)

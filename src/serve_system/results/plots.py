@@ -392,11 +392,11 @@ def fastapi_latency(run: Path) -> Built:
     for ldir in (ld for ld in ldirs if os.path.lexists(ld / "bench.json")):
         try:
             lat = fastapi_results.latencies_s(ldir)
-            meta = res.read_json(ldir / records.LEVEL_FILE) or {}
+            load = float(res.read_level(ldir / records.LEVEL_FILE).load) \
+                if os.path.lexists(ldir / records.LEVEL_FILE) else 0.0
         except ServeSystemError:
             continue  # the level's row says what is wrong with it
         if lat:
-            load = float(meta.get("load") or 0)
             found.setdefault(ldir.parent.parent.name, []).append((ldir.parent.name, load, lat))
     plots = []
     for host, series in sorted(found.items()):

@@ -207,18 +207,18 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     return ["", "## Search", "", intro, "", *lines]
 
 
-def _header(run: Path, manifest: dict[str, Any], rows: list[dict[str, Any]], gaps: list[str],
+def _header(run: Path, manifest: records.Manifest, rows: list[dict[str, Any]], gaps: list[str],
             stand_in: str | None) -> list[str]:
     """report.md's title, description, stand-in note, when the run started and ended, what is missing."""
-    title = f"{manifest.get('experiment') or run.parent.name}: run {manifest.get('run_id') or run.name}"
+    title = f"{manifest.experiment or run.parent.name}: run {manifest.run_id or run.name}"
     lines = [f"# {title}", ""]
-    if manifest.get("description"):
-        lines += [str(manifest["description"]).strip(), ""]
+    if manifest.description:
+        lines += [str(manifest.description).strip(), ""]
     if stand_in:
         lines += [f"> **Stand-in model.** {stand_in} Latencies and batching are real; predictions are not.",
                   ""]
-    if manifest.get("start"):
-        hosts = manifest.get("hosts") or sorted({r["host"] for r in rows})
+    if manifest.start:
+        hosts = manifest.hosts or sorted({r["host"] for r in rows})
         # each host writes host.json (with its end time) when its part of the run is over
         ends = {h: runs.host_end(run, str(h)) for h in hosts}
         finished = [e for e in ends.values() if e]
@@ -226,7 +226,7 @@ def _header(run: Path, manifest: dict[str, Any], rows: list[dict[str, Any]], gap
             ended = max(finished)
         else:
             ended = "(not finished on " + ", ".join(h for h, e in ends.items() if not e) + ")"
-        lines += [f"Started {manifest['start']}, ended {ended}; hosts: {', '.join(hosts)}.", ""]
+        lines += [f"Started {manifest.start}, ended {ended}; hosts: {', '.join(hosts)}.", ""]
     if gaps:
         lines += [f"> **Interrupted run, reported with --partial.** Missing: {', '.join(gaps)}.", ""]
     return lines
@@ -259,8 +259,8 @@ def _measurements(rows: list[dict[str, Any]]) -> list[str]:
 def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     """Check the run folder, then write summary.csv/json, plots and report.md; return what was written."""
     run, manifest, rows, gaps = runs.check_run(run_dir, partial)
-    objectives = manifest["objectives"]  # checked and completed by check_run
-    smallest = manifest["smallest_effect"]
+    objectives = manifest.objectives  # checked and completed by check_run
+    smallest = manifest.smallest_effect
     winners = [best(rows, o) for o in objectives]
     looks = runs.plan_looks(run)
     judged = why_.set_aside(rows) if looks is not None else rows  # auto measured contended levels again
@@ -271,7 +271,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
     sharded = shardres.analyse(rows, shard, ranked_by, smallest) if shard else None
     csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
                                                     "missing": gaps, "shard": sharded})
-    stand_in = manifest.get("stand_in") or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
+    stand_in = manifest.stand_in or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
     lines = _header(run, manifest, rows, gaps, stand_in)
     lines += contention_note(rows, looks is not None)
     # an objective after one that named no winner is not judged (the best variant's fixed sequence)

@@ -9,6 +9,7 @@ one line naming it. Nothing here writes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -25,23 +26,23 @@ from .status import NOT_MEASURED
 DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
 
 
-def read_manifest(run: Path) -> dict[str, Any]:
-    """The run's manifest.json, its objectives and smallest effect checked (the defaults without one)."""
+def read_manifest(run: Path) -> records.Manifest:
+    """The run's manifest.json (:class:`records.Manifest`), its ``objectives`` (a list of objective
+    records) and ``smallest_effect`` (a float) checked; the defaults where there is none."""
     path = run / records.MANIFEST_FILE
     if not os.path.lexists(path):
-        return {"objectives": list(DEFAULT_OBJECTIVES)}
-    data = records.to_json(res.read_manifest(run))  # typed: one line naming the field
+        return records.Manifest(objectives=list(DEFAULT_OBJECTIVES), smallest_effect=DEFAULT_SMALLEST_EFFECT)
+    man = res.read_manifest(run)  # typed: one line naming the field
     # the spec's own rules for objectives (names, metrics, goals, loads, constraints); none: the default
-    data["objectives"] = [o.as_record() for o in read_objectives(data.get("objectives"), path)]
-    data["smallest_effect"] = _smallest_effect(data, path)
-    return data
+    return dataclasses.replace(man, objectives=[o.as_record() for o in read_objectives(man.objectives, path)],
+                               smallest_effect=_smallest_effect(man, path))
 
 
-def _smallest_effect(data: dict[str, Any], path: Path) -> float:
+def _smallest_effect(man: records.Manifest, path: Path) -> float:
     """The spec's smallest effect of interest, as the run's manifest keeps it (its own field, or the
     spec as run); the default where neither has one (runs planned before the field existed)."""
-    spec = data["spec"] if isinstance(data.get("spec"), dict) else {}
-    for field, value in (("smallest_effect", data.get("smallest_effect")),
+    spec = man.spec if isinstance(man.spec, dict) else {}
+    for field, value in (("smallest_effect", man.smallest_effect),
                          ("spec.smallest_effect", spec.get("smallest_effect"))):
         if value is None:
             continue
@@ -63,7 +64,7 @@ def host_end(run: Path, host: str) -> str | None:
         return None  # not the runner's record: the host reads as not finished
 
 
-def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
+def missing(run: Path, manifest: records.Manifest) -> list[str]:
     """What an interrupted run lacks: hosts, variants or levels that were planned or started, unfinished.
 
     ``repetitions: auto`` plans repetitions up to its budget and measures those beyond the first ones
@@ -71,7 +72,7 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
     the run decided it did not need, not missing."""
     out: list[str] = []
     hosts = {p.name: p for p in res.host_dirs(run)}
-    for h in manifest.get("hosts") or []:
+    for h in manifest.hosts:
         if str(h) not in hosts:
             out.append(f"{h}/ (a host of manifest.json without results)")
     for name, hdir in hosts.items():
@@ -86,8 +87,8 @@ def missing(run: Path, manifest: dict[str, Any]) -> list[str]:
                 if not isinstance(v, dict):
                     continue
                 vdir = hdir / str(v.get("name"))
-                vmeta = res.read_json(vdir / records.VARIANT_FILE) or {}
-                if vmeta.get("status") in NOT_MEASURED:
+                vrec = res.read_variant(vdir)
+                if vrec is not None and vrec.status in NOT_MEASURED:
                     continue
                 for lv in v.get("levels") or []:
                     if not isinstance(lv, dict) or records.level_done(vdir / str(lv.get("id"))):
@@ -115,7 +116,7 @@ def plan_looks(run: Path) -> sequential.Looks | None:
 
 
 def check_run(run_dir: str | Path, partial: bool = False
-              ) -> tuple[Path, dict[str, Any], list[dict[str, Any]], list[str]]:
+              ) -> tuple[Path, records.Manifest, list[dict[str, Any]], list[str]]:
     """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is
     written."""
     run = Path(run_dir)

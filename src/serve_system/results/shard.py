@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import metrics
+from ..experiment import records
 from ..experiment import shard as shardmod
 from . import intervals as iv
 from . import tree as res
@@ -39,9 +40,9 @@ from .status import Status
 Key = tuple[str, float]  # (mode, load)
 
 
-def read(run: Path, manifest: dict[str, Any]) -> shardmod.Shard | None:
+def read(run: Path, manifest: records.Manifest) -> shardmod.Shard | None:
     """The run's shard: the manifest's record, else the first host plan's; None: not sharded."""
-    found = shardmod.from_record(manifest.get("shard"))
+    found = shardmod.from_record(manifest.shard)
     if found is not None:
         return found
     for plan in sorted(run.glob("*/plan.json")):

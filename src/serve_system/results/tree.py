@@ -113,8 +113,9 @@ def host_dirs(run: Path, hosts: Collection[str] | None = None) -> list[Path]:
 _LEVEL_FIX = "re-run the experiment to measure this level again, or delete the level folder"
 
 
-def read_level_json(path: Path) -> dict[str, Any]:
-    """A level.json, checked: a JSON object whose ``load`` is a positive number (else one-line error)."""
+def read_level(path: Path) -> records.LevelRecord:
+    """A level.json as its record, checked: a JSON object whose ``load`` is a positive number, then a
+    :class:`records.LevelRecord` (else one line naming the file and the field)."""
     fix = _LEVEL_FIX
     meta = safeio.read_json(path, kind="record", within=path.parent, fix=fix)
     if not isinstance(meta, dict):
@@ -122,17 +123,15 @@ def read_level_json(path: Path) -> dict[str, Any]:
     load = meta.get("load")
     if isinstance(load, bool) or not isinstance(load, int | float) or not load > 0 or load == float("inf"):
         raise ServeSystemError(f"{path}: field 'load' must be a positive number, found {load!r}; {fix}")
-    return meta
+    try:
+        return records.from_json(meta, records.LevelRecord, str(path))
+    except records.RecordError as exc:
+        raise ServeSystemError(f"{exc}; {fix}") from None
 
 
 def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
     """One tidy row from a level folder (its level record, raw outputs, stats and metrics)."""
-    path = level_dir / records.LEVEL_FILE
-    meta = read_level_json(path)
-    try:
-        lrec = records.from_json(meta, records.LevelRecord, str(path))
-    except records.RecordError as exc:
-        raise ServeSystemError(f"{exc}; {_LEVEL_FIX}") from None
+    lrec = read_level(level_dir / records.LEVEL_FILE)
     row: dict[str, Any] = {c: None for c in COLUMNS}
     row.update(base)
     mode = lrec.mode
@@ -148,27 +147,24 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
                             else round(lrec.contention.others + (lrec.contention.unseen or 0.0), 4))
     if lrec.status != Status.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
         row.update(status=Status.FAILED, error=lrec.error or "the level failed",
-                   peak_rss_mb=peak_rss_mb(meta, lrec))
+                   peak_rss_mb=peak_rss_mb(lrec))
         return row
     try:
-        return _raw_fields(level_dir, meta, lrec, row)
+        return _raw_fields(level_dir, lrec, row)
     except ServeSystemError as exc:  # a raw file that is not what the runner writes: this level alone
         row.update(status=Status.FAILED, error=str(exc))
         return row
 
 
-def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord,
-                row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` completed from a measured level's raw files (perf_analyzer's output, stats, metrics)."""
+def _raw_fields(level_dir: Path, lrec: records.LevelRecord, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` completed from a measured level's raw files (perf_analyzer's output, stats, metrics);
+    the level's record says it ran (its status is ok): what the files hold decides the row's."""
     mode, load = lrec.mode, float(lrec.load)
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
-        bench = bench or {"status": meta.get("status") if meta.get("status") not in (None, Status.OK)
-                          else Status.FAILED,
-                          "error": meta.get("error") or "the benchmark client wrote no bench.json"}
+        bench = bench or {"status": Status.FAILED,
+                          "error": lrec.error or "the benchmark client wrote no bench.json"}
         row.update({k: v for k, v in bench.items() if k in COLUMNS})
-        if meta.get("status") == Status.FAILED and row["status"] == Status.OK:
-            row["error"] = meta.get("error")
         return row
     stdout = _read_text(level_dir / records.PERF_STDOUT_FILE)
     csv_text = _read_text(level_dir / records.PERF_CSV_FILE)
@@ -177,8 +173,8 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
                              perfmod.parse_stdout(stdout))
     match = next((lv for lv in levels if lv.mode == mode and abs(lv.load - load) < 1e-6), None)
     if match is None:
-        row["status"] = meta.get("status") if meta.get("status") not in (None, Status.OK) else Status.FAILED
-        row["error"] = (meta.get("error") or _last_error(stdout)
+        row["status"] = Status.FAILED
+        row["error"] = (lrec.error or _last_error(stdout)
                         or "perf_analyzer reported nothing for this level")
     else:
         row["status"] = Status.of(match.status)
@@ -213,7 +209,7 @@ def _raw_fields(level_dir: Path, meta: dict[str, Any], lrec: records.LevelRecord
     return row
 
 
-def peak_rss_mb(meta: dict[str, Any], lrec: records.LevelRecord) -> float | None:
+def peak_rss_mb(lrec: records.LevelRecord) -> float | None:
     """The measuring command's peak resident memory over a level's attempts (MB), where recorded: the
     kernel's exact count (the level's ``client_peak_rss_bytes``, else its attempts' ``peak_rss_bytes``),
     else the runner's samples (``max_rss_mb``, records written before the exact count)."""
@@ -248,15 +244,16 @@ def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[d
     rows: list[dict[str, Any]] = []
     for host_dir in host_dirs(run, hosts):
         for vdir in subdirs(host_dir):
-            vmeta = _variant(vdir)
+            vrec = read_variant(vdir)
             base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
-                    "model": vmeta.get("model"), "stand_in": vmeta.get("stand_in") or stand_in}
+                    "model": None if vrec is None else vrec.model,
+                    "stand_in": (None if vrec is None else vrec.stand_in) or stand_in}
             # every level with a record, even one that level_done would re-measure: reading it says what
             # is wrong with it in one line instead of leaving it out of the report silently
             levels = [p for p in subdirs(vdir) if os.path.lexists(p / records.LEVEL_FILE)]
-            if vmeta.get("status") in NOT_MEASURED and not levels:
+            if vrec is not None and vrec.status in NOT_MEASURED and not levels:
                 row: dict[str, Any] = {c: None for c in COLUMNS}
-                row.update(base, status=Status(vmeta["status"]), error=vmeta.get("error"))
+                row.update(base, status=Status(vrec.status), error=vrec.error)
                 rows.append(row)
                 continue
             for ldir in levels:
@@ -299,12 +296,14 @@ def records_state(run_dir: str | Path) -> str:
     return digest.hexdigest()
 
 
-def _variant(vdir: Path) -> dict[str, Any]:
+def read_variant(vdir: Path) -> records.VariantRecord | None:
+    """A variant folder's variant.json as its record; None where there is none (one line naming the file
+    and the field where it is not one)."""
     path = vdir / records.VARIANT_FILE
     if not os.path.lexists(path):
-        return {}
-    return records.to_json(records.read(path, records.VariantRecord, fix="run the experiment again with the "
-                                        "same run id to measure this variant again, or delete its folder"))
+        return None
+    return records.read(path, records.VariantRecord, fix="run the experiment again with the same run id to "
+                        "measure this variant again, or delete its folder")
 
 
 def read_manifest(run: Path) -> records.Manifest:
@@ -351,13 +350,15 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
         plan = _quiet(lambda h=host_dir: read_json(h / records.PLAN_FILE, kind="plan"))
         gpus = plan.get("gpus") if isinstance(plan, dict) else None
         for vdir in subdirs(host_dir):
-            vmeta = _quiet(lambda v=vdir: _variant(v)) or {}
+            vrec: records.VariantRecord | None = _quiet(lambda v=vdir: read_variant(v))
             cfg = vdir / records.CONFIG_FILE
             config = _quiet(lambda c=cfg: _read_text(c) if os.path.lexists(c) else None)
             setup: dict[str, Any] = {
                 "config_pbtxt": config,
-                "runtime": vmeta.get("runtime"), "status": vmeta.get("status"), "error": vmeta.get("error"),
-                "notes": vmeta.get("notes") or [],
+                "runtime": None if vrec is None else vrec.runtime,
+                "status": None if vrec is None else vrec.status,
+                "error": None if vrec is None else vrec.error,
+                "notes": [] if vrec is None else vrec.notes,
                 "distribution": None, "batch_size": 1,
                 "host_gpus": gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
                 "host_cpus": None,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from serve_system.experiment import records
+
 from .corpus import BadInput
 
 RUN = "results/demo/r1"
@@ -41,9 +43,13 @@ def _run(level_json: str | bytes | None = None, manifest: str | None = None,
 
 
 def _plan(levels: list[str]) -> str:
-    return json.dumps({"host": "node-1", "variants": [{"name": "baseline", "levels": [
-        {"id": lid, "mode": "concurrency", "load": int(lid[1:].split("_")[0]), "repetition": 1}
-        for lid in levels]}]})
+    """node-1's plan.json as ``serve-system plan`` writes it: the variant ``baseline`` at ``levels``."""
+    return json.dumps(records.to_json(records.HostPlan(
+        host="node-1", gpus=1, experiment="demo", run_id="r1", variants=[records.VariantPlan(
+            name="baseline", model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
+            levels=[records.LevelPlan(id=lid, mode="concurrency", load=int(lid[1:].split("_")[0]),
+                                      repetition=1, argv=["perf_analyzer"], retry_argv=[]) for lid in levels],
+            input_data=None, perf={})])))
 
 
 def _report(case_id: str, files: dict[str, str | bytes], *expect: str,
@@ -84,6 +90,9 @@ CASES: list[BadInput] = [
                               f"{RUN}/node-1/host.json": json.dumps(
                                   {"host": "node-1", "end": "2026-11-22T05:00:00Z"})}),
             "interrupted run", "node-1/baseline/c16_r1", "-e run_id=r1", "--partial"),
+    _report("report-plan-not-a-host-plan",
+            _run(_level(), **{f"{RUN}/node-1/plan.json": json.dumps({"host": "node-1", "variants": []})}),
+            f"{{tmp}}/{RUN}/node-1/plan.json", "gpus: missing", "plan the run again"),
     _report("report-interrupted-host-never-finished",
             _run(_level(), **{f"{RUN}/node-1/plan.json": _plan(["c8_r1"])}),
             "interrupted run", "node-1/host.json (the host never finished)", "--partial"),

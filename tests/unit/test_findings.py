@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from report_trees import (
@@ -258,11 +259,22 @@ def test_gpu_plots_are_per_gpu_and_the_busiest_gpu_is_kept(tmp_path: Path) -> No
     assert "GPU 11% (busiest 22%)" in (run / "report.md").read_text()
 
 
+def _plan(run: Path, variant: str, levels: list[tuple[str, int]], **extra: Any) -> None:
+    """node-1's plan.json as ``serve-system plan`` writes it: ``variant`` at ``levels`` (id ``c<load>_r<n>``,
+    repetition)."""
+    records.write(run / "node-1" / "plan.json", records.HostPlan(
+        host="node-1", gpus=2, experiment="lab", run_id="r1", **extra,
+        variants=[records.VariantPlan(
+            name=variant, model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
+            levels=[records.LevelPlan(id=lid, mode="concurrency", load=float(lid[1:].split("_")[0]),
+                                      repetition=rep, argv=[], retry_argv=[]) for lid, rep in levels],
+            input_data=None, perf={})]))
+
+
 def test_an_interrupted_run_is_refused_unless_partial(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     run = lab_run(tmp_path / "lab" / "r1")
-    (run / "node-1" / "plan.json").write_text(json.dumps({"variants": [
-        {"name": "dynbatch", "levels": [{"id": "c8_r1"}, {"id": "c16_r1"}]}]}))
+    _plan(run, "dynbatch", [("c8_r1", 1), ("c16_r1", 1)])
     (run / "node-1" / "host.json").write_text(json.dumps({"end": "2026-11-22T05:00:00Z"}))
     with pytest.raises(ServeSystemError, match=r"interrupted run, 1 missing: node-1/dynbatch/c16_r1;"):
         write_report(run)
@@ -278,10 +290,8 @@ def test_an_auto_run_that_decided_early_is_not_interrupted(tmp_path: Path) -> No
     """``repetitions: auto`` plans up to its budget (here 3) and stopped after the first one: the third
     repetition was never asked for. The README main job's report said "Interrupted run" for this."""
     run = lab_run(tmp_path / "lab" / "r1")
-    levels = [{"id": f"c8_r{r}", "repetition": r} for r in (1, 2, 3)]
-    (run / "node-1" / "plan.json").write_text(json.dumps({
-        "adaptive": {"start": 2, "max": 3, "minutes": 1.5},
-        "variants": [{"name": "dynbatch", "levels": levels}]}))
+    _plan(run, "dynbatch", [(f"c8_r{r}", r) for r in (1, 2, 3)],
+          adaptive={"start": 2, "max": 3, "minutes": 1.5})
     (run / "node-1" / "host.json").write_text(json.dumps({"end": "2026-11-22T05:00:00Z"}))
     # c8_r1 is measured (lab_run); c8_r2, one of the first repetitions, is not: that one is missing
     assert runs.missing(run, records.Manifest()) == ["node-1/dynbatch/c8_r2"]

@@ -182,8 +182,8 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     sharded = False
     for hdir in res.host_dirs(run):
-        plan = res.read_json(hdir / records.PLAN_FILE, kind="plan")
-        rec = plan.get("search") if isinstance(plan, dict) else None
+        plan = res.read_plan(hdir)
+        rec = None if plan is None else plan.search
         if not isinstance(rec, dict):
             continue
         shard = rec.get("shard")

@@ -76,27 +76,23 @@ def missing(run: Path, manifest: records.Manifest) -> list[str]:
         if str(h) not in hosts:
             out.append(f"{h}/ (a host of manifest.json without results)")
     for name, hdir in hosts.items():
-        plan = res.read_json(hdir / records.PLAN_FILE, kind="plan")
-        if isinstance(plan, dict):
+        plan = res.read_plan(hdir)
+        if plan is not None:
             if not os.path.lexists(hdir / records.HOST_FILE):
                 out.append(f"{name}/host.json (the host never finished)")
             # a search measures the levels it picks; what it did not pick is not missing
-            adaptive = plan.get("adaptive") if isinstance(plan.get("adaptive"), dict) else None
-            start = int(adaptive.get("start") or 0) if adaptive else None
-            for v in [] if plan.get("search") else plan.get("variants") or []:
-                if not isinstance(v, dict):
-                    continue
-                vdir = hdir / str(v.get("name"))
+            start = int(plan.adaptive.get("start") or 0) if plan.adaptive else None
+            for v in [] if plan.search else plan.variants:
+                vdir = hdir / v.name
                 vrec = res.read_variant(vdir)
                 if vrec is not None and vrec.status in NOT_MEASURED:
                     continue
-                for lv in v.get("levels") or []:
-                    if not isinstance(lv, dict) or records.level_done(vdir / str(lv.get("id"))):
+                for lv in v.levels:
+                    if records.level_done(vdir / lv.id):
                         continue
-                    if start is not None and int(lv.get("repetition") or 0) > start \
-                            and not (vdir / str(lv.get("id"))).exists():
+                    if start is not None and lv.repetition > start and not (vdir / lv.id).exists():
                         continue  # an extra repetition auto did not ask for
-                    out.append(f"{name}/{v.get('name')}/{lv.get('id')}")
+                    out.append(f"{name}/{v.name}/{lv.id}")
         for ldir in sorted(hdir.glob("*/*/")):
             if ldir.is_dir() and not ldir.name.startswith(".") and not ldir.parent.name.startswith(".") \
                     and not records.level_done(ldir) \
@@ -108,8 +104,8 @@ def missing(run: Path, manifest: records.Manifest) -> list[str]:
 def plan_looks(run: Path) -> sequential.Looks | None:
     """The sequential looks of a ``repetitions: auto`` run (every host plans the same), else None."""
     for hdir in res.host_dirs(run):
-        plan = res.read_json(hdir / "plan.json")
-        looks = sequential.looks_of(plan.get("adaptive")) if isinstance(plan, dict) else None
+        plan = res.read_plan(hdir)
+        looks = None if plan is None else sequential.looks_of(plan.adaptive)
         if looks is not None:
             return looks
     return None

@@ -45,8 +45,9 @@ def read(run: Path, manifest: records.Manifest) -> shardmod.Shard | None:
     found = shardmod.from_record(manifest.shard)
     if found is not None:
         return found
-    for plan in sorted(run.glob("*/plan.json")):
-        found = shardmod.from_record((res.read_json(plan) or {}).get("shard"))
+    for path in sorted(run.glob(f"*/{records.PLAN_FILE}")):
+        plan = res.read_plan(path.parent)
+        found = None if plan is None else shardmod.from_record(plan.shard)
         if found is not None:
             return found
     return None

@@ -78,14 +78,6 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def read_json(path: Path, kind: str = "record", fix: str = "") -> Any:
-    """A JSON file of the run folder, through :mod:`safeio` (a regular file, bounded, finite numbers, no
-    link out of its own folder); None when it is missing. Anything else wrong is one line naming it."""
-    if not os.path.lexists(path):
-        return None
-    return safeio.read_json(path, kind=kind, within=path.parent, fix=fix)
-
-
 def _read_text(path: Path) -> str:
     """A raw output file of a level (perf_analyzer's stdout or CSV): "" when missing; a regular file,
     bounded, inside its folder (else one line naming it); bytes that are not UTF-8 replaced."""
@@ -111,6 +103,15 @@ def host_dirs(run: Path, hosts: Collection[str] | None = None) -> list[Path]:
 
 
 _LEVEL_FIX = "re-run the experiment to measure this level again, or delete the level folder"
+
+
+def read_plan(host_dir: Path) -> records.HostPlan | None:
+    """A host folder's plan.json as its record (:class:`records.HostPlan`); None where there is none,
+    one line naming the file and the field where it is not one."""
+    path = host_dir / records.PLAN_FILE
+    if not os.path.lexists(path):
+        return None
+    return records.read(path, records.HostPlan, fix="plan the run again (serve-system plan) or delete it")
 
 
 def read_level(path: Path) -> records.LevelRecord:
@@ -347,8 +348,7 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
     run = Path(run_dir)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for host_dir in host_dirs(run, hosts):
-        plan = _quiet(lambda h=host_dir: read_json(h / records.PLAN_FILE, kind="plan"))
-        gpus = plan.get("gpus") if isinstance(plan, dict) else None
+        plan: records.HostPlan | None = _quiet(lambda h=host_dir: read_plan(h))
         for vdir in subdirs(host_dir):
             vrec: records.VariantRecord | None = _quiet(lambda v=vdir: read_variant(v))
             cfg = vdir / records.CONFIG_FILE
@@ -360,7 +360,7 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
                 "error": None if vrec is None else vrec.error,
                 "notes": [] if vrec is None else vrec.notes,
                 "distribution": None, "batch_size": 1,
-                "host_gpus": gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+                "host_gpus": None if plan is None else plan.gpus,
                 "host_cpus": None,
             }
             for ldir in subdirs(vdir):

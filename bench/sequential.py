@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE / "src"))
 from serve_system.experiment import search
 from serve_system.experiment.spec.models import Budget
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.results import adaptive, searchdecide
+from serve_system.results import adaptive, searchdecide, searchrule
 from serve_system.results import findings as fnd
 from serve_system.results import intervals as iv
 from serve_system.results import sequential as sq
@@ -239,7 +239,7 @@ def halving_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tupl
             row = f"{name}: a tied best dropped"
             for policy, split in ((SHIPPED, True), (PER_COMPARISON, False)):
                 rng = np.random.default_rng(seed)
-                p = {**rec, searchdecide.SPLIT_KEY: split}
+                p = {**rec, searchrule.SPLIT_KEY: split}
                 _cell(cells, row, policy, (sum(halving_run(rng, p, cv, drift) for _ in range(runs)), runs))
             targets.append(error_target(f"halving, CV {cv * 100:g} %, {row}", cells[row][SHIPPED]))
         lines += _table(f"### CV {cv * 100:g} %", cells)

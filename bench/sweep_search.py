@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from playbook_run import HERE, run_playbook, write
 
-from serve_system.results import searchdecide
+from serve_system.results import searchdecide, searchrule
 
 AT = 8.0
 
@@ -93,13 +93,13 @@ def split(wall: float, rows: list[dict[str, Any]]) -> str:
     return f"{measured:.0f} s measuring, {rest:.0f} s around the measurements{per}"
 
 
-def pick(results: Path, run_id: str, host: str, rows: list[dict[str, Any]]) -> searchdecide.Outcome:
+def pick(results: Path, run_id: str, host: str, rows: list[dict[str, Any]]) -> searchrule.Outcome:
     """The search's outcome (its winner, or its tie), replayed from the run's records."""
     plan = json.loads((results / "mnist_cpu_sweep" / run_id / host / "plan.json").read_text())
     return searchdecide.step(plan["search"], [r for r in rows if r["host"] == host])
 
 
-def fate(out: searchdecide.Outcome, name: str) -> str:
+def fate(out: searchrule.Outcome, name: str) -> str:
     """What the search made of ``name`` (the brute force's best): the winner, in the tie, dropped (when,
     why) or never measured. The brute force measures each candidate once, so its best is itself one
     noisy measurement: a search's tie that holds it has not missed it."""

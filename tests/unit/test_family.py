@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_system.results import adaptive, best, searchdecide
+from serve_system.results import adaptive, best, searchdecide, searchrule
 from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
 from serve_system.results import sequential as sq
@@ -111,16 +111,16 @@ def test_a_looks_information_counts_both_sides() -> None:
 def test_halving_splits_its_five_percent_over_the_pairs_it_can_rank() -> None:
     rungs = [{"repetitions": [1, 2]}, {"repetitions": [3, 4]}, {"repetitions": [5, 6]}]
     rec = {"rungs": rungs, "budget": {"runs": 100}}
-    assert searchdecide.pairs(28) == 756
+    assert searchrule.pairs(28) == 756
     # 28 ranked: rungs 2 and 3 could rank 14 and 7 within 100 runs (56 + 28 + 14 = 98)
-    assert searchdecide.reachable(rec, 1, 28, 56) == [14, 7]
-    assert searchdecide.rung_share(rec, 1, 28, 56, 0.05) == pytest.approx(0.05 * 756 / (756 + 182 + 42))
+    assert searchrule.reachable(rec, 1, 28, 56) == [14, 7]
+    assert searchrule.rung_share(rec, 1, 28, 56, 0.05) == pytest.approx(0.05 * 756 / (756 + 182 + 42))
     # a budget that no later rung fits: the first spends it all
-    assert searchdecide.rung_share({**rec, "budget": {"runs": 60}}, 1, 28, 56, 0.05) == pytest.approx(0.05)
-    assert searchdecide.rung_share(rec, 3, 1, 98, 0.01) == 0.0
-    assert searchdecide.drop_quantile(5, 0.01) == pytest.approx(1 - 0.01 / 20)
-    assert searchdecide.drop_quantile(5, 0.01, split=False) == pytest.approx(1 - 0.01 / 4)
-    assert searchdecide.rung_family_level({"rungs": rungs}) == pytest.approx(0.05 / 3)
+    assert searchrule.rung_share({**rec, "budget": {"runs": 60}}, 1, 28, 56, 0.05) == pytest.approx(0.05)
+    assert searchrule.rung_share(rec, 3, 1, 98, 0.01) == 0.0
+    assert searchrule.drop_quantile(5, 0.01) == pytest.approx(1 - 0.01 / 20)
+    assert searchrule.drop_quantile(5, 0.01, split=False) == pytest.approx(1 - 0.01 / 4)
+    assert searchrule.rung_family_level({"rungs": rungs}) == pytest.approx(0.05 / 3)
 
 
 def _search(rec: dict[str, object], rng: np.random.Generator) -> bool:
@@ -145,7 +145,7 @@ def test_halving_drops_a_tied_best_rarely_over_the_whole_search() -> None:
            "rungs": [{"repetitions": [1, 2], "window_ms": 500}, {"repetitions": [3, 4], "window_ms": 1000},
                      {"repetitions": [5, 6], "window_ms": 2000}]}
     shipped = sum(_search(rec, np.random.default_rng(i)) for i in range(150))
-    before = sum(_search({**rec, searchdecide.SPLIT_KEY: False}, np.random.default_rng(i))
+    before = sum(_search({**rec, searchrule.SPLIT_KEY: False}, np.random.default_rng(i))
                  for i in range(150))
     assert (shipped, before) == (0, 21)
 

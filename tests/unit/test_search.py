@@ -19,7 +19,7 @@ from opened_files import watched
 from serve_system.cli import main
 from serve_system.experiment import search
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.results import searchdecide, searchview
+from serve_system.results import searchdecide, searchreport, searchrule, searchview
 
 INSTANCES = [24, 12, 5, 4]
 DELAYS = [100, 150, 200, 500, 1000, 2000, 4000]
@@ -78,7 +78,7 @@ def row(name: str, rep: int, true: float, seed: int = 1, cv: float = 0.03, **ext
 
 
 def run(rec: dict[str, Any], truth: Any = surface, rows: list[dict[str, Any]] | None = None,
-        stop_after: int | None = None, **kw: Any) -> tuple[searchdecide.Outcome, list[dict[str, Any]],
+        stop_after: int | None = None, **kw: Any) -> tuple[searchrule.Outcome, list[dict[str, Any]],
                                                          list[list[tuple[str, int]]]]:
     """Measure what the search asks until it decides (or ``stop_after`` measurements: an interruption);
     returns its outcome, every row and each batch's (candidate, repetition) pairs."""
@@ -188,7 +188,7 @@ def test_halving_with_two_repetitions_drops_by_the_pooled_spread(tmp_path: Path)
     pool = iv.pooled(first.values())
     assert pool.df == 28
     leader = max(first, key=lambda n: sum(first[n]))
-    q = searchdecide.drop_quantile(28, searchdecide.rung_share(rec, 1, 28, 56, 0.05))
+    q = searchrule.drop_quantile(28, searchrule.rung_share(rec, 1, 28, 56, 0.05))
     dropped = [e.name for e in out.path if e.dropped == 1]
     assert len(dropped) >= 5 and all(gentle(n) < gentle(leader) for n in dropped)
     for n in dropped:  # worse by more than the smallest effect (5 %), at the rung's share
@@ -199,7 +199,7 @@ def test_halving_with_two_repetitions_drops_by_the_pooled_spread(tmp_path: Path)
     assert best_name() in ([out.winner] if out.winner else out.tie), out.text
     every = [[r["throughput"] for r in rows if r["variant"] == n] for n in first]
     assert f"df = {iv.pooled(every).df};" in out.rule  # the standing: every measurement pooled
-    assert out.rule in searchdecide.markdown("h", rec, out)
+    assert out.rule in searchreport.markdown("h", rec, out)
 
 
 def test_halving_drops_a_candidate_tied_for_the_best_at_most_5_in_100(tmp_path: Path) -> None:
@@ -246,7 +246,7 @@ def test_a_candidate_with_a_far_larger_spread_is_judged_by_welch(tmp_path: Path)
     pool = iv.pooled(samples.values())
     test = iv.spread_test(samples[wild], pool)
     assert test is not None and test.larger
-    q = searchdecide.drop_quantile(28, searchdecide.rung_share(rec, 1, 28, 56, 0.05))
+    q = searchrule.drop_quantile(28, searchrule.rung_share(rec, 1, 28, 56, 0.05))
     pooled = iv.effect_pooled(samples[leader], samples[wild], pool, q)
     assert pooled.high is not None and pooled.high < -0.05 / 1.05  # the pool alone would have dropped it
     assert sum(e.dropped == 1 for e in out.path) >= 5
@@ -277,7 +277,7 @@ def test_halving_on_a_latency_drops_the_decidedly_slower(tmp_path: Path) -> None
     assert wide == {"i24_d150"}
     # the rung's share of the search's 5 % (over its 28 x 27 ordered pairs and the later rung's), and
     # slower by more than the smallest effect (5 %)
-    q = searchdecide.drop_quantile(28, searchdecide.rung_share(rec, 1, 28, 56, 0.05))
+    q = searchrule.drop_quantile(28, searchrule.rung_share(rec, 1, 28, 56, 0.05))
     for n in slower:
         e = iv.effect_pooled(samples[leader], samples[n], pool, q)
         assert e.low is not None and (n in dropped) == (e.low > 0.05 and n not in wide), (n, e)
@@ -541,7 +541,7 @@ def sharded_record(tmp: Path, reference: str, hosts: list[str], best_on: str,
 
 
 def run_sharded(rec: dict[str, Any], seed: int = 1, cv: float = 0.03) -> tuple[
-        searchdecide.Outcome, list[dict[str, Any]], list[dict[str, list[tuple[str, int]]]]]:
+        searchrule.Outcome, list[dict[str, Any]], list[dict[str, list[tuple[str, int]]]]]:
     """As :func:`run`, each host measuring its share of every batch (the reference: every host), its
     measurements scaled by the host's speed; returns each batch's asks per host."""
     shard = rec["shard"]

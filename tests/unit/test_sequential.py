@@ -98,7 +98,7 @@ def test_looks_levels_widen_early_and_none_is_the_fixed_interval() -> None:
 
 
 def test_halving_splits_its_level_over_the_rungs() -> None:
-    from serve_system.results import searchdecide as search
+    from serve_system.results import searchrule as search
 
     rec = {"rungs": [{}, {}, {}]}
     assert search.rung_family_level(rec) == pytest.approx(0.05 / 3)

@@ -34,6 +34,7 @@ from . import searchdecide as search
 from . import sequential, tree
 from .claim import Finding
 from .runs import read_manifest
+from .searchrule import Outcome
 
 
 def undecided_variants(found: list[Finding]) -> set[str]:
@@ -192,7 +193,7 @@ KEPT = ".decide"
 @dataclass
 class KeptStep:
     """A sharded search's next batch as decided on the records in one state (what :func:`search_round`
-    uses of :class:`~serve_system.results.searchdecide.Outcome`)."""
+    uses of :class:`~serve_system.results.searchrule.Outcome`)."""
 
     #: :func:`tree.records_state` of the records it was decided on
     records: str
@@ -204,7 +205,7 @@ class KeptStep:
     minutes: float
 
 
-def shared_step(run_dir: Path, rec: dict[str, Any]) -> search.Outcome:
+def shared_step(run_dir: Path, rec: dict[str, Any]) -> Outcome:
     """A sharded search's next batch, decided on every host's records once per state of them.
 
     Every host's ``decide`` asks it each round: the first reads all the records and keeps the outcome
@@ -222,7 +223,7 @@ def shared_step(run_dir: Path, rec: dict[str, Any]) -> search.Outcome:
         state = tree.records_state(run_dir)
         kept = _read_kept(path)
         if kept is not None and kept.records == state:
-            return search.Outcome(decided=kept.decided, text=kept.text, variants=kept.variants,
+            return Outcome(decided=kept.decided, text=kept.text, variants=kept.variants,
                                   repetitions=kept.repetitions, runs=kept.runs, minutes=kept.minutes)
         out = search.step(rec, tree.collect(run_dir))
         if _ours(folder, stat.S_ISDIR, missing_ok=True) and _ours(path, stat.S_ISREG, missing_ok=True):

@@ -176,8 +176,9 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
 
 def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     """``## Search``: per host that searched (halving, optuna), the search path and the winner or the
-    tie (:func:`serve_system.results.searchdecide.markdown`); nothing for a grid."""
+    tie (:func:`serve_system.results.searchreport.markdown`); nothing for a grid."""
     from . import searchdecide as search  # optuna's study is rebuilt only for a run that used it
+    from .searchreport import markdown
 
     lines: list[str] = []
     sharded = False
@@ -193,7 +194,7 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
         host_rows = rows if shard else [r for r in rows if r["host"] == hdir.name]
         title = f"sharded over {len(shard['hosts'])} hosts" if shard else hdir.name
         try:
-            lines += search.markdown(title, rec, search.step(rec, host_rows))
+            lines += markdown(title, rec, search.step(rec, host_rows))
         except (KeyError, TypeError, ValueError) as exc:
             raise ServeSystemError(f"{hdir / 'plan.json'}: search: unreadable ({exc!r}): re-plan the run "
                                    "(serve-system plan)") from None

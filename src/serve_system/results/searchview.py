@@ -1,5 +1,6 @@
-"""A search's measurements at its load level, as its decisions read them (:mod:`.searchdecide`): one
-host's, or a sharded search's over all its hosts (a candidate read relative to its host's reference)."""
+"""A search's measurements at its load level, as its decisions read them (:mod:`.searchrule`,
+:mod:`.searchhalving`, :mod:`.searchoptuna`): one host's, or a sharded search's over all its hosts (a
+candidate read relative to its host's reference)."""
 
 from __future__ import annotations
 

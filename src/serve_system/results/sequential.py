@@ -40,7 +40,7 @@ measured again) is a look of its own and spends its share, where the smaller n a
 judged it again at the same boundary.
 
 Halving's drops are not split here any more: the search's 5 % is split over the pairs each rung
-ranks (:func:`serve_system.results.searchdecide.rung_share`); :func:`rung_level` (5 % over the
+ranks (:func:`serve_system.results.searchrule.rung_share`); :func:`rung_level` (5 % over the
 planned rungs) is the level the end's tie is read at, and the rule before.
 
 Pure functions; numpy and scipy.special only (scipy.stats takes half a second to import, scipy.optimize

@@ -20,7 +20,7 @@ from report_trees import NB, SPREAD, lab_run, manifest, scaled
 
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
-from serve_system.results import classcmp
+from serve_system.results import classcmp, classnodes, classstats, classwrite
 
 HEALTHY = {"c11-01": 1.0, "c11-02": 0.98, "c11-03": 1.02, "c11-04": 1.01}
 FAULTY = {"c11-13": 0.35}
@@ -116,7 +116,7 @@ def test_a_healthy_class_names_no_outlier(tmp_path: Path) -> None:
     assert thr["n"] == 4 and thr["cv"] == pytest.approx(0.0171, abs=0.001)  # speeds 0.98 .. 1.02
     assert thr["min"] == pytest.approx(_notebook_throughput("notebook_05.txt") * 0.98, abs=0.01)
     out = tmp_path / "o"
-    classcmp.write(result, out)
+    classwrite.write(result, out)
     md = (out / "class.md").read_text()
     assert ("## Suspect nodes\n\nA node that is an outlier (in any metric) in more than half of the variants "
             "it measured.\n\nNone.") in md
@@ -135,7 +135,7 @@ def test_an_outlier_in_one_variant_is_named_but_not_suspect(tmp_path: Path) -> N
     assert {(o.node, o.variant, o.load, o.metric) for o in result["outliers"]} == {
         ("c11-04", "dynbatch", 8.0, "throughput"), ("c11-04", "dynbatch", 8.0, "latency_avg_us")}
     out = tmp_path / "o"
-    classcmp.write(result, out)
+    classwrite.write(result, out)
     t = _notebook_throughput("notebook_05.txt")
     assert (f"- `dynbatch` at concurrency 8, throughput: c11-04: {t * 0.606:.1f}/s vs class median "
             f"{t * 0.99:.1f}/s") in (out / "class.md").read_text()
@@ -155,7 +155,7 @@ def test_findings_pooled_with_each_node_a_repetition(tmp_path: Path) -> None:
     assert result["node_verdicts"][DYNB] == dict.fromkeys([*HEALTHY, *FAULTY], "held")
     assert set(result["node_verdicts"][INST].values()) == {"did not hold"}
     out = tmp_path / "o"
-    classcmp.write(result, out)
+    classwrite.write(result, out)
     md = (out / "class.md").read_text()
     assert ("- **Dynamic batching raises the average batch and throughput at the same load**: **held** "
             "(pooled over 4 nodes). 5 of 5 nodes saw it hold on their own.") in md
@@ -167,7 +167,7 @@ def test_pooling_the_faulty_node_widens_the_intervals(tmp_path: Path) -> None:
     """Why suspects are left out: with c11-13 as a sixth repetition the same class's dynamic batching
     claim is undecided (its 0.35 speed swamps the +50 %)."""
     run = class_run(tmp_path, {**HEALTHY, **FAULTY})
-    nodes, man = classcmp.read_nodes([run])
+    nodes, man = classnodes.read_nodes([run])
     pooled, _ = classcmp.pooled_findings(nodes, man)
     assert next(f for f in pooled if f.key == DYNB).verdict == "inconclusive"
 
@@ -184,22 +184,23 @@ def test_one_run_folder_per_student(tmp_path: Path, capsys) -> None:  # type: ig
     assert [s["node"] for s in doc["suspects"]] == ["dave/node-1"]
     # and a run with several hosts beside single-host runs
     more = class_run(tmp_path, {"c11-01": 1.0, "c11-02": 1.01}, run_id="lab2")
-    nodes, _ = classcmp.read_nodes([*runs, more])
+    nodes, _ = classnodes.read_nodes([*runs, more])
     assert [n.label for n in nodes][-2:] == ["c11-01", "c11-02"] and len(nodes) == 6
 
 
 def test_outlier_rule() -> None:
     # identical nodes but one: the MAD is zero, the odd one is named (beyond the smallest effect)
-    assert classcmp.outliers({"a": 100.0, "b": 100.0, "c": 100.0, "d": 80.0}, 0.05) == {"d": float("-inf")}
+    assert classstats.outliers({"a": 100.0, "b": 100.0, "c": 100.0, "d": 80.0}, 0.05) == {"d": float("-inf")}
     # within the smallest effect of interest: not named, however small the spread
-    assert classcmp.outliers({"a": 100.0, "b": 100.0, "c": 100.0, "d": 97.0}, 0.05) == {}
+    assert classstats.outliers({"a": 100.0, "b": 100.0, "c": 100.0, "d": 97.0}, 0.05) == {}
     # two nodes: nothing to tell which one is odd
-    assert classcmp.outliers({"a": 100.0, "b": 40.0}, 0.05) == {}
+    assert classstats.outliers({"a": 100.0, "b": 40.0}, 0.05) == {}
     # three: the lab's example; and the same with the odd one healthy
-    got = classcmp.outliers({"c11-01": 118.0, "c11-02": 110.0, "c11-13": 41.0, "c11-04": 124.0}, 0.05)
+    got = classstats.outliers({"c11-01": 118.0, "c11-02": 110.0, "c11-13": 41.0, "c11-04": 124.0}, 0.05)
     assert list(got) == ["c11-13"] and got["c11-13"] < -3.5
-    assert classcmp.outliers({"c11-01": 118.0, "c11-02": 110.0, "c11-13": 121.0, "c11-04": 124.0}, 0.05) == {}
-    s = classcmp.cell_stats({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "e": 100.0})
+    assert classstats.outliers({"c11-01": 118.0, "c11-02": 110.0, "c11-13": 121.0, "c11-04": 124.0},
+                               0.05) == {}
+    s = classstats.cell_stats({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "e": 100.0})
     assert (s["median"], s["q1"], s["q3"], s["min"], s["max"], s["mad"]) == (3.0, 2.0, 4.0, 1.0, 100.0, 1.0)
 
 
@@ -259,7 +260,7 @@ def test_load_filter(tmp_path: Path) -> None:
     assert {c["load"] for c in result["cells"]} == {8.0}
     # the claims still see every load: the queue delay compares concurrency 1 with 16
     assert next(f for f in result["findings"] if f.key == QUEUE).verdict == "held"
-    classcmp.write(result, tmp_path / "o")
+    classwrite.write(result, tmp_path / "o")
     assert "keep only load 8 (--load)" in (tmp_path / "o" / "class.md").read_text()
     with pytest.raises(ServeSystemError, match="--load 3: no node measured this load"):
         classcmp.compare_class([run], loads=[3])
@@ -275,5 +276,5 @@ def test_a_variant_set_up_differently_is_said(tmp_path: Path) -> None:
     want = ("`dynbatch` was set up differently on c11-03 than on c11-01; the pooled findings use "
             "c11-01's set-up")
     assert result["setup_notes"] == [want]
-    classcmp.write(result, tmp_path / "o")
+    classwrite.write(result, tmp_path / "o")
     assert "- Note: `dynbatch` was set up differently on c11-03" in (tmp_path / "o" / "class.md").read_text()

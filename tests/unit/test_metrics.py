@@ -11,7 +11,7 @@ import pytest
 from serve_system import metrics
 from serve_system.experiment import perf
 from serve_system.experiment.spec.models import Objective, json_schema
-from serve_system.results import classcmp, findings, intervals, tree
+from serve_system.results import classmd, findings, intervals, tree
 from serve_system.results.intervals import Effect
 
 
@@ -29,9 +29,9 @@ def test_the_results_rows_and_findings_carry_the_tables_metrics() -> None:
     assert [c for c in tree.COLUMNS if c in metrics.BY_NAME] == row_metrics
     assert tree.STAT_METRICS == ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us")
     assert set(findings.METRICS) <= set(row_metrics)
-    assert classcmp.METRIC_NAMES["p95_us"] == "p95 (ms)"
-    assert classcmp.METRIC_NAMES["throughput"] == "throughput (/s)"
-    assert classcmp.SHORT["latency_avg_us"] == "avg latency"
+    assert classmd.METRIC_NAMES["p95_us"] == "p95 (ms)"
+    assert classmd.METRIC_NAMES["throughput"] == "throughput (/s)"
+    assert classmd.SHORT["latency_avg_us"] == "avg latency"
 
 
 def test_the_specs_metric_type_is_the_tables_objective_metrics() -> None:

@@ -64,25 +64,26 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _class(args: argparse.Namespace) -> int:
-    from ..results import classcmp
+    from ..results import classcmp, classwrite
+    from ..results.classmd import outlier_text
 
     if args.csv is not None:
         raise UsageError(f"--csv {args.csv}: with --class the CSV is class.csv in the --out folder; "
                          "leave --csv out")
-    out = args.out if args.out is not None else classcmp.default_out(args.run_dirs)
-    classcmp.check_out(out, args.run_dirs, args.force)
+    out = args.out if args.out is not None else classwrite.default_out(args.run_dirs)
+    classwrite.check_out(out, args.run_dirs, args.force)
     result = classcmp.compare_class(args.run_dirs, args.load or None, args.partial)
-    written = classcmp.write(result, out)
+    written = classwrite.write(result, out)
     echo(f"{len(result['nodes'])} nodes, {len(result['cells'])} cell(s) -> {out / 'class.md'} "
-         f"({len(written) - len(classcmp.FILES)} box plot(s))")
+         f"({len(written) - len(classwrite.FILES)} box plot(s))")
     for s in result["suspects"]:
         o = s["outliers"][0]
         echo(f"suspect node {s['node']}: outlier in {len(s['outlying_variants'])} of {s['variants']} "
-             f"variants, e.g. {o.variant} {o.mode} {o.load:g} {o.metric}: {o.text()}")
+             f"variants, e.g. {o.variant} {o.mode} {o.load:g} {o.metric}: {outlier_text(o)}")
     suspects = {s["node"] for s in result["suspects"]}
     for o in result["outliers"]:
         if o.node not in suspects:
-            echo(f"outlier: {o.variant} {o.mode} {o.load:g} {o.metric}: {o.text()}")
+            echo(f"outlier: {o.variant} {o.mode} {o.load:g} {o.metric}: {outlier_text(o)}")
     for f in result["findings"]:
         held = sum(v == "held" for v in result["node_verdicts"].get(f.key, {}).values())
         echo(f"finding: {f.claim}: {f.verdict} (pooled over {len(result['pooled_nodes'])} nodes; "

@@ -73,12 +73,12 @@ def test_the_faulty_node_is_named_once_with_its_numbers(tmp_path: Path,
     assert main(["compare", "--class", str(run), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     result = classcmp.compare_class([run])
-    assert [s["node"] for s in result["suspects"]] == ["c11-13"]
-    assert {o.node for o in result["outliers"]} == {"c11-13"}
+    assert [s.node for s in result.suspects] == ["c11-13"]
+    assert {o.node for o in result.outliers} == {"c11-13"}
     # every variant, and in each cell both metrics the notebook printed
-    assert result["suspects"][0]["outlying_variants"] == ["baseline", "dynbatch", "gpus01_2x2", "gpus01_4x2",
+    assert result.suspects[0].outlying_variants == ["baseline", "dynbatch", "gpus01_2x2", "gpus01_4x2",
                                                           "onnx"]
-    assert len(result["outliers"]) == 14
+    assert len(result.outliers) == 14
     # the numbers: the notebook's baseline at concurrency 1 (51.549/s) at each node's speed; the class
     # median is the 1.00 node's, the quartiles the 0.98 and 1.01 nodes'
     t = _notebook_throughput("notebook_01.txt")
@@ -110,11 +110,10 @@ def test_the_faulty_node_is_named_once_with_its_numbers(tmp_path: Path,
 def test_a_healthy_class_names_no_outlier(tmp_path: Path) -> None:
     run = class_run(tmp_path, HEALTHY)
     result = classcmp.compare_class([run])
-    assert result["outliers"] == [] and result["suspects"] == [] and result["left_out"] == []
-    thr = next(c for c in result["cells"] if (c["variant"], c["load"], c["metric"]) ==
-               ("dynbatch", 8.0, "throughput"))
-    assert thr["n"] == 4 and thr["cv"] == pytest.approx(0.0171, abs=0.001)  # speeds 0.98 .. 1.02
-    assert thr["min"] == pytest.approx(_notebook_throughput("notebook_05.txt") * 0.98, abs=0.01)
+    assert result.outliers == [] and result.suspects == [] and result.left_out == []
+    thr = next(c for c in result.cells if (c.variant, c.load, c.metric) == ("dynbatch", 8.0, "throughput"))
+    assert thr.n == 4 and thr.cv == pytest.approx(0.0171, abs=0.001)  # speeds 0.98 .. 1.02
+    assert thr.min == pytest.approx(_notebook_throughput("notebook_05.txt") * 0.98, abs=0.01)
     out = tmp_path / "o"
     classwrite.write(result, out)
     md = (out / "class.md").read_text()
@@ -131,8 +130,8 @@ def test_an_outlier_in_one_variant_is_named_but_not_suspect(tmp_path: Path) -> N
         (run / "c11-04" / "dynbatch" / f"c8_r{r}" / "perf.stdout").write_text(
             scaled((NB / "notebook_05.txt").read_text(), 1.01 * s * 0.6))
     result = classcmp.compare_class([run])
-    assert result["suspects"] == []
-    assert {(o.node, o.variant, o.load, o.metric) for o in result["outliers"]} == {
+    assert result.suspects == []
+    assert {(o.node, o.variant, o.load, o.metric) for o in result.outliers} == {
         ("c11-04", "dynbatch", 8.0, "throughput"), ("c11-04", "dynbatch", 8.0, "latency_avg_us")}
     out = tmp_path / "o"
     classwrite.write(result, out)
@@ -144,16 +143,16 @@ def test_an_outlier_in_one_variant_is_named_but_not_suspect(tmp_path: Path) -> N
 def test_findings_pooled_with_each_node_a_repetition(tmp_path: Path) -> None:
     run = class_run(tmp_path, {**HEALTHY, **FAULTY})
     result = classcmp.compare_class([run])
-    verdicts = {f.key: f.verdict for f in result["findings"]}
+    verdicts = {f.key: f.verdict for f in result.findings}
     assert verdicts == {QUEUE: "held", DYNB: "held", INST: "did not hold", POIS: "not measurable here",
                         ONNX: "held", BEST: "held"}
     # pooled over the four healthy nodes: n counts nodes
-    assert result["pooled_nodes"] == list(HEALTHY) and result["left_out"] == ["c11-13"]
-    dyn = next(f for f in result["findings"] if f.key == DYNB)
+    assert result.pooled_nodes == list(HEALTHY) and result.left_out == ["c11-13"]
+    dyn = next(f for f in result.findings if f.key == DYNB)
     assert "n = 4 per side" in dyn.detail and dyn.evidence[0]["throughput_effect"]["n"] == [4, 4]
     # each node's own run (three repetitions) decides the same; the faulty node's ratios hold too
-    assert result["node_verdicts"][DYNB] == dict.fromkeys([*HEALTHY, *FAULTY], "held")
-    assert set(result["node_verdicts"][INST].values()) == {"did not hold"}
+    assert result.node_verdicts[DYNB] == dict.fromkeys([*HEALTHY, *FAULTY], "held")
+    assert set(result.node_verdicts[INST].values()) == {"did not hold"}
     out = tmp_path / "o"
     classwrite.write(result, out)
     md = (out / "class.md").read_text()
@@ -201,7 +200,7 @@ def test_outlier_rule() -> None:
     assert classstats.outliers({"c11-01": 118.0, "c11-02": 110.0, "c11-13": 121.0, "c11-04": 124.0},
                                0.05) == {}
     s = classstats.cell_stats({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "e": 100.0})
-    assert (s["median"], s["q1"], s["q3"], s["min"], s["max"], s["mad"]) == (3.0, 2.0, 4.0, 1.0, 100.0, 1.0)
+    assert (s.median, s.q1, s.q3, s.min, s.max, s.mad) == (3.0, 2.0, 4.0, 1.0, 100.0, 1.0)
 
 
 # -- bad input: one line, non-zero, nothing written ------------------------------------------
@@ -257,9 +256,9 @@ def test_bad_input_is_refused_in_one_line(tmp_path: Path, capsys) -> None:  # ty
 def test_load_filter(tmp_path: Path) -> None:
     run = class_run(tmp_path, HEALTHY)
     result = classcmp.compare_class([run], loads=[8])
-    assert {c["load"] for c in result["cells"]} == {8.0}
+    assert {c.load for c in result.cells} == {8.0}
     # the claims still see every load: the queue delay compares concurrency 1 with 16
-    assert next(f for f in result["findings"] if f.key == QUEUE).verdict == "held"
+    assert next(f for f in result.findings if f.key == QUEUE).verdict == "held"
     classwrite.write(result, tmp_path / "o")
     assert "keep only load 8 (--load)" in (tmp_path / "o" / "class.md").read_text()
     with pytest.raises(ServeSystemError, match="--load 3: no node measured this load"):
@@ -275,6 +274,6 @@ def test_a_variant_set_up_differently_is_said(tmp_path: Path) -> None:
     result = classcmp.compare_class([run])
     want = ("`dynbatch` was set up differently on c11-03 than on c11-01; the pooled findings use "
             "c11-01's set-up")
-    assert result["setup_notes"] == [want]
+    assert result.setup_notes == [want]
     classwrite.write(result, tmp_path / "o")
     assert "- Note: `dynbatch` was set up differently on c11-03" in (tmp_path / "o" / "class.md").read_text()

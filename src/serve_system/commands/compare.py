@@ -74,18 +74,18 @@ def _class(args: argparse.Namespace) -> int:
     classwrite.check_out(out, args.run_dirs, args.force)
     result = classcmp.compare_class(args.run_dirs, args.load or None, args.partial)
     written = classwrite.write(result, out)
-    echo(f"{len(result['nodes'])} nodes, {len(result['cells'])} cell(s) -> {out / 'class.md'} "
+    echo(f"{len(result.nodes)} nodes, {len(result.cells)} cell(s) -> {out / 'class.md'} "
          f"({len(written) - len(classwrite.FILES)} box plot(s))")
-    for s in result["suspects"]:
-        o = s["outliers"][0]
-        echo(f"suspect node {s['node']}: outlier in {len(s['outlying_variants'])} of {s['variants']} "
+    for s in result.suspects:
+        o = s.outliers[0]
+        echo(f"suspect node {s.node}: outlier in {len(s.outlying_variants)} of {s.variants} "
              f"variants, e.g. {o.variant} {o.mode} {o.load:g} {o.metric}: {outlier_text(o)}")
-    suspects = {s["node"] for s in result["suspects"]}
-    for o in result["outliers"]:
+    suspects = {s.node for s in result.suspects}
+    for o in result.outliers:
         if o.node not in suspects:
             echo(f"outlier: {o.variant} {o.mode} {o.load:g} {o.metric}: {outlier_text(o)}")
-    for f in result["findings"]:
-        held = sum(v == "held" for v in result["node_verdicts"].get(f.key, {}).values())
-        echo(f"finding: {f.claim}: {f.verdict} (pooled over {len(result['pooled_nodes'])} nodes; "
-             f"held on {held} of {len(result['nodes'])} on their own)")
+    for f in result.findings:
+        held = sum(v == "held" for v in result.node_verdicts.get(f.key, {}).values())
+        echo(f"finding: {f.claim}: {f.verdict} (pooled over {len(result.pooled_nodes)} nodes; "
+             f"held on {held} of {len(result.nodes)} on their own)")
     return 0

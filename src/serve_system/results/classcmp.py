@@ -27,6 +27,8 @@ The parts: :mod:`.classnodes` (the input), :mod:`.classstats` (across nodes, out
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +37,82 @@ from ..experiment import records
 from . import findings as fnd
 from .claim import Finding
 from .classnodes import Node, read_nodes
-from .classstats import Outlier, cell_stats, cells, outliers
+from .classstats import CellStats, Outlier, cell_stats, cells, outliers
 from .status import Status
 
 #: the host name the pooled findings speak of
 POOL = "all nodes"
 
 
+@dataclass(frozen=True)
+class NodeRef:
+    """A node as the class report names it: its label, host, run id and run folder."""
+
+    node: str
+    host: str
+    run_id: str
+    run: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (variant, load) and metric across the nodes: its statistics (:class:`CellStats`), the
+    outlying nodes and every node's value (a row of class.csv; class.json keeps the fields in this
+    order)."""
+
+    variant: str
+    mode: str
+    load: float
+    metric: str
+    n: int
+    median: float
+    q1: float
+    q3: float
+    min: float
+    max: float
+    mean: float
+    cv: float | None
+    mad: float
+    outliers: list[str]
+    values: dict[str, float]
+
+    @classmethod
+    def of(cls, variant: str, mode: str, load: float, metric: str, s: CellStats, outliers: list[str],
+           values: dict[str, float]) -> Cell:
+        return cls(variant, mode, load, metric, **dataclasses.asdict(s), outliers=outliers, values=values)
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """A node that is an outlier in more than half of the variants it measured."""
+
+    node: str
+    variants: int
+    outlying_variants: list[str]
+    outliers: list[Outlier]
+
+
+@dataclass
+class ClassResult:
+    """The whole class comparison (:func:`compare_class`)."""
+
+    experiment: str | None
+    smallest_effect: float
+    loads: list[float] | None
+    nodes: list[NodeRef]
+    cells: list[Cell]
+    outliers: list[Outlier]
+    suspects: list[Suspect]
+    findings: list[Finding]
+    pooled_nodes: list[str]
+    left_out: list[str]
+    #: claim key -> node label -> the verdict of the node's own run
+    node_verdicts: dict[str, dict[str, str]]
+    setup_notes: list[str]
+
+
 def compare_class(run_dirs: list[Path], loads: list[float] | None = None,
-                  partial: bool = False) -> dict[str, Any]:
+                  partial: bool = False) -> ClassResult:
     """The whole class comparison (nothing written): nodes, per-cell statistics and outliers,
     suspect nodes, pooled findings with the per-node tallies."""
     nodes, manifest = read_nodes(run_dirs, partial)
@@ -52,34 +121,31 @@ def compare_class(run_dirs: list[Path], loads: list[float] | None = None,
     if not table:
         raise ServeSystemError(f"--load {', '.join(f'{x:g}' for x in loads or [])}: no node measured this "
                                "load; leave --load out or give a load the runs measured")
-    stats_rows: list[dict[str, Any]] = []
+    stats_rows: list[Cell] = []
     found: list[Outlier] = []
     for (v, mode, load), by_metric in table.items():
         for metric, values in by_metric.items():
             s = cell_stats(values)
             out = outliers(values, smallest)
             for node, z in out.items():
-                found.append(Outlier(node, v, mode, load, metric, values[node], s["median"], s["q1"], s["q3"],
-                                     z))
-            stats_rows.append({"variant": v, "mode": mode, "load": load, "metric": metric, **s,
-                               "outliers": sorted(out), "values": values})
+                found.append(Outlier(node, v, mode, load, metric, values[node], s.median, s.q1, s.q3, z))
+            stats_rows.append(Cell.of(v, mode, load, metric, s, sorted(out), values))
     suspects = _suspects(nodes, table, found)
-    left_out = [s["node"] for s in suspects]
+    left_out = [s.node for s in suspects]
     pool = [n for n in nodes if n.label not in left_out]
     if len(pool) < 2:  # a class of suspects: pool them all rather than nothing
         pool, left_out = nodes, []
     pooled, _ = pooled_findings(pool, manifest)
     _, per_node = pooled_findings(nodes, manifest, pooled=False)
-    return {"experiment": manifest.experiment, "smallest_effect": smallest, "loads": loads or None,
-            "nodes": [{"node": n.label, "host": n.host, "run_id": n.run_id, "run": str(n.run)}
-                      for n in nodes],
-            "cells": stats_rows, "outliers": found, "suspects": suspects, "findings": pooled,
-            "pooled_nodes": [n.label for n in pool], "left_out": left_out, "node_verdicts": per_node,
-            "setup_notes": _setup_notes(nodes)}
+    return ClassResult(experiment=manifest.experiment, smallest_effect=smallest, loads=loads or None,
+                       nodes=[NodeRef(n.label, n.host, n.run_id, str(n.run)) for n in nodes],
+                       cells=stats_rows, outliers=found, suspects=suspects, findings=pooled,
+                       pooled_nodes=[n.label for n in pool], left_out=left_out, node_verdicts=per_node,
+                       setup_notes=_setup_notes(nodes))
 
 
 def _suspects(nodes: list[Node], table: dict[tuple[str, str, float], dict[str, dict[str, float]]],
-              found: list[Outlier]) -> list[dict[str, Any]]:
+              found: list[Outlier]) -> list[Suspect]:
     """Nodes that are outliers in more than half of the variants they measured."""
     out = []
     for n in nodes:
@@ -87,8 +153,7 @@ def _suspects(nodes: list[Node], table: dict[tuple[str, str, float], dict[str, d
                            if any(n.label in vals for vals in c.values())})
         flagged = sorted({o.variant for o in found if o.node == n.label})
         if measured and len(flagged) * 2 > len(measured):
-            out.append({"node": n.label, "variants": len(measured), "outlying_variants": flagged,
-                        "outliers": [o for o in found if o.node == n.label]})
+            out.append(Suspect(n.label, len(measured), flagged, [o for o in found if o.node == n.label]))
     return out
 
 

@@ -4,37 +4,37 @@ node a point, the outliers named."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from .. import metrics, safeio
+from .classcmp import Cell, ClassResult
 from .classmd import METRIC_NAMES, load_text
 from .classstats import METRICS
 
 
-def box_plots(result: dict[str, Any], out: Path) -> list[Path]:
+def box_plots(result: ClassResult, out: Path) -> list[Path]:
     """One PNG per (metric, mode, load): a box per variant with the nodes as points."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
-    for c in result["cells"]:
-        groups.setdefault((c["metric"], c["mode"], c["load"]), []).append(c)
+    groups: dict[tuple[str, str, float], list[Cell]] = {}
+    for c in result.cells:
+        groups.setdefault((c.metric, c.mode, c.load), []).append(c)
     made = []
     for (metric, mode, load), cs in sorted(groups.items(), key=lambda kv: (METRICS.index(kv[0][0]),
                                                                            kv[0][1], kv[0][2])):
         scale = metrics.get(metric).scale
         fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(cs) + 2), 4.2))
-        data = [[v / scale for v in c["values"].values()] for c in cs]
+        data = [[v / scale for v in c.values.values()] for c in cs]
         ax.boxplot(data, showfliers=False)
-        ax.set_xticks(range(1, len(cs) + 1), [c["variant"] for c in cs], rotation=20)
+        ax.set_xticks(range(1, len(cs) + 1), [c.variant for c in cs], rotation=20)
         for i, c in enumerate(cs, start=1):
-            names = list(c["values"])
+            names = list(c.values)
             for j, name in enumerate(names):
                 x = i + (j - (len(names) - 1) / 2) * min(0.3 / max(len(names), 1), 0.04)
-                y = c["values"][name] / scale
-                bad = name in c["outliers"]
+                y = c.values[name] / scale
+                bad = name in c.outliers
                 ax.plot(x, y, "o", color="tab:red" if bad else "tab:blue", alpha=0.9 if bad else 0.5,
                         markersize=5 if bad else 3)
                 if bad:

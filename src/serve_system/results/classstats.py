@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
 from .. import metrics
 from .classnodes import Node
@@ -51,16 +50,32 @@ def _quartiles(xs: list[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def cell_stats(values: dict[str, float]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CellStats:
+    """One cell's node values across the nodes: n, median, quartiles, min/max, mean, cv (sd / mean; None
+    with one node) and the median absolute deviation."""
+
+    n: int
+    median: float
+    q1: float
+    q3: float
+    min: float
+    max: float
+    mean: float
+    cv: float | None
+    mad: float
+
+
+def cell_stats(values: dict[str, float]) -> CellStats:
     """n, median, quartiles, min/max, mean, cv (across nodes) and MAD of one cell's node values."""
     xs = sorted(values.values())
     med = statistics.median(xs)
     q1, q3 = _quartiles(xs)
     mean = statistics.fmean(xs)
     sd = statistics.stdev(xs) if len(xs) > 1 else None
-    return {"n": len(xs), "median": med, "q1": q1, "q3": q3, "min": xs[0], "max": xs[-1], "mean": mean,
-            "cv": sd / abs(mean) if sd is not None and mean else None,
-            "mad": statistics.median(abs(x - med) for x in xs)}
+    return CellStats(n=len(xs), median=med, q1=q1, q3=q3, min=xs[0], max=xs[-1], mean=mean,
+                     cv=sd / abs(mean) if sd is not None and mean else None,
+                     mad=statistics.median(abs(x - med) for x in xs))
 
 
 def outliers(values: dict[str, float], smallest: float) -> dict[str, float]:
@@ -68,7 +83,7 @@ def outliers(values: dict[str, float], smallest: float) -> dict[str, float]:
     if len(values) < 3:
         return {}
     s = cell_stats(values)
-    med, spread = s["median"], MAD_SD * s["mad"]
+    med, spread = s.median, MAD_SD * s.mad
     out = {}
     for node, x in values.items():
         dev = x - med

@@ -3,12 +3,14 @@ class.md, class.csv, class.json and the box plots written into it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
 
 from .. import ownedtree, textsafe
 from ..errors import ServeSystemError
+from .classcmp import ClassResult
 from .classmd import markdown
 from .classplots import box_plots
 from .classstats import Outlier
@@ -46,16 +48,21 @@ def check_out(out: Path, run_dirs: list[Path], force: bool) -> None:
                                "--force to replace the class report in it (only the files it wrote there)")
 
 
-def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
+def _jsonable(result: ClassResult) -> dict[str, Any]:
+    """class.json's document: the result's fields in order, each record as a JSON object."""
     def o(x: Outlier) -> dict[str, Any]:
-        return {**x.__dict__, "z": None if math.isinf(x.z) else x.z}
+        return {**dataclasses.asdict(x), "z": None if math.isinf(x.z) else x.z}
 
-    return {**result, "outliers": [o(x) for x in result["outliers"]],
-            "suspects": [{**s, "outliers": [o(x) for x in s["outliers"]]} for s in result["suspects"]],
-            "findings": [f.to_json() for f in result["findings"]]}
+    doc = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    return {**doc, "nodes": [dataclasses.asdict(n) for n in result.nodes],
+            "cells": [dataclasses.asdict(c) for c in result.cells],
+            "outliers": [o(x) for x in result.outliers],
+            "suspects": [{**dataclasses.asdict(s), "outliers": [o(x) for x in s.outliers]}
+                         for s in result.suspects],
+            "findings": [f.to_json() for f in result.findings]}
 
 
-def write(result: dict[str, Any], out: Path) -> list[Path]:
+def write(result: ClassResult, out: Path) -> list[Path]:
     """class.md, class.csv, class.json and plots/box_*.png into ``out`` (replacing only those files)."""
     # check_out has refused a user's non-empty folder (without --force): only the files this command put
     # there before are removed (its list, ownedtree.OwnedFolder), a user's own files stay
@@ -70,8 +77,8 @@ def write(result: dict[str, Any], out: Path) -> list[Path]:
     with folder.open("class.csv", newline="") as fh:
         w = textsafe.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
         w.writeheader()
-        for c in result["cells"]:
-            row = {k: "" if c[k] is None else c[k] for k in CSV_COLUMNS}
-            w.writerow({**row, "load": f"{c['load']:g}", "outliers": ";".join(c["outliers"])})
+        for c in result.cells:
+            row = {k: "" if getattr(c, k) is None else getattr(c, k) for k in CSV_COLUMNS}
+            w.writerow({**row, "load": f"{c.load:g}", "outliers": ";".join(c.outliers)})
     folder.write_text("class.json", textsafe.dumps(_jsonable(result), indent=1, default=str) + "\n")
     return [out / n for n in FILES] + plots

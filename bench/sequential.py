@@ -56,6 +56,7 @@ from serve_system.results import adaptive, searchdecide, searchrule
 from serve_system.results import findings as fnd
 from serve_system.results import intervals as iv
 from serve_system.results import sequential as sq
+from serve_system.results.setups import VariantSetup
 from serve_system.triton.pbtxt import apply_overrides, load_pbtxt, render_pbtxt
 
 SHIPPED, PER_COMPARISON = "shipped", "per comparison (the rule before)"
@@ -70,9 +71,9 @@ class Dynbatch:
     def __init__(self) -> None:
         spec = load_spec(HERE / "experiments" / "specs" / "dynbatch.yml")
         base = load_pbtxt(HERE / spec.base_config)
-        self.setups = {("h", v.name): {"config_pbtxt": render_pbtxt(apply_overrides(base, v.config, v.name)),
-                                       "notes": [], "distribution": "constant", "batch_size": 1,
-                                       "host_cpus": None, "runtime": None}
+        self.setups = {("h", v.name): VariantSetup(config_pbtxt=render_pbtxt(apply_overrides(base, v.config,
+                                                                                          v.name)),
+                                                   distribution="constant")
                        for v in spec.variants}
         self.names = [v.name for v in spec.variants]
         self.objectives = [o.as_record() if hasattr(o, "as_record") else vars(o) for o in spec.objectives]

@@ -38,6 +38,7 @@ from . import findings as fnd
 from .claim import Finding
 from .classnodes import Node, read_nodes
 from .classstats import CellStats, Outlier, cell_stats, cells, outliers
+from .setups import VariantSetup
 from .status import Status
 
 #: the host name the pooled findings speak of
@@ -163,7 +164,7 @@ def _setup_notes(nodes: list[Node]) -> list[str]:
     first: dict[str, tuple[str, Any]] = {}
     for n in nodes:
         for (_, v), s in sorted(n.setups.items()):
-            what = (s.get("config_pbtxt"), s.get("runtime"), s.get("distribution"), s.get("batch_size"))
+            what = (s.config_pbtxt, s.runtime, s.distribution, s.batch_size)
             if v not in first:
                 first[v] = (n.label, what)
             elif first[v][1] != what:
@@ -178,7 +179,7 @@ def pooled_findings(nodes: list[Node], manifest: records.Manifest, pooled: bool 
     node label -> the verdict of the node's own run."""
     objectives, smallest = manifest.objectives, float(manifest.smallest_effect)
     rows: list[dict[str, Any]] = []
-    setups: dict[tuple[str, str], dict[str, Any]] = {}
+    setups: dict[tuple[str, str], VariantSetup] = {}
     for i, n in enumerate(nodes, start=1):
         for (v, mode, load), m in sorted(n.means.items()):
             row = {"experiment": manifest.experiment, "run_id": "class", "host": POOL, "variant": v,

@@ -51,7 +51,7 @@ from . import reasons as why_
 from . import sequential as sq
 from .claim import Finding, Split, against, as_evidence, finish, judge, ms
 from .claim import holm as claim_holm
-from .setups import Setup, is_shim, make_setup
+from .setups import Setup, VariantSetup, is_shim, make_setup
 from .status import Status
 
 HELD, NOT_HELD, INCONCLUSIVE, NOT_MEASURABLE = iv.HELD, iv.NOT_HELD, iv.INCONCLUSIVE, iv.NOT_MEASURABLE
@@ -490,7 +490,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
     return finish("onnx_backend", claim, verdicts, parts, evidence)
 
 
-def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], dict[str, Any]],
+def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], VariantSetup],
              objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
              looks: sq.Looks | None = None, control: bool = True) -> list[Finding]:
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's

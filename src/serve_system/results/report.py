@@ -301,7 +301,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
         lines += ["", "## Not measured", ""]
         lines += [f"- {why_.level_failure(r)}" for r in problems]
     adapted = [f"{host}/{variant}: {why_.note(n)}"
-               for (host, variant), setup in res.variant_setups(run).items() for n in setup["notes"]]
+               for (host, variant), setup in res.variant_setups(run).items() for n in setup.notes]
     if adapted:
         lines += ["", "## Adapted to the host", ""] + [f"- {n}" for n in adapted]
     if plots or skipped:

@@ -6,13 +6,34 @@ their reasons both read it."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..triton import pbtxt as tc
 
 #: the ``serve_system_served_by`` value of a model the serve-system ONNX shim served
 SHIM_PREFIX = "onnx_python_shim"
+
+
+@dataclass
+class VariantSetup:
+    """How a (host, variant) was set up, as its raw files say
+    (:func:`serve_system.results.tree.variant_setups`): ``config_pbtxt`` (the exact config sent, or
+    None), ``runtime`` (FastAPI variants), the variant record's ``status``, ``error`` and ``notes`` (how
+    the host changed it, and who served it: the ONNX shim), ``distribution`` and ``batch_size`` (from
+    the first level's perf_analyzer argv and level.json), and the host's ``host_gpus`` (its plan.json)
+    / ``host_cpus`` (the CPUs the runner counted, in the level records' provenance). A record that does
+    not read leaves its part empty (the rows say why)."""
+
+    config_pbtxt: str | None = None
+    runtime: str | None = None
+    status: str | None = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    distribution: str | None = None
+    batch_size: int = 1
+    host_gpus: int | None = None
+    host_cpus: int | None = None
 
 
 def is_shim(served_by: str | None) -> bool:
@@ -57,18 +78,18 @@ def _key(cfg: dict[str, Any], drop: tuple[str, ...]) -> str:
 _PLATFORMS = {"onnxruntime_onnx": "onnxruntime", "tensorrt_plan": "tensorrt", "pytorch_libtorch": "pytorch"}
 
 
-def make_setup(host: str, variant: str, raw: dict[str, Any]) -> Setup | None:
+def make_setup(host: str, variant: str, raw: VariantSetup) -> Setup | None:
     """A :class:`Setup` from :func:`~serve_system.results.tree.variant_setups`' record; None when
     nothing says how it ran."""
-    dist = raw.get("distribution") or "constant"
-    batch = int(raw.get("batch_size") or 1)
+    dist = raw.distribution or "constant"
+    batch = int(raw.batch_size or 1)
     backend: str | None
-    if raw.get("runtime"):  # a FastAPI variant: one process, no Triton configuration
-        rt = str(raw["runtime"])
+    if raw.runtime:  # a FastAPI variant: one process, no Triton configuration
+        rt = str(raw.runtime)
         backend = {"onnx": "onnxruntime", "pytorch": "python"}.get(rt, rt)
         return Setup(host, variant, f"fastapi:{rt}", backend, 1, "process", False, dist, batch,
-                     raw.get("host_cpus"), "fastapi", "fastapi", "fastapi")
-    text = raw.get("config_pbtxt")
+                     raw.host_cpus, "fastapi", "fastapi", "fastapi")
+    text = raw.config_pbtxt
     if not text:
         return None
     try:
@@ -81,8 +102,8 @@ def make_setup(host: str, variant: str, raw: dict[str, Any]) -> Setup | None:
     kinds = sorted({str(g.get("kind", "KIND_AUTO")).removeprefix("KIND_") for g in groups})
     rest = _key(cfg, ("name", "instance_group", "dynamic_batching"))
     served = ((cfg.get("parameters") or {}).get("serve_system_served_by") or {}).get("string_value")
-    adapted = tuple(str(n) for n in raw.get("notes") or [] if not str(n).startswith("served by:"))
+    adapted = tuple(str(n) for n in raw.notes if not str(n).startswith("served by:"))
     return Setup(host, variant, cfg.get("name"), backend, instances, "+".join(kinds),
-                 "dynamic_batching" in cfg, dist, batch, raw.get("host_cpus"), rest,
+                 "dynamic_batching" in cfg, dist, batch, raw.host_cpus, rest,
                  _key(cfg, ("name", "instance_group")), _key(cfg, ("name", "dynamic_batching")),
                  served, adapted)

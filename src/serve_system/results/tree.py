@@ -32,6 +32,7 @@ from ..experiment import records
 from . import fastapi_tree as fastapi_results
 from . import intervals
 from . import stats as statsmod
+from .setups import VariantSetup
 from .status import NOT_MEASURED, Status
 
 #: summary columns, in order
@@ -335,47 +336,34 @@ def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[s
 
 
 def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
-                   ) -> dict[tuple[str, str], dict[str, Any]]:
-    """(host, variant) -> how it was set up, from the raw files (for the report's findings; ``hosts``:
-    only those hosts').
-
-    ``config_pbtxt`` (the exact config sent, or None), ``distribution`` and ``batch_size`` (from the
-    first level's perf_analyzer argv and level.json), ``runtime`` (FastAPI variants), ``status``,
-    ``error``, ``notes`` (how the host changed it, and who served it: the ONNX shim), and the host's
-    ``host_gpus`` (its plan.json) / ``host_cpus`` (the CPUs the runner counted, in the level
-    records' provenance). A record that does not read leaves its part empty (the rows say why).
-    """
+                   ) -> dict[tuple[str, str], VariantSetup]:
+    """(host, variant) -> how it was set up, from the raw files (:class:`VariantSetup`; for the
+    report's findings; ``hosts``: only those hosts')."""
     run = Path(run_dir)
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+    out: dict[tuple[str, str], VariantSetup] = {}
     for host_dir in host_dirs(run, hosts):
         plan: records.HostPlan | None = _quiet(lambda h=host_dir: read_plan(h))
         for vdir in subdirs(host_dir):
             vrec: records.VariantRecord | None = _quiet(lambda v=vdir: read_variant(v))
             cfg = vdir / records.CONFIG_FILE
             config = _quiet(lambda c=cfg: _read_text(c) if os.path.lexists(c) else None)
-            setup: dict[str, Any] = {
-                "config_pbtxt": config,
-                "runtime": None if vrec is None else vrec.runtime,
-                "status": None if vrec is None else vrec.status,
-                "error": None if vrec is None else vrec.error,
-                "notes": [] if vrec is None else vrec.notes,
-                "distribution": None, "batch_size": 1,
-                "host_gpus": None if plan is None else plan.gpus,
-                "host_cpus": None,
-            }
+            setup = VariantSetup(config_pbtxt=config, host_gpus=None if plan is None else plan.gpus)
+            if vrec is not None:
+                setup.runtime, setup.status, setup.error = vrec.runtime, vrec.status, vrec.error
+                setup.notes = vrec.notes
             for ldir in subdirs(vdir):
                 lrec = _quiet(lambda d=ldir: records.read(d / records.LEVEL_FILE, records.LevelRecord)
                               if os.path.lexists(d / records.LEVEL_FILE) else None)
                 if lrec is None:
                     continue
-                setup["batch_size"] = lrec.batch_size or 1
+                setup.batch_size = lrec.batch_size or 1
                 cpus = lrec.provenance.get("cpus")
                 if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0:
-                    setup["host_cpus"] = cpus
+                    setup.host_cpus = cpus
                 for attempt in lrec.attempts:
                     argv = [str(a) for a in attempt.argv]
                     if "--request-distribution" in argv[:-1]:
-                        setup["distribution"] = argv[argv.index("--request-distribution") + 1]
+                        setup.distribution = argv[argv.index("--request-distribution") + 1]
                 break
             out[(host_dir.name, vdir.name)] = setup
     return out

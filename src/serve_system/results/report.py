@@ -70,7 +70,7 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]],
     95 % interval, cv, noisy; :func:`tree.level_stats`) and summary.json ({experiment, run_id, rows,
     stats, best, findings, ...})."""
     csv_path, json_path = run_dir / "summary.csv", run_dir / "summary.json"
-    stats = res.level_stats(rows)
+    stats = [s.as_row() for s in res.level_stats(rows)]
     _csv(csv_path, res.COLUMNS, rows)
     _csv(run_dir / "summary_stats.csv", res.STAT_COLUMNS, stats)
     doc = {"experiment": rows[0]["experiment"] if rows else None,
@@ -113,12 +113,12 @@ def _standing(ranked: list[dict[str, Any]], smallest: float, looks: sequential.L
     return f"; **tied** with `{second['variant']}` ({lead}: the interval includes zero)"
 
 
-def _interval(s: dict[str, Any] | None, scale: float = 1.0, digits: int = 1) -> str:
-    if s is None:
+def _interval(s: res.LevelStat | None, scale: float = 1.0, digits: int = 1) -> str:
+    if s is None or s.mean is None:
         return "-"
-    text = cell(s["mean"] / scale, digits)
-    if s["ci_low"] is not None:
-        text += f" [{cell(s['ci_low'] / scale, digits)}, {cell(s['ci_high'] / scale, digits)}]"
+    text = cell(s.mean / scale, digits)
+    if s.ci_low is not None and s.ci_high is not None:
+        text += f" [{cell(s.ci_low / scale, digits)}, {cell(s.ci_high / scale, digits)}]"
     return text
 
 
@@ -127,9 +127,9 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
     stats = res.level_stats(rows)
     if not stats:
         return []
-    by: dict[tuple[str, str, str, Any], dict[str, dict[str, Any]]] = {}
+    by: dict[tuple[str, str, str, Any], dict[str, res.LevelStat]] = {}
     for s in stats:
-        by.setdefault((s["host"], s["variant"], s["mode"], s["load"]), {})[s["metric"]] = s
+        by.setdefault((s.host, s.variant, s.mode, s.load), {})[s.metric] = s
     intro = ("Each level's repetitions: n, the mean and its 95 % interval (Student's t; none with one "
              "repetition). A level is *noisy* when a metric's repetitions vary by "
              f"{iv.NOISY_CV * 100:g} % or more of their mean (coefficient of variation, pyperf's rule): its "
@@ -155,8 +155,8 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
              + extra[0], "|---|---|---|---|---|---|---|---|---|---|" + extra[1]]
     noisy_levels = []
     for (host, variant, mode, load), ms in by.items():
-        n = max(s["n"] for s in ms.values())
-        noisy = [f"{m.removesuffix('_us')} cv {s['cv'] * 100:.0f} %" for m, s in ms.items() if s["noisy"]]
+        n = max(s.n for s in ms.values())
+        noisy = [f"{m.removesuffix('_us')} cv {(s.cv or 0.0) * 100:.0f} %" for m, s in ms.items() if s.noisy]
         wcv = windows.get((host, variant, mode, load))
         if wcv is not None and wcv >= iv.NOISY_CV:
             noisy.append(f"windows cv {wcv * 100:.0f} %")

@@ -18,10 +18,12 @@ Rows are recomputed from these files every time, so a parser fix re-reports old 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import stat
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +51,38 @@ COLUMNS: tuple[str, ...] = (
 
 #: the metrics summarised per level over its repetitions (summary_stats.csv, error bars, noise)
 STAT_METRICS: tuple[str, ...] = metrics.PER_LEVEL
-#: summary_stats.csv's columns: one row per host x variant x load level x metric (tidy)
-STAT_COLUMNS: tuple[str, ...] = (
-    "experiment", "run_id", "host", "variant", "mode", "load", "metric", "n", "mean", "sd", "ci_low",
-    "ci_high", "cv", "noisy",
-)
 
 
-def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LevelStat:
+    """One metric over a level's ok repetitions (a row of summary_stats.csv: one per host x variant x load
+    level x metric, tidy): n, mean, sd, the 95 % interval of the mean, cv and whether it is noisy."""
+
+    experiment: str
+    run_id: str
+    host: str
+    variant: str
+    mode: str
+    load: float
+    metric: str
+    n: int
+    mean: float | None
+    sd: float | None
+    ci_low: float | None
+    ci_high: float | None
+    cv: float | None
+    noisy: bool
+
+    def as_row(self) -> dict[str, Any]:
+        """The row as summary_stats.csv and summary.json's ``stats`` keep it (columns in order)."""
+        return dataclasses.asdict(self)
+
+
+#: summary_stats.csv's columns
+STAT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LevelStat))
+
+
+def level_stats(rows: list[dict[str, Any]]) -> list[LevelStat]:
     """Per (host, variant, mode, load) and metric of :data:`STAT_METRICS`: n, mean, sd, the 95 %
     interval of the mean (Student's t, :func:`intervals.summarize`), the coefficient of variation and
     whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
@@ -73,9 +99,8 @@ def level_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not vals:
                 continue
             s = intervals.summarize(vals, floor=intervals.METRIC_FLOOR)
-            out.append({**dict(zip(STAT_COLUMNS[:6], key, strict=True)), "metric": metric, "n": s.n,
-                        "mean": s.mean, "sd": s.sd, "ci_low": s.ci_low, "ci_high": s.ci_high, "cv": s.cv,
-                        "noisy": s.noisy})
+            out.append(LevelStat(*key, metric=metric, n=s.n, mean=s.mean, sd=s.sd, ci_low=s.ci_low,
+                                 ci_high=s.ci_high, cv=s.cv, noisy=s.noisy))
     return out
 
 

@@ -13,6 +13,7 @@ from serve_system.experiment import perf
 from serve_system.experiment.spec.models import Objective, json_schema
 from serve_system.results import classmd, findings, intervals, tree
 from serve_system.results.intervals import Effect
+from serve_system.results.row import Row
 
 
 def test_perf_csv_columns_are_the_tables_and_name_level_fields() -> None:
@@ -32,6 +33,12 @@ def test_the_results_rows_and_findings_carry_the_tables_metrics() -> None:
     assert classmd.METRIC_NAMES["p95_us"] == "p95 (ms)"
     assert classmd.METRIC_NAMES["throughput"] == "throughput (/s)"
     assert classmd.SHORT["latency_avg_us"] == "avg latency"
+
+
+def test_the_typed_row_is_the_summary_columns() -> None:
+    """results.row.Row declares every column tree.collect writes, in order, and the two a row may add (a
+    failed level's peak memory, a pooled class row's node): a column added to one is added to both."""
+    assert tuple(Row.__annotations__) == (*tree.COLUMNS, "peak_rss_mb", "node")
 
 
 def test_the_specs_metric_type_is_the_tables_objective_metrics() -> None:

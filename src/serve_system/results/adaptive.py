@@ -33,6 +33,7 @@ from . import reasons as why_
 from . import searchdecide as search
 from . import sequential, tree
 from .claim import Finding
+from .row import Row
 from .runs import read_manifest
 from .searchrule import Outcome
 
@@ -62,7 +63,7 @@ def still_open(found: list[Finding], variants: set[str]) -> tuple[list[str], set
     return open_claims, (undecided_variants(found) & variants if open_claims else set())
 
 
-def contended(rows: list[dict[str, Any]], start: int) -> set[str]:
+def contended(rows: list[Row], start: int) -> set[str]:
     """The variants with a level measured under contention whose load has fewer than ``start``
     repetitions that were not: each gets another repetition (within the budget) in its place."""
     clean: dict[tuple[str, Any, Any], int] = {}

@@ -22,16 +22,17 @@ from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
 from .claim import Finding, Split, as_evidence, compare, finish, ms
+from .row import Row, value
 from .status import Status
 
 
-def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str, Any]]:
+def rank(rows: list[Row], objective: dict[str, Any]) -> list[dict[str, Any]]:
     """Every (host, variant, mode, load) that qualifies for an objective, best first (by the mean over
     the repetitions; ``samples`` keeps each repetition's value)."""
     metric, goal = metrics.metric_of(objective), metrics.goal_of(objective)
     at_load = objective.get("at_load")
     cons = objective.get("constraints") or {}
-    groups: dict[tuple[str, str, Any, Any], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, Any, Any], list[Row]] = {}
     for r in rows:
         if r.get("status") != Status.OK or r.get("load") is None:
             continue
@@ -42,7 +43,7 @@ def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str
     for key, rs in groups.items():
         vals: dict[str, float] = {}
         for m in {metric, *cons}:
-            nums = [float(r[m]) for r in rs if r.get(m) is not None]
+            nums = [float(value(r, m)) for r in rs if value(r, m) is not None]
             if nums:
                 vals[m] = statistics.fmean(nums)
         if metric not in vals:
@@ -52,8 +53,8 @@ def rank(rows: list[dict[str, Any]], objective: dict[str, Any]) -> list[dict[str
             cands.append({"objective": objective.get("name", f"{goal}_{metric}"), "metric": metric,
                           "goal": goal, "host": key[0], "variant": key[1], "mode": key[2], "load": key[3],
                           "value": vals[metric],
-                          "repetitions": len(rs), "samples": [float(r[metric]) for r in rs
-                                                              if r.get(metric) is not None],
+                          "repetitions": len(rs), "samples": [float(value(r, metric)) for r in rs
+                                                              if value(r, metric) is not None],
                           "at_load": at_load, "constraints": cons})
     cands.sort(key=lambda c: c["value"], reverse=metrics.wants_higher(goal))
     return cands
@@ -82,7 +83,7 @@ NOT_JUDGED = "not judged"
 NOT_JUDGED_WHY = "an objective before it named no winner: the objectives are judged in the spec's order"
 
 
-def best_variant(rows: list[dict[str, Any]], objectives: list[dict[str, Any]],
+def best_variant(rows: list[Row], objectives: list[dict[str, Any]],
                  smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None,
                  split: Split | None = None, control: bool = True) -> Finding:
     """The ``best_variant`` claim: for each objective, the best variant and its lead over the next one,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import metrics
@@ -18,6 +18,6 @@ def cell(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
-def ms_cells(row: dict[str, Any]) -> Callable[[str], str]:
+def ms_cells(row: Mapping[str, Any]) -> Callable[[str], str]:
     """A formatter of the row's time columns in the unit they are shown in (``-`` where absent)."""
     return lambda k: cell(metrics.get(k).show(row[k]), 2) if row.get(k) is not None else "-"

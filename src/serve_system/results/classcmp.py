@@ -38,6 +38,7 @@ from . import findings as fnd
 from .claim import Finding
 from .classnodes import Node, read_nodes
 from .classstats import CellStats, Outlier, cell_stats, cells, outliers
+from .row import Row, put
 from .setups import VariantSetup
 from .status import Status
 
@@ -178,13 +179,14 @@ def pooled_findings(nodes: list[Node], manifest: records.Manifest, pooled: bool 
     """The lab's claims with each node as a repetition (none without ``pooled``); and claim key ->
     node label -> the verdict of the node's own run."""
     objectives, smallest = manifest.objectives, float(manifest.smallest_effect)
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     setups: dict[tuple[str, str], VariantSetup] = {}
     for i, n in enumerate(nodes, start=1):
         for (v, mode, load), m in sorted(n.means.items()):
-            row = {"experiment": manifest.experiment, "run_id": "class", "host": POOL, "variant": v,
-                   "mode": mode, "load": load, "repetition": i, "status": Status.OK, "node": n.label}
-            row.update({k: m.get(k) for k in fnd.METRICS})
+            row: Row = {"experiment": manifest.experiment or "", "run_id": "class", "host": POOL,
+                        "variant": v, "mode": mode, "load": load, "repetition": i, "status": Status.OK,
+                        "node": n.label}
+            put(row, {k: m.get(k) for k in fnd.METRICS})
             rows.append(row)
         for (_, v), s in sorted(n.setups.items()):
             setups.setdefault((POOL, v), s)

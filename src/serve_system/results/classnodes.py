@@ -14,6 +14,7 @@ from ..experiment import records
 from . import findings as fnd
 from . import runs
 from . import tree as res
+from .row import Row
 from .setups import VariantSetup
 
 
@@ -25,7 +26,7 @@ class Node:
     run_id: str
     host: str
     label: str
-    rows: list[dict[str, Any]]
+    rows: list[Row]
     setups: dict[tuple[str, str], VariantSetup]
     #: (variant, mode, load) -> findings' per-level means (every metric of findings.METRICS)
     means: dict[tuple[str, str, float], dict[str, Any]] = field(default_factory=dict)

@@ -51,6 +51,7 @@ from . import reasons as why_
 from . import sequential as sq
 from .claim import Finding, Split, against, as_evidence, finish, judge, ms
 from .claim import holm as claim_holm
+from .row import Row, value
 from .setups import Setup, VariantSetup, is_shim, make_setup
 from .status import Status
 
@@ -69,10 +70,10 @@ METRICS = metrics.select("throughput", "latency_avg_us", "p50_us", "p95_us", "p9
                          "compute_infer_us", "avg_batch_size", "gpu_util", "gpu_util_max", "cpu_util")
 
 
-def levels(rows: list[dict[str, Any]]) -> Levels:
+def levels(rows: list[Row]) -> Levels:
     """(host, variant, mode, load) -> each metric's mean over the ok repetitions, and under
     ``samples`` each metric's values (one per repetition)."""
-    groups: dict[tuple[str, str, str, float], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str, float], list[Row]] = {}
     for r in rows:
         if r.get("status") == Status.OK and r.get("load") is not None:
             key = (r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"]))
@@ -81,7 +82,7 @@ def levels(rows: list[dict[str, Any]]) -> Levels:
     for key, rs in groups.items():
         m: Level = {"repetitions": len(rs), "samples": {}}
         for k in METRICS:
-            vals = [float(r[k]) for r in rs if r.get(k) is not None]
+            vals = [float(value(r, k)) for r in rs if value(r, k) is not None]
             m[k] = statistics.fmean(vals) if vals else None
             m["samples"][k] = vals
         out[key] = m
@@ -127,7 +128,7 @@ def _both(*vs: iv.Verdict) -> iv.Verdict:
 
 # -- why a claim is not measurable: the causes of :mod:`.reasons`, then what differed -------------
 
-Rows = list[dict[str, Any]]
+Rows = list[Row]
 
 
 def _loads(means: Levels, s: Setup, mode: str | None = None) -> set[tuple[str, float]]:
@@ -490,7 +491,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
     return finish("onnx_backend", claim, verdicts, parts, evidence)
 
 
-def evaluate(rows: list[dict[str, Any]], raw_setups: dict[tuple[str, str], VariantSetup],
+def evaluate(rows: list[Row], raw_setups: dict[tuple[str, str], VariantSetup],
              objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
              looks: sq.Looks | None = None, control: bool = True) -> list[Finding]:
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's

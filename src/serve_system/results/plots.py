@@ -31,6 +31,7 @@ from . import fastapi_tree as fastapi_results
 from . import intervals as iv
 from . import tree as res
 from .cells import cell
+from .row import Row, value
 from .status import Status
 
 #: how every aggregate plot's bars read
@@ -171,14 +172,14 @@ def _bars(samples: list[list[float]]) -> tuple[list[float], list[list[float]]]:
     return means, [low, high]
 
 
-def _latency_series(vr: list[dict[str, Any]], colour: str, variant: str) -> list[Series]:
-    keys = PERCENTILES if any(r.get(k) is not None for r in vr for k, _, _ in PERCENTILES) else AVG
+def _latency_series(vr: list[Row], colour: str, variant: str) -> list[Series]:
+    keys = PERCENTILES if any(value(r, k) is not None for r in vr for k, _, _ in PERCENTILES) else AVG
     out = []
     for key, style, label in keys:
         by_load: dict[float, list[float]] = {}
         for r in vr:
-            if r.get(key) is not None:
-                by_load.setdefault(float(r["load"]), []).append(float(r[key]) / metrics.get(key).scale)
+            if value(r, key) is not None:
+                by_load.setdefault(float(r["load"]), []).append(float(value(r, key)) / metrics.get(key).scale)
         if by_load:
             xs = sorted(by_load)
             ys, err = _bars([by_load[x] for x in xs])
@@ -188,11 +189,11 @@ def _latency_series(vr: list[dict[str, Any]], colour: str, variant: str) -> list
     return out
 
 
-def latency_vs_load(host: str, hr: list[dict[str, Any]]) -> Built:
+def latency_vs_load(host: str, hr: list[Row]) -> Built:
     plots, skipped = [], []
-    for mode in sorted({r["mode"] for r in hr if r.get("mode")}):
+    for mode in sorted({m for r in hr if (m := r.get("mode"))}):
         mr = [r for r in hr
-              if r["mode"] == mode and any(r.get(k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
+              if r["mode"] == mode and any(value(r, k) is not None for k, _, _ in AVG_AND_PERCENTILES)]
         if not mr:
             skipped.append(f"{host}: latency against {mode} (no latency measured)")
             continue
@@ -210,12 +211,12 @@ def latency_vs_load(host: str, hr: list[dict[str, Any]]) -> Built:
     return plots, skipped
 
 
-def throughput_latency(host: str, hr: list[dict[str, Any]]) -> Built:
-    def lat(r: dict[str, Any]) -> float | None:
+def throughput_latency(host: str, hr: list[Row]) -> Built:
+    def lat(r: Row) -> float | None:
         v = r.get("p95_us") or r.get("latency_avg_us")
         return None if v is None else float(v) / metrics.get("p95_us").scale
 
-    pts_by_v: dict[str, dict[float, list[dict[str, Any]]]] = {}
+    pts_by_v: dict[str, dict[float, list[Row]]] = {}
     for r in hr:
         if r.get("throughput") is not None and lat(r) is not None:
             pts_by_v.setdefault(r["variant"], {}).setdefault(float(r["load"]), []).append(r)
@@ -234,10 +235,10 @@ def throughput_latency(host: str, hr: list[dict[str, Any]]) -> Built:
         title_style={"fontsize": 10}, legend={"fontsize": 8})])], []
 
 
-def breakdown(host: str, hr: list[dict[str, Any]]) -> Built:
-    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+def breakdown(host: str, hr: list[Row]) -> Built:
+    groups: dict[tuple[str, str, float], list[Row]] = {}
     for r in hr:
-        if any(r.get(k) is not None for k in BREAKDOWN):
+        if any(value(r, k) is not None for k in BREAKDOWN):
             groups.setdefault((r["variant"], r["mode"] or "", float(r["load"])), []).append(r)
     if not groups:
         why = f"{host}: server-side latency breakdown (no Triton statistics: e.g. the FastAPI benchmark)"
@@ -247,11 +248,11 @@ def breakdown(host: str, hr: list[dict[str, Any]]) -> Built:
     series, bottoms = [], [0.0] * len(keys)
     for part in BREAKDOWN:
         scale = metrics.get(part).scale
-        vals = [sum((r.get(part) or 0) / scale for r in groups[k]) / len(groups[k]) for k in keys]
+        vals = [sum((value(r, part) or 0) / scale for r in groups[k]) / len(groups[k]) for k in keys]
         series.append(Series("bar", at, vals, metrics.get(part).label, style={"bottom": bottoms}))
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
-    totals, err = _bars([[sum((r.get(k) or 0) / metrics.get(k).scale for k in BREAKDOWN) for r in groups[key]]
-                         for key in keys])
+    totals, err = _bars([[sum((value(r, k) or 0) / metrics.get(k).scale for k in BREAKDOWN)
+                          for r in groups[key]] for key in keys])
     series.append(Series("errorbar", at, totals, yerr=err,
                          style={"fmt": "none", "ecolor": "black", "capsize": 4}))
     ticks = [f"{v}\n{load:g} (n={len(groups[(v, m, load)])})" for v, m, load in keys]
@@ -261,22 +262,22 @@ def breakdown(host: str, hr: list[dict[str, Any]]) -> Built:
         grid=None, legend={"fontsize": 8})])], []
 
 
-def batch_sizes(host: str, hr: list[dict[str, Any]]) -> Built:
+def batch_sizes(host: str, hr: list[Row]) -> Built:
     """Share of requests served in each batch size, per variant and load (Triton's own statistics),
     the mean over repetitions with its interval."""
-    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, float], list[Row]] = {}
     for r in hr:
         if r.get("batch_size_histogram"):
             groups.setdefault((r["variant"], float(r["load"])), []).append(r)
     if not groups:
         return [], [f"{host}: batch sizes (no Triton statistics)"]
-    sizes = sorted({int(k) for rs in groups.values() for r in rs for k in r["batch_size_histogram"]})
+    sizes = sorted({int(k) for rs in groups.values() for r in rs for k in r["batch_size_histogram"] or {}})
     width = 0.8 / len(groups)
     series = []
     for i, ((variant, load), rs) in enumerate(sorted(groups.items())):
         shares: list[list[float]] = [[] for _ in sizes]
         for r in rs:
-            h = {int(k): int(v) for k, v in r["batch_size_histogram"].items()}
+            h = {int(k): int(v) for k, v in (r["batch_size_histogram"] or {}).items()}
             served = sum(k * v for k, v in h.items()) or 1
             for j, k in enumerate(sizes):
                 shares[j].append(100 * k * h.get(k, 0) / served)
@@ -421,7 +422,7 @@ def fastapi_latency(run: Path) -> Built:
     return plots, []
 
 
-def specs(run: Path, rows: list[dict[str, Any]]) -> Built:
+def specs(run: Path, rows: list[Row]) -> Built:
     """Every plot with data, as specs; and the plots skipped with the reason."""
     plots: list[Plot] = []
     skipped: list[str] = []
@@ -441,7 +442,7 @@ def specs(run: Path, rows: list[dict[str, Any]]) -> Built:
     return plots, skipped
 
 
-def make_plots(run: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
+def make_plots(run: Path, rows: list[Row]) -> tuple[list[Path], list[str]]:
     """Draw every plot with data into ``run/plots/``; return (files, plots skipped with the reason)."""
     plots, skipped = specs(run, rows)
     return [draw(p, run / "plots") for p in plots], skipped

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .row import Row
 from .setups import Setup, is_shim
 from .status import Status
 
@@ -62,22 +63,27 @@ CONTENDED = Status.CONTENDED
 CONTENDED_WHY = "measured under contention, not counted (the cause: `contention` in summary.csv)"
 
 
-def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def counted(rows: list[Row]) -> list[Row]:
     """The rows a ``repetitions: auto`` run judges: those of levels not measured under contention
     (the runner's ``contention``: :func:`serve_system.experiment.records.contention_cause`); auto
     measures such a level again instead (:mod:`.adaptive`)."""
     return [r for r in rows if not r.get("contention")]
 
 
-def set_aside(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def set_aside(rows: list[Row]) -> list[Row]:
     """The rows a ``repetitions: auto`` run's report judges: as :func:`counted`, with each level
     measured under contention kept as a row of status :data:`CONTENDED` (no claim reads it; a claim
     left without data says that contention is why, not that nothing was measured)."""
     # the cause (which processes, how much) stays in the row's ``contention``, summary.csv's column:
     # the report says it once, not under every claim that lacks the level
-    return [{**r, "status": Status.CONTENDED, "error": CONTENDED_WHY}
-            if r.get("contention") and r.get("status") == Status.OK else r
-            for r in rows]
+    return [_contended(r) if r.get("contention") and r.get("status") == Status.OK else r for r in rows]
+
+
+def _contended(row: Row) -> Row:
+    """``row`` as a level measured under contention: its status :data:`CONTENDED`, and why."""
+    out = row.copy()
+    out["status"], out["error"] = Status.CONTENDED, CONTENDED_WHY
+    return out
 
 
 def _hosts(setups: Iterable[Setup]) -> set[str]:
@@ -88,7 +94,7 @@ def _where(s: Setup, many_hosts: bool) -> str:
     return f"`{s.variant}` on {s.host}" if many_hosts else f"`{s.variant}`"
 
 
-def measured(rows: list[dict[str, Any]]) -> set[tuple[str, str]]:
+def measured(rows: list[Row]) -> set[tuple[str, str]]:
     """(host, variant) pairs with at least one level measured ok."""
     return {(r["host"], r["variant"]) for r in rows
             if r.get("status") == Status.OK and r.get("load") is not None}
@@ -97,7 +103,7 @@ def measured(rows: list[dict[str, Any]]) -> set[tuple[str, str]]:
 # -- 1. nothing measured -------------------------------------------------------------------------
 
 
-def nothing_measured(rows: list[dict[str, Any]]) -> str:
+def nothing_measured(rows: list[Row]) -> str:
     """No level of the run was measured ok: why, from its first failed level or refused variant."""
     bad = [r for r in rows if r.get("status") != Status.OK]
     if not bad:
@@ -123,13 +129,13 @@ def absent(need: Need, setups: dict[tuple[str, str], Setup]) -> str:
 # -- 3. run and failed ---------------------------------------------------------------------------
 
 
-def peak_mb(row: dict[str, Any]) -> float | None:
+def peak_mb(row: Row) -> float | None:
     """A failed level's peak resident memory of the measuring command (MB), where recorded."""
     v = row.get("peak_rss_mb")
     return None if v is None else float(v)
 
 
-def row_failure(row: dict[str, Any]) -> str:
+def row_failure(row: Row) -> str:
     """A failed level's or unmeasured variant's own reason, as its record says, with perf_analyzer's
     peak resident memory where it was killed and the reason does not say it already."""
     status = row.get("status")
@@ -145,7 +151,7 @@ def row_failure(row: dict[str, Any]) -> str:
     return text
 
 
-def level_failure(row: dict[str, Any]) -> str:
+def level_failure(row: Row) -> str:
     """The report's ``## Not measured`` line for a failed level or an unmeasured variant."""
     load = row.get("load")
     where = f"{row['host']} / {row['variant']}"
@@ -156,7 +162,7 @@ def level_failure(row: dict[str, Any]) -> str:
     return f"{where}: {row.get('status')}: {row_failure(row)}"
 
 
-def failed(candidates: list[Setup], rows: list[dict[str, Any]], lead: str = "Run but not measured") -> str:
+def failed(candidates: list[Setup], rows: list[Row], lead: str = "Run but not measured") -> str:
     """Variants a claim needs that were run and measured nothing: each with its failures' reasons."""
     many = len(_hosts(candidates)) > 1
     parts = []
@@ -237,7 +243,7 @@ def differences(a: Setup, b: Setup, loads_a: set[tuple[str, float]] | None = Non
     return out
 
 
-def failed_at(rows: list[dict[str, Any]], host: str, variant: str) -> str:
+def failed_at(rows: list[Row], host: str, variant: str) -> str:
     """`` (failed at concurrency 8: reason)`` for a measured variant's levels that failed (or were
     measured under contention: ``not counted at``); empty if none."""
     bad = [r for r in rows if (r["host"], r["variant"]) == (host, variant) and r.get("status") != Status.OK
@@ -276,7 +282,7 @@ def not_alike(pairs: list[tuple[Setup, Setup, list[str]]], by: str) -> str:
 
 
 def no_common_load(pairs: list[tuple[Setup, set[tuple[str, float]], Setup, set[tuple[str, float]]]],
-                   rows: list[dict[str, Any]]) -> str:
+                   rows: list[Row]) -> str:
     """Each pair's loads, where two variants that differ only as a claim needs share none (with
     their failed levels)."""
     return "; ".join(f"`{a.variant}` at {loads_text(la)}{failed_at(rows, a.host, a.variant)} vs "
@@ -295,7 +301,7 @@ def apart(pairs: list[tuple[Setup, Setup, list[str]]], what: str) -> str:
             + (": " + "; ".join(shown) + more if shown else "") + ".")
 
 
-def unqualified(objective: dict[str, Any], rows: list[dict[str, Any]], qualified: set[str]) -> str:
+def unqualified(objective: dict[str, Any], rows: list[Row], qualified: set[str]) -> str:
     """`` (`b`: why)`` for each variant of the run that does not qualify for an objective: failed at its
     load (the failure's reason), not measured at its load (where it was), without its metric, or
     outside its constraints."""
@@ -328,7 +334,7 @@ def unqualified(objective: dict[str, Any], rows: list[dict[str, Any]], qualified
 # -- the walk ------------------------------------------------------------------------------------
 
 
-def why(needs: list[Need], setups: dict[tuple[str, str], Setup], rows: list[dict[str, Any]]) -> str | None:
+def why(needs: list[Need], setups: dict[tuple[str, str], Setup], rows: list[Row]) -> str | None:
     """The first of causes 1-5 that applies to a claim needing one variant of each of ``needs``;
     None when every need was measured as planned (the claim says what differed)."""
     ok = measured(rows)

@@ -11,6 +11,7 @@ drawn, and report.md says which and why.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,13 @@ from . import runs, sequential
 from . import shard as shardres
 from . import tree as res
 from .cells import cell, ms_cells
+from .row import Row
 from .status import Status
 
 # -- the report's notes -------------------------------------------------------------------------
 
 
-def contention_note(rows: list[dict[str, Any]], auto: bool) -> list[str]:
+def contention_note(rows: list[Row], auto: bool) -> list[str]:
     """The report's one line on contention: how many levels counted, and why the others did not. Which
     levels: the ``## Per level`` table's *contended* column; which processes took the CPU and how much:
     ``contention`` and ``other_cpu`` in summary.csv / summary.json (said there, not here)."""
@@ -55,7 +57,7 @@ def contention_note(rows: list[dict[str, Any]], auto: bool) -> list[str]:
 # -- summary ------------------------------------------------------------------------------------
 
 
-def _csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+def _csv(path: Path, columns: tuple[str, ...], rows: Sequence[Mapping[str, object]]) -> None:
     with safeio.open_write(path, within=path.parent, newline="") as fh:
         w = textsafe.DictWriter(fh, fieldnames=list(columns))
         w.writeheader()
@@ -64,7 +66,7 @@ def _csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> No
                         for k, v in r.items() if k in columns})
 
 
-def write_summary(run_dir: Path, rows: list[dict[str, Any]],
+def write_summary(run_dir: Path, rows: list[Row],
                   extra: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """summary.csv (the rows: one per repetition), summary_stats.csv (per level and metric: n, mean, sd,
     95 % interval, cv, noisy; :func:`tree.level_stats`) and summary.json ({experiment, run_id, rows,
@@ -79,7 +81,7 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]],
     return csv_path, json_path
 
 
-def best(rows: list[dict[str, Any]], objective: dict[str, Any]) -> dict[str, Any] | None:
+def best(rows: list[Row], objective: dict[str, Any]) -> dict[str, Any] | None:
     """The best (host, variant, load) by an objective, averaging repetitions; None if no row qualifies."""
     ranked = bestmod.rank(rows, objective)
     return ranked[0] if ranked else None
@@ -122,7 +124,7 @@ def _interval(s: res.LevelStat | None, scale: float = 1.0, digits: int = 1) -> s
     return text
 
 
-def _per_level(rows: list[dict[str, Any]]) -> list[str]:
+def _per_level(rows: list[Row]) -> list[str]:
     """## Per level: n, mean and 95 % interval per metric, and the noise flag (cv >= 10 %, pyperf's rule)."""
     stats = res.level_stats(rows)
     if not stats:
@@ -174,7 +176,7 @@ def _per_level(rows: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
-def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
+def search_section(run: Path, rows: list[Row]) -> list[str]:
     """``## Search``: per host that searched (halving, optuna), the search path and the winner or the
     tie (:func:`serve_system.results.searchreport.markdown`); nothing for a grid."""
     from . import searchdecide as search  # optuna's study is rebuilt only for a run that used it
@@ -208,7 +210,7 @@ def search_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     return ["", "## Search", "", intro, "", *lines]
 
 
-def _header(run: Path, manifest: records.Manifest, rows: list[dict[str, Any]], gaps: list[str],
+def _header(run: Path, manifest: records.Manifest, rows: list[Row], gaps: list[str],
             stand_in: str | None) -> list[str]:
     """report.md's title, description, stand-in note, when the run started and ended, what is missing."""
     title = f"{manifest.experiment or run.parent.name}: run {manifest.run_id or run.name}"
@@ -233,7 +235,7 @@ def _header(run: Path, manifest: records.Manifest, rows: list[dict[str, Any]], g
     return lines
 
 
-def _measurements(rows: list[dict[str, Any]]) -> list[str]:
+def _measurements(rows: list[Row]) -> list[str]:
     """## Measurements: one line per host x variant x load x repetition."""
     lines: list[str] = []
     lines += ["## Measurements", "",
@@ -248,7 +250,8 @@ def _measurements(rows: list[dict[str, Any]]) -> list[str]:
         else:
             util_s = f"CPU {r['cpu_util'] * 100:.0f}%" if r.get("cpu_util") is not None else "-"
         ms = ms_cells(r)
-        load = f"{r['mode'][:4] if r.get('mode') else ''} {cell(r.get('load'))}".strip()
+        mode = r.get("mode")
+        load = f"{mode[:4] if mode else ''} {cell(r.get('load'))}".strip()
         lines.append(f"| {r['host']} | {r['variant']} | {load} | {cell(r.get('repetition'))} | {r['status']}"
                      f"{' (retried)' if r.get('retried') else ''} | {cell(r.get('throughput'))} | "
                      f"{ms('latency_avg_us')} | "

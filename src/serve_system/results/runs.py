@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
 
 from ..errors import ServeSystemError
 from ..experiment import records
@@ -21,6 +20,7 @@ from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from ..experiment.spec.reader import read_objectives
 from . import sequential
 from . import tree as res
+from .row import Row
 from .status import NOT_MEASURED
 
 DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
@@ -112,7 +112,7 @@ def plan_looks(run: Path) -> sequential.Looks | None:
 
 
 def check_run(run_dir: str | Path, partial: bool = False
-              ) -> tuple[Path, records.Manifest, list[dict[str, Any]], list[str]]:
+              ) -> tuple[Path, records.Manifest, list[Row], list[str]]:
     """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is
     written."""
     run = Path(run_dir)

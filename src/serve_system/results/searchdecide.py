@@ -19,10 +19,11 @@ from typing import Any
 from ..experiment.search import HALVING, OPTUNA
 from . import searchhalving as halving
 from . import searchoptuna as optuna_search
+from .row import Row
 from .searchrule import Outcome
 
 
-def step(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+def step(rec: dict[str, Any], rows: list[Row]) -> Outcome:
     """The search's next batch on what is measured (``rows``: the host's summary rows), or its end."""
     if rec["strategy"] == HALVING:
         return halving.decide(rec, rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .row import Row
 from .searchrule import (
     FAMILY_LEVEL,
     SPLIT_KEY,
@@ -23,7 +24,7 @@ from .searchrule import (
 from .searchview import SearchView, best_first
 
 
-def decide(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+def decide(rec: dict[str, Any], rows: list[Row]) -> Outcome:
     """A halving search's next rung on what is measured (``rows``: the host's summary rows), or its end
     (the drop rule and the standing: :mod:`.searchrule`)."""
     view = SearchView(rec, rows)

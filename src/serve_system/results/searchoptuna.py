@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 from .. import metrics
+from .row import Row
 from .searchrule import Entry, Outcome, budget_left, result_text, standing, summarised
 from .searchview import SearchView
 
@@ -60,7 +61,7 @@ def _draw(rec: dict[str, Any], view: SearchView, done: list[str], reps: set[int]
     return picked + rest[:k - len(picked)]
 
 
-def decide(rec: dict[str, Any], rows: list[dict[str, Any]]) -> Outcome:
+def decide(rec: dict[str, Any], rows: list[Row]) -> Outcome:
     """An optuna search's next batch on what is measured (``rows``: the host's summary rows), or its end
     (the standing: :mod:`.searchrule`)."""
     view = SearchView(rec, rows)

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import metrics
 from . import intervals as iv
+from .row import Row, value
 from .status import Status
 
 
@@ -27,19 +28,19 @@ class SearchView:
     samples on that host). The pool is the spread within a host: every candidate's samples, and the
     reference's per host."""
 
-    def __init__(self, rec: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    def __init__(self, rec: dict[str, Any], rows: list[Row]) -> None:
         self.rec = rec
         self.goal = rec["objective"]
         self.names = [c["name"] for c in rec["candidates"]]
         at = float(self.goal["at_load"])
-        self.rows: dict[str, dict[int, dict[str, Any]]] = {n: {} for n in self.names}
+        self.rows: dict[str, dict[int, Row]] = {n: {} for n in self.names}
         self.refused: dict[str, str] = {}  # never measured: why (refused by Triton, or it did not answer)
         shard = rec.get("shard") or None
         self.reference: str | None = shard["reference"] if shard else None
         #: a sharded search: each candidate's host; the reference's rows per host
         self.home: dict[str, str] = ({c: h for h, cs in shard["assignment"].items() for c in cs}
                                      if shard else {})
-        self.ref_rows: dict[str, dict[int, dict[str, Any]]] = {h: {} for h in shard["hosts"]} if shard else {}
+        self.ref_rows: dict[str, dict[int, Row]] = {h: {} for h in shard["hosts"]} if shard else {}
         known = set(self.names)
         for r in rows:
             name = r.get("variant")
@@ -82,7 +83,7 @@ class SearchView:
             return any(self.ref_rows.values())
         return bool(self.rows[name])
 
-    def _rows_of(self, name: str) -> list[tuple[str | None, int, dict[str, Any]]]:
+    def _rows_of(self, name: str) -> list[tuple[str | None, int, Row]]:
         """(host, repetition, row) of a candidate's measurements (the reference's on every host)."""
         if name == self.reference and self.sharded:
             return [(h, rep, r) for h, rs in self.ref_rows.items() for rep, r in sorted(rs.items())]
@@ -92,9 +93,9 @@ class SearchView:
             host: str | None = None) -> list[float]:
         """The samples as measured (``host``: the reference's on that host only)."""
         m = metric or self.goal["metric"]
-        return [float(r[m]) for h, rep, r in self._rows_of(name)
+        return [float(value(r, m)) for h, rep, r in self._rows_of(name)
                 if (host is None or h == host) and (reps is None or rep in reps)
-                and r.get("status") == Status.OK and r.get(m) is not None]
+                and r.get("status") == Status.OK and value(r, m) is not None]
 
     def offsets(self, reps: set[int] | None) -> dict[str, float]:
         """A sharded search's correction per host, ``r_h - R`` (hosts without a reference sample: 0)."""
@@ -113,8 +114,8 @@ class SearchView:
         if not self.sharded or m != self.goal["metric"]:
             return self.raw(name, reps, m)
         off = self.offsets(reps)
-        return [float(r[m]) * math.exp(-off.get(h or "", 0.0)) for h, rep, r in self._rows_of(name)
-                if (reps is None or rep in reps) and r.get("status") == Status.OK and r.get(m) is not None]
+        return [float(value(r, m)) * math.exp(-off.get(h or "", 0.0)) for h, rep, r in self._rows_of(name)
+                if (reps is None or rep in reps) and r.get("status") == Status.OK and value(r, m) is not None]
 
     def groups(self, reps: set[int] | None) -> dict[str, list[float]]:
         """The pool's groups: each candidate's own samples (sharded: within its host, the reference's

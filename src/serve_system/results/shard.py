@@ -35,6 +35,7 @@ from ..experiment import shard as shardmod
 from . import intervals as iv
 from . import tree as res
 from .cells import cell
+from .row import Row, value
 from .status import Status
 
 Key = tuple[str, float]  # (mode, load)
@@ -53,12 +54,12 @@ def read(run: Path, manifest: records.Manifest) -> shardmod.Shard | None:
     return None
 
 
-def _samples(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str, Key], list[float]]:
+def _samples(rows: list[Row], metric: str) -> dict[tuple[str, str, Key], list[float]]:
     out: dict[tuple[str, str, Key], list[float]] = {}
     for r in rows:
         if r.get("status") == Status.OK and r.get("load") is not None and r.get(metric) is not None:
             key = (str(r.get("mode") or "concurrency"), float(r["load"]))
-            out.setdefault((r["host"], r["variant"], key), []).append(float(r[metric]))
+            out.setdefault((r["host"], r["variant"], key), []).append(float(value(r, metric)))
     return out
 
 
@@ -92,7 +93,7 @@ def cross_node(ref_a: Sequence[float], a: Sequence[float], ref_b: Sequence[float
                      var_a, var_b)
 
 
-def analyse(rows: list[dict[str, Any]], shard: shardmod.Shard, metrics: Sequence[str],
+def analyse(rows: list[Row], shard: shardmod.Shard, metrics: Sequence[str],
             smallest: float) -> dict[str, Any]:
     """The merged view of a sharded run (see the module's text), as JSON-ready data."""
     ref = shard.reference
@@ -173,7 +174,7 @@ def _effect(e: dict[str, Any] | None) -> str:
     return iv.effect_text(iv.Effect(e["n_reference"], e["n"], e["change"], e["low"], e["high"], e["reason"]))
 
 
-def ranking(rows: list[dict[str, Any]], shard: shardmod.Shard, objective: dict[str, Any],
+def ranking(rows: list[Row], shard: shardmod.Shard, objective: dict[str, Any],
             smallest: float) -> str | None:
     """One line: the best variant by an objective across nodes, each variant divided by its own node's
     reference (the reference itself: 1), and its lead over the next with its interval."""
@@ -213,7 +214,7 @@ def ranking(rows: list[dict[str, Any]], shard: shardmod.Shard, objective: dict[s
     return line
 
 
-def markdown(view: dict[str, Any], rows: list[dict[str, Any]], shard: shardmod.Shard,
+def markdown(view: dict[str, Any], rows: list[Row], shard: shardmod.Shard,
              objectives: list[dict[str, Any]]) -> list[str]:
     """## Sharded over N nodes: the rule, the reference per node, the flags, the merged table."""
     smallest = float(view["smallest_effect"])

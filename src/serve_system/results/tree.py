@@ -34,6 +34,7 @@ from ..experiment import records
 from . import fastapi_tree as fastapi_results
 from . import intervals
 from . import stats as statsmod
+from .row import Row, blank, put, value
 from .setups import VariantSetup
 from .status import NOT_MEASURED, Status
 
@@ -82,11 +83,11 @@ class LevelStat:
 STAT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LevelStat))
 
 
-def level_stats(rows: list[dict[str, Any]]) -> list[LevelStat]:
+def level_stats(rows: list[Row]) -> list[LevelStat]:
     """Per (host, variant, mode, load) and metric of :data:`STAT_METRICS`: n, mean, sd, the 95 %
     interval of the mean (Student's t, :func:`intervals.summarize`), the coefficient of variation and
     whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Row]] = {}
     for r in rows:
         if r.get("status") == Status.OK and r.get("load") is not None:
             key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
@@ -95,7 +96,7 @@ def level_stats(rows: list[dict[str, Any]]) -> list[LevelStat]:
     out = []
     for key, rs in sorted(groups.items(), key=lambda kv: (kv[0][2:5], float(kv[0][5]))):
         for metric in STAT_METRICS:
-            vals = [float(r[metric]) for r in rs if r.get(metric) is not None]
+            vals = [float(value(r, metric)) for r in rs if value(r, metric) is not None]
             if not vals:
                 continue
             s = intervals.summarize(vals, floor=intervals.METRIC_FLOOR)
@@ -156,14 +157,11 @@ def read_level(path: Path) -> records.LevelRecord:
         raise ServeSystemError(f"{exc}; {fix}") from None
 
 
-def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
+def level_row(level_dir: Path, base: Row) -> Row:
     """One tidy row from a level folder (its level record, raw outputs, stats and metrics)."""
     lrec = read_level(level_dir / records.LEVEL_FILE)
-    row: dict[str, Any] = {c: None for c in COLUMNS}
-    row.update(base)
-    mode = lrec.mode
-    load = float(lrec.load)
-    row.update(mode=mode, load=_num(load), repetition=lrec.repetition)
+    row = blank(COLUMNS, base)
+    row["mode"], row["load"], row["repetition"] = lrec.mode, _num(float(lrec.load)), lrec.repetition
     row["attempts"] = len(lrec.attempts) or None
     row["retried"] = len(lrec.attempts) > 1
     row["duration_s"] = round(lrec.end - lrec.start, 3)
@@ -173,17 +171,17 @@ def level_row(level_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
         row["other_cpu"] = (None if lrec.contention.others is None
                             else round(lrec.contention.others + (lrec.contention.unseen or 0.0), 4))
     if lrec.status != Status.OK:  # killed, Triton restarted, ...: the level failed, whatever was printed
-        row.update(status=Status.FAILED, error=lrec.error or "the level failed",
-                   peak_rss_mb=peak_rss_mb(lrec))
+        row["status"], row["error"] = Status.FAILED, lrec.error or "the level failed"
+        row["peak_rss_mb"] = peak_rss_mb(lrec)
         return row
     try:
         return _raw_fields(level_dir, lrec, row)
     except ServeSystemError as exc:  # a raw file that is not what the runner writes: this level alone
-        row.update(status=Status.FAILED, error=str(exc))
+        row["status"], row["error"] = Status.FAILED, str(exc)
         return row
 
 
-def _raw_fields(level_dir: Path, lrec: records.LevelRecord, row: dict[str, Any]) -> dict[str, Any]:
+def _raw_fields(level_dir: Path, lrec: records.LevelRecord, row: Row) -> Row:
     """``row`` completed from a measured level's raw files (perf_analyzer's output, stats, metrics);
     the level's record says it ran (its status is ok): what the files hold decides the row's."""
     mode, load = lrec.mode, float(lrec.load)
@@ -191,7 +189,7 @@ def _raw_fields(level_dir: Path, lrec: records.LevelRecord, row: dict[str, Any])
     if bench is not None or lrec.tool == "fastapi_bench":
         bench = bench or {"status": Status.FAILED,
                           "error": lrec.error or "the benchmark client wrote no bench.json"}
-        row.update({k: v for k, v in bench.items() if k in COLUMNS})
+        put(row, {k: v for k, v in bench.items() if k in COLUMNS})
         return row
     stdout = _read_text(level_dir / records.PERF_STDOUT_FILE)
     csv_text = _read_text(level_dir / records.PERF_CSV_FILE)
@@ -207,8 +205,7 @@ def _raw_fields(level_dir: Path, lrec: records.LevelRecord, row: dict[str, Any])
         row["status"] = Status.of(match.status)
         row["error"] = match.error
         if match.status == Status.OK:
-            for k in metrics.PERF_ROW:
-                row[k] = getattr(match, k)
+            put(row, {k: getattr(match, k) for k in metrics.PERF_ROW})
             # the windows the numbers rest on (perf_analyzer -v): how many, and how much they vary
             row["windows"] = len(match.windows) or None
             cv = perfmod.window_cv(match)
@@ -258,7 +255,7 @@ def _num(v: float) -> float | int:
     return int(v) if float(v).is_integer() else v
 
 
-def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[dict[str, Any]]:
+def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[Row]:
     """All rows of a run folder (refused or unavailable variants give one row with that status);
     ``hosts``: only those hosts' rows (nothing of another host's folder is read)."""
     run = Path(run_dir)
@@ -268,19 +265,19 @@ def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[d
     experiment = manifest.experiment or run.parent.name
     run_id = manifest.run_id or run.name
     stand_in = manifest.stand_in
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for host_dir in host_dirs(run, hosts):
         for vdir in subdirs(host_dir):
             vrec = read_variant(vdir)
-            base = {"experiment": experiment, "run_id": run_id, "host": host_dir.name, "variant": vdir.name,
-                    "model": None if vrec is None else vrec.model,
-                    "stand_in": (None if vrec is None else vrec.stand_in) or stand_in}
+            base: Row = {"experiment": experiment, "run_id": run_id, "host": host_dir.name,
+                         "variant": vdir.name, "model": None if vrec is None else vrec.model,
+                         "stand_in": (None if vrec is None else vrec.stand_in) or stand_in}
             # every level with a record, even one that level_done would re-measure: reading it says what
             # is wrong with it in one line instead of leaving it out of the report silently
             levels = [p for p in subdirs(vdir) if os.path.lexists(p / records.LEVEL_FILE)]
             if vrec is not None and vrec.status in NOT_MEASURED and not levels:
-                row: dict[str, Any] = {c: None for c in COLUMNS}
-                row.update(base, status=Status(vrec.status), error=vrec.error)
+                row = blank(COLUMNS, base)
+                row["status"], row["error"] = Status(vrec.status), vrec.error
                 rows.append(row)
                 continue
             for ldir in levels:

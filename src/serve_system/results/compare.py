@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import safeio, textsafe
 from ..errors import ServeSystemError
@@ -23,8 +24,30 @@ COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", 
 METRICS = ("throughput", "p50_us", "p95_us", "p99_us", "errors")
 
 
-def load_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """A reported run's rows (summary.json: ``{"rows": [...], ...}``, or a bare list from older reports)."""
+class Compared(TypedDict, total=False):
+    """One row of the comparison (:data:`COLUMNS`): a run's (host, variant, mode, load), its ok
+    repetitions averaged. Its names are as the run's summary.json holds them (a file: shown as found)."""
+
+    experiment: Any
+    run_id: Any
+    host: Any
+    variant: Any
+    mode: Any
+    load: float | None
+    status: str
+    repetitions: int
+    throughput: float | None
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    errors: float | None
+    ratio: float | None
+    note: str
+
+
+def load_rows(run_dir: Path) -> list[Mapping[str, Any]]:
+    """A reported run's rows (summary.json: ``{"rows": [...], ...}``, or a bare list from older reports):
+    JSON objects whose load and metrics are checked numbers."""
     path = run_dir / "summary.json"
     fix = f"re-run `serve-system report {run_dir}`"
     if not run_dir.is_dir():
@@ -59,10 +82,10 @@ def check_output(path: Path, option: str) -> None:
         raise ServeSystemError(f"{option} {path}: not writable; choose a path you can write")
 
 
-def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict[str, Any]]:
+def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[Compared]:
     """One row per (run, host, variant, mode, load), repetitions averaged; ordered by load, then input
     order."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     order: list[tuple[Any, ...]] = []
     for i, run in enumerate(run_dirs):
         for r in load_rows(run):
@@ -79,20 +102,20 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
                 groups[key] = []
                 order.append(key)
             groups[key].append(r)
-    out: list[dict[str, Any]] = []
+    out: list[Compared] = []
     for key in order:
         rs = groups[key]
         ok = [r for r in rs if r.get("status") == Status.OK]
-        row: dict[str, Any] = dict(
-            zip(("experiment", "run_id", "host", "variant", "mode"), key[1:6], strict=True))
-        row["load"] = key[6]
-        row["status"] = Status.OK if ok else (rs[0].get("status") or Status.FAILED)
-        row["repetitions"] = len(ok)
-        for m in METRICS:
+
+        def mean(m: str, ok: list[Mapping[str, Any]] = ok) -> float | None:
             vals = [float(r[m]) for r in ok if r.get(m) is not None]
-            row[m] = statistics.fmean(vals) if vals else None
-        row["note"] = "" if ok else (rs[0].get("error") or "")
-        out.append(row)
+            return statistics.fmean(vals) if vals else None
+
+        out.append(Compared(
+            experiment=key[1], run_id=key[2], host=key[3], variant=key[4], mode=key[5], load=key[6],
+            status=Status.OK if ok else (rs[0].get("status") or Status.FAILED), repetitions=len(ok),
+            throughput=mean("throughput"), p50_us=mean("p50_us"), p95_us=mean("p95_us"),
+            p99_us=mean("p99_us"), errors=mean("errors"), note="" if ok else (rs[0].get("error") or "")))
     out.sort(key=lambda r: (float("inf") if r["load"] is None else r["load"]))
     first: dict[float, float] = {}
     for r in out:
@@ -104,7 +127,7 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[dict
     return out
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def markdown(rows: list[Compared]) -> str:
     lines = [("| experiment | host | variant | load | status | throughput/s | p50 ms | p95 ms | p99 ms | "
               "errors | x first |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -117,7 +140,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_csv(path: Path, rows: list[Compared]) -> None:
     with safeio.open_write(path, newline="") as fh:  # a temporary name, renamed: never through a link
         w = textsafe.DictWriter(fh, fieldnames=list(COLUMNS))
         w.writeheader()

@@ -44,6 +44,9 @@ from serve_system.provision.local import LocalProvider
 from serve_system.provision.nodes import Node
 
 from .ansible_run import REPO, PlaybookResult, run_playbook
+from .prestart import prestartable
+
+pytestmark = pytest.mark.windows("none")
 
 TAGS = "docker,nvidia_container_toolkit"
 NOTEBOOK_NVIDIA_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
@@ -126,10 +129,11 @@ def _load_build_base(node: Node) -> None:
     podman("exec", node.name, "docker", "tag", ref, BUILD_BASE, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+@prestartable(scope="module")
+def upstream(workdir: Path) -> Iterator[Upstream]:
+    """Both version sets' nodes, set up by hand, then site.yml twice and the image built on the node
+    (set up in the background while other tests run: prestart.py)."""
     prefix = f"{os.environ.get('SERVE_SYSTEM_IT_PREFIX') or 'it-' + secrets.token_hex(3)}-upstream"
-    workdir = tmp_path_factory.mktemp("upstream")
     inventory = workdir / "hosts.yml"
     provider = LocalProvider(prefix, inventory, images=("node",))
     names = {which: f"{prefix}-{which}" for which in SETS}

@@ -21,6 +21,8 @@ from serve_system.standin import CLASSES
 
 from .conftest import RehearsalCluster
 
+pytestmark = pytest.mark.windows("none")
+
 RUN_ID = "it-fastapi"
 LEVELS = [{"senders": 1, "requests": 12}, {"senders": 4, "requests": 40}]
 

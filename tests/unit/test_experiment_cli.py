@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from serve_system.cli import main
-from serve_system.experiment import plan, records
+from serve_system.experiment import plan
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.experiment.tritonlocal import free_ports
+from serve_system.node import records
 from serve_system.results import report
 
 FIX = Path(__file__).parent / "fixtures"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import events, records, runner, runnercall
+from serve_system.experiment import runnercall
 from serve_system.experiment.roleview import write_bundle
 from serve_system.experiment.runfolder import Targets
+from serve_system.node import events, records, runner
 
 
 def _plan(tmp_path: Path, settings: records.RunnerSettings) -> Path:

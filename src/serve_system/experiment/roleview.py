@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import safeio
-from . import records as rec
+from ..node import records as rec
+from ..node.runner import BUNDLE_MAIN, BUNDLE_MODULES
 from . import runnercall
-from .runner import BUNDLE_MAIN, BUNDLE_MODULES
 from .spec.messages import SpecError
 from .spec.models import AnySpec, FastapiSpec
 
@@ -101,7 +101,7 @@ def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
     runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs), as
     ``hdir/.node.pyz``, and beside it its base64 when it travels on the put's stdin."""
     dest = hdir / ".node.pyz"
-    pkg = Path(__file__).parent
+    pkg = Path(__file__).parent.parent / "node"  # serve_system/node/: what runs on the node
     # the runner's modules (BUNDLE_MODULES, defined once; __main__.py is written below) and the FastAPI
     # client (data the runner puts beside it)
     files: dict[str, Path] = {name: pkg / name for name in BUNDLE_MODULES - {"__main__.py", "safeio.py"}}

@@ -38,10 +38,7 @@ OK, FAILED = "ok", "failed"
 TRITON, FASTAPI = "triton", "fastapi"
 
 
-try:  # in the package; the node's flat layout (records.py beside the runner) has no package around it
-    from .. import safeio
-except ImportError:  # pragma: no cover - the node's layout
-    import safeio  # type: ignore[import-not-found,no-redef]  # the node's flat layout
+from .. import safeio
 
 
 class RecordError(safeio.UnsafeFile):

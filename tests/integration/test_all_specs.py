@@ -36,9 +36,9 @@ import pytest
 import yaml
 
 from serve_system.experiment import plan as exp
-from serve_system.experiment import records
 from serve_system.experiment.spec.models import TritonSpec, expand_levels
 from serve_system.experiment.spec.reader import load_spec, resolve
+from serve_system.node import records
 from serve_system.results import findings as fnd
 
 from .ansible_run import REPO, run_playbook

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import records
+from serve_system.node import records
 
 from .ansible_run import REPO
 from .test_experiments import FOOD_INPUT, _common, _progress, _start_playbook, _wait_for, _write

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import archive, events, perfargv, records
 from serve_system.experiment import perf as perfmod
+from serve_system.experiment import perfargv
+from serve_system.node import archive, events, records
 
 from .ansible_run import REPO, ansible_bin, run_playbook
 from .windows import Windows

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import records
+from serve_system.node import records
 from serve_system.results.fastapi_tree import bench_fields
 from serve_system.standin import CLASSES
 

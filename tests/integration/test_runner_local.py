@@ -25,9 +25,9 @@ import pytest
 import requests
 import yaml
 
-from serve_system.experiment import events, records
 from serve_system.experiment import perf as perfmod
 from serve_system.experiment import plan as exp
+from serve_system.node import events, records
 from serve_system.results import report
 from serve_system.results import tree as results
 
@@ -201,7 +201,7 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
 
 
 def test_runner_sampler_against_real_triton(triton: LocalTriton, tmp_path: Path) -> None:
-    from serve_system.experiment.nodeproc import Sampler
+    from serve_system.node.nodeproc import Sampler
     from serve_system.results import stats
 
     sampler = Sampler(f"http://127.0.0.1:{triton.metrics}/metrics", tmp_path / "metrics.jsonl", 0.3)

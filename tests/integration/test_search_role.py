@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import records
+from serve_system.node import records
 
 from .ansible_run import REPO, run_playbook
 from .windows import Windows

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import records
 from serve_system.experiment import shard as shardmod
+from serve_system.node import records
 
 from .ansible_run import run_playbook
 from .test_experiments import FOOD_INPUT, _common, _write

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from serve_system.experiment import records
+from serve_system.node import records
 
 from .corpus import BadInput
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..node.records import LevelPlan, VariantPlan
 from ..triton.host import (
     TENSORRT_MIN_COMPUTE_CAPABILITY,
     adapt_to_host,
@@ -35,7 +36,6 @@ from ..triton.pbtxt import (
 from ..triton.problems import check, jinja_in
 from . import perf as perfmod
 from . import perfargv, search
-from .records import LevelPlan, VariantPlan
 from .spec.messages import SpecError
 from .spec.models import (
     FastapiSpec,

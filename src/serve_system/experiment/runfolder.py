@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import ownedtree, safeio
-from . import records as rec
+from ..node import records as rec
 from . import roleview, search
 from . import shard as shardmod
 from .plan import (

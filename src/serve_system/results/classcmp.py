@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import records
+from ..node import records
 from . import findings as fnd
 from .claim import Finding
 from .classnodes import Node, read_nodes

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import records
+from ..node import records
 from . import findings as fnd
 from . import runs
 from . import tree as res

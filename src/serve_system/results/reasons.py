@@ -65,7 +65,7 @@ CONTENDED_WHY = "measured under contention, not counted (the cause: `contention`
 
 def counted(rows: list[Row]) -> list[Row]:
     """The rows a ``repetitions: auto`` run judges: those of levels not measured under contention
-    (the runner's ``contention``: :func:`serve_system.experiment.records.contention_cause`); auto
+    (the runner's ``contention``: :func:`serve_system.node.records.contention_cause`); auto
     measures such a level again instead (:mod:`.adaptive`)."""
     return [r for r in rows if not r.get("contention")]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from ..experiment import records
+from ..node import records
 
 
 class Status(StrEnum):

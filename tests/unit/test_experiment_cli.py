@@ -234,8 +234,8 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     # the node bundle: a zip application of the runner with the plan and its inputs
     with zipfile.ZipFile(run / "node-1" / ".node.pyz") as z:
         assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "nodeproc.py", "tritonapi.py",
-                                     "follow.py", "records.py", "events.py", "archive.py", "safeio.py",
-                                     "fastapi_bench.py", "food_input.json"}
+                                     "follow.py", "records.py", "defaults.py", "events.py", "archive.py",
+                                     "safeio.py", "fastapi_bench.py", "food_input.json"}
         assert json.loads(z.read("plan.json")) == out["node-1"]
     # run as the node runs it: its data members are put beside it, then the runner answers
     node = tmp_path / "node"

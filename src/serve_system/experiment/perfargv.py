@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import defaults as d
 from .perf import CONCURRENCY, REQUEST_RATE
 
 
@@ -26,15 +27,15 @@ def build_argv(
 
     ``perf`` holds the spec's perf_analyzer settings (see :class:`serve_system.experiment.spec.models.Perf`).
     """
-    argv = ["perf_analyzer", "-m", model, "-u", url, "-i", perf.get("protocol", "http"), "-v"]
+    argv = ["perf_analyzer", "-m", model, "-u", url, "-i", perf.get("protocol", d.PROTOCOL), "-v"]
     if version:
         argv += ["-x", str(version)]
-    argv += ["-b", str(perf.get("batch_size", 1))]
+    argv += ["-b", str(perf.get("batch_size", d.BATCH_SIZE))]
     if mode == CONCURRENCY:
         argv += ["--concurrency-range", str(int(load))]
     elif mode == REQUEST_RATE:
         argv += ["--request-rate-range", _fmt(load),
-                 "--request-distribution", perf.get("distribution", "constant")]
+                 "--request-distribution", perf.get("distribution", d.DISTRIBUTION)]
     else:
         raise ValueError(f"unknown load mode {mode!r}")
     if perf.get("input_data"):
@@ -60,7 +61,7 @@ def build_argv(
         argv.append("--async")
     if csv_path:
         argv += ["-f", csv_path]
-        if perf.get("verbose_csv", True):
+        if perf.get("verbose_csv", d.VERBOSE_CSV):
             argv.append("--verbose-csv")
     return argv
 
@@ -69,14 +70,24 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+def window_ms(perf: dict[str, Any]) -> int:
+    """The length of one time window (ms): the spec's, else perf_analyzer's default."""
+    return int(perf.get("measurement_interval_ms") or d.WINDOW_MS)
+
+
+def window_requests(perf: dict[str, Any]) -> int:
+    """The requests of one count window: the spec's, else perf_analyzer's default."""
+    return int(perf.get("measurement_request_count") or d.WINDOW_REQUESTS)
+
+
 def longer_window(perf: dict[str, Any], factor: int = 2) -> dict[str, Any]:
     """perf settings with a longer measurement window, for a retry after an unstable measurement."""
     out = dict(perf)
     if out.get("measurement_mode") == "count_windows":
-        out["measurement_request_count"] = int(out.get("measurement_request_count") or 50) * factor
+        out["measurement_request_count"] = window_requests(out) * factor
     else:
-        out["measurement_interval_ms"] = int(out.get("measurement_interval_ms") or 5000) * factor
-    out["max_trials"] = int(out.get("max_trials") or 10) * factor
+        out["measurement_interval_ms"] = window_ms(out) * factor
+    out["max_trials"] = int(out.get("max_trials") or d.MAX_TRIALS) * factor
     return out
 
 
@@ -85,9 +96,9 @@ def longer_window(perf: dict[str, Any], factor: int = 2) -> dict[str, Any]:
 #: requests of FP32 3x224x224, 602 KB each, at concurrency 8 and 16; 361 MB for 300). So its memory
 #: grows with the requests of one window: with time windows, with the server's speed, without bound.
 RETAINED_COPIES = 2
-#: what one level's retained requests may take: half the runner's default memory cap (4096 MB), the
-#: rest for perf_analyzer itself and the client container's other processes
-REQUEST_MEMORY_BUDGET = 2048 * 1024 * 1024
+#: what one level's retained requests may take: half the runner's default memory cap, the rest for
+#: perf_analyzer itself and the client container's other processes
+REQUEST_MEMORY_BUDGET = int(d.PERF_MEMORY_MB) // 2 * 1024 * 1024
 #: requests at least this large (bytes of generated input tensors) are bounded by a request count
 LARGE_REQUEST_BYTES = 64 * 1024
 
@@ -126,7 +137,7 @@ def bound_requests(perf: dict[str, Any], request_bytes: int | None) -> tuple[dic
         now = f"request_count {out['request_count']}" + (
             f", warmup_request_count {out['warmup_request_count']}" if warm else "")
     elif perf.get("measurement_mode") == "count_windows":
-        window = int(perf.get("measurement_request_count") or 50)
+        window = window_requests(perf)
         if window <= most // 2:
             return perf, None
         out["measurement_request_count"] = max(1, most // 2)

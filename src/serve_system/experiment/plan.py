@@ -33,8 +33,8 @@ from ..triton.pbtxt import (
     render_pbtxt,
 )
 from ..triton.problems import check, jinja_in
+from . import defaults, perfargv, search
 from . import perf as perfmod
-from . import perfargv, search
 from .records import LevelPlan, VariantPlan
 from .spec.messages import SpecError
 from .spec.models import (
@@ -114,7 +114,7 @@ def plan(
         model = v.model or spec.model
         perf = spec.merged_perf(v)
         load = spec.merged_load(v)
-        batch = int(perf.get("batch_size", 1))
+        batch = int(perf.get("batch_size", defaults.BATCH_SIZE))
         errs += _perf_problems(spec, v, cfg, perf, batch)
         try:
             input_data = _input_data(spec, v, perf, node_work_dir, errs)
@@ -236,7 +236,7 @@ def _level_plans(spec: TritonSpec, vname: str, model: str, purl: str, load: dict
             argv = perfargv.build_argv(model=model, url=purl, mode=mode, load=lv, perf=rep_perf,
                                       csv_path=csv_path)
             retries, p2 = [], rep_perf
-            for _ in range(int(perf.get("retries", 1))):
+            for _ in range(int(perf.get("retries", defaults.RETRIES))):
                 p2 = perfargv.longer_window(p2)
                 retries.append(perfargv.build_argv(model=model, url=purl, mode=mode, load=lv, perf=p2,
                                                   csv_path=csv_path))
@@ -315,7 +315,7 @@ def estimate_seconds(variants: list[VariantPlan]) -> float:
             if v.runtime is not None:  # FastAPI: assume ~20 requests/s per sender
                 total += 2.0 + (lv.requests or 100) / (20.0 * max(lv.load, 1))
                 continue
-            interval = float(v.perf.get("measurement_interval_ms") or 5000) / 1000
+            interval = perfargv.window_ms(v.perf) / 1000
             if v.perf.get("measurement_mode") == "count_windows":
                 interval = 2.0
             total += 2.0 + interval * 3 * (1 + len(lv.retry_argv) * 0.25)

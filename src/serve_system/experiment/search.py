@@ -30,6 +30,7 @@ import math
 from collections.abc import Collection
 from typing import Any
 
+from . import defaults, perfargv
 from .spec.models import Search, SearchBudget, TritonSpec
 from .spec.sweeps import variant_name
 
@@ -39,8 +40,8 @@ MIN_WINDOW_MS = 500
 #: seconds a measurement takes beyond its windows: a fresh load, READY, warm-up, perf_analyzer's start
 LOAD_OVERHEAD_S = 5.0
 RUN_OVERHEAD_S = 2.0
-#: perf_analyzer measures at least three windows (its stability check)
-WINDOWS = 3
+#: perf_analyzer measures at least this many windows (its stability check)
+WINDOWS = defaults.STABILITY_WINDOWS
 
 
 # ------------------------------------------------------------------------------------ the plan side
@@ -65,14 +66,10 @@ def candidates(spec: TritonSpec) -> list[dict[str, Any]]:
     return out
 
 
-def base_window_ms(perf: dict[str, Any]) -> int:
-    return int(perf.get("measurement_interval_ms") or 5000)
-
-
 def rung_windows(search: Search, perf: dict[str, Any]) -> list[int]:
     """Each rung's measurement window (ms): halving doubles it per rung, up to the spec's by default;
     optuna measures with the spec's window (one rung)."""
-    base = base_window_ms(perf)
+    base = perfargv.window_ms(perf)
     if search.strategy != HALVING:
         return [base]
     first = search.window_ms or max(MIN_WINDOW_MS, base // 2 ** (search.rungs - 1))

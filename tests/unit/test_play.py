@@ -90,8 +90,9 @@ def test_a_look_that_names_no_repository_plans_on_the_spec_and_an_empty_reposito
     ("HOSTS", "plan --play (stdin): hosts.a.gpus: "),
     ("EXTRA", "plan --play (stdin): inputs.surprise: "),
     ("NOHOST", "plan --play (stdin): hosts: "),
-    ("TIMEOUT", "--perf-timeout"),
-    ("HOSTNAME", "--host '../x=0'"),
+    # a setting is named as the role's variable, not as an option: the document is read as data
+    ("TIMEOUT", "plan --play (stdin): inputs.perf_timeout: '-5': give a positive number"),
+    ("HOSTNAME", "plan --play (stdin): hosts: "),
 ])
 def test_a_bad_document_is_refused_in_one_line_and_nothing_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -110,6 +111,34 @@ def test_a_bad_document_is_refused_in_one_line_and_nothing_is_written(
     assert says in lines[0] and "Traceback" not in err and all(" " in ln for ln in lines), err
     assert len(lines) == (5 if "results_dir" in says else 1), err
     assert not (tmp_path / "results").exists()
+
+
+def test_the_document_is_planned_as_data_never_parsed_again_as_a_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line is parsed once (``main``); the play's settings and every host's look become one
+    typed request each planning, not options for another parser."""
+    import argparse
+
+    spec = _dynbatch_in_repo(tmp_path)
+    parsed: list[list[str] | None] = []
+    real = argparse.ArgumentParser.parse_args
+
+    def counted(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
+        parsed.append(None if args is None else list(args))
+        return real(self, args, namespace)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", counted)
+    hosts = {"a": {"gpus": 0, "look": _look(None)}, "b": {"gpus": 1, "look": "os=x\n"}}
+    inputs = _inputs(tmp_path, perf_timeout=12, ready_timeout="", variants="baseline")
+    doc = {"inputs": inputs, "hosts": hosts}
+    assert _play(monkeypatch, spec, doc) == 0
+    assert parsed == [["plan", str(spec), "--play", "-"]]
+    view = json.loads(capsys.readouterr().out)
+    assert set(view["hosts"]) == {"a", "b"} and "refused" not in view["hosts"]["b"]
+    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "b" / "plan.json", records.HostPlan)
+    assert plan.runner.perf_timeout == 12
+    assert plan.runner.ready_timeout == records.RunnerSettings().ready_timeout
+    assert plan.facts["os"] == "x"
 
 
 def test_a_bad_spec_refuses_the_play_before_any_host_is_planned(

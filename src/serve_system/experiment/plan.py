@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -370,17 +371,43 @@ def lease_end_time(lease_end: str) -> datetime:
     return end
 
 
-def lease_problem(lease_end: str, estimate_s: float, now: float) -> str | None:
-    """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease)."""
+@dataclass(frozen=True)
+class LeaseProblem:
+    """Why a plan cannot start before the lease ends, as data: the lease end is no time (``bad_end``:
+    why), or the plan of ``estimate_s`` seconds would end at ``finish`` after the lease's ``end``. The
+    fixes offered follow the lease policy: a search (``search``) can also get a smaller budget."""
+
+    estimate_s: float
+    finish: float = 0.0
+    end: datetime | None = None
+    bad_end: str = ""
+    search: bool = False
+
+    def fixes(self) -> list[str]:
+        """What the user can do, in the order offered."""
+        return ["extend the lease", "measure fewer variants (-e variants=...)",
+                *(["pass -e fit_lease=true (a smaller search budget)", "-e ignore_lease_end=true"]
+                  if self.search else ["pass -e ignore_lease_end=true"])]
+
+    def __str__(self) -> str:
+        if self.bad_end or self.end is None:
+            return f"serve_lease_end {self.bad_end}"
+        fmt = "%Y-%m-%dT%H:%M:%SZ"
+        *first, last = self.fixes()
+        return (f"the plan needs about {self.estimate_s / 60:.0f} min and would end at "
+                f"{time.strftime(fmt, time.gmtime(self.finish))}, after the lease ends at "
+                f"{self.end.astimezone(UTC).strftime(fmt)}: {', '.join(first)}, or {last}")
+
+
+def lease_problem(lease_end: str, estimate_s: float, now: float, *,
+                  search: bool = False) -> LeaseProblem | None:
+    """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease);
+    ``search``: the plan is a search, whose budget may be cut to fit."""
     try:
         end = lease_end_time(lease_end)
     except ValueError as exc:
-        return f"serve_lease_end {exc}"
+        return LeaseProblem(estimate_s, bad_end=str(exc), search=search)
     finish = now + estimate_s
     if finish <= end.timestamp():
         return None
-    fmt = "%Y-%m-%dT%H:%M:%SZ"
-    return (f"the plan needs about {estimate_s / 60:.0f} min and would end at "
-            f"{time.strftime(fmt, time.gmtime(finish))}, after the lease ends at "
-            f"{end.astimezone(UTC).strftime(fmt)}: extend the lease, measure fewer variants "
-            "(-e variants=...), or pass -e ignore_lease_end=true")
+    return LeaseProblem(estimate_s, finish=finish, end=end, search=search)

@@ -94,16 +94,16 @@ class RunnerSettings:
     """How the runner measures and where it runs, its defaults :mod:`.defaults`' (``serve-system plan``
     writes them into the host plan, from its options; the runner's own options only override them).
     The numbers are :data:`NUMBERS`: each is an option of ``serve-system plan`` and of the runner, named
-    after its field, its help the field's ``help``."""
+    after its field, its help the field's ``help`` and ``unit``."""
 
     metrics_interval: float = field(default=defaults.METRICS_INTERVAL_S,
                                     metadata={"help": "seconds between two metrics samples"})
     ready_timeout: float = field(default=defaults.READY_TIMEOUT_S,
-                                 metadata={"help": "the wait for a loaded variant to be READY (s)"})
+                                 metadata={"help": "the wait for a loaded variant to be READY", "unit": "s"})
     perf_timeout: float = field(default=defaults.PERF_TIMEOUT_S,
-                                metadata={"help": "time cap of one perf_analyzer run (s)"})
+                                metadata={"help": "time cap of one perf_analyzer run", "unit": "s"})
     perf_memory_mb: float = field(default=defaults.PERF_MEMORY_MB,
-                                  metadata={"help": "memory cap of perf_analyzer (resident MB)"})
+                                  metadata={"help": "memory cap of perf_analyzer", "unit": "resident MB"})
     #: the progress file the runner keeps current (as the client container sees it)
     progress: str = defaults.PROGRESS
     #: the client container the runner runs in (``docker exec``)

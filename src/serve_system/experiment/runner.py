@@ -533,7 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fastapi", default="", help="the FastAPI endpoint (default: the plan's endpoints)")
     # the runner's settings: the host plan's (records.RunnerSettings), unless given here
     for f in rec.NUMBERS:
-        ap.add_argument(f"--{f.name.replace('_', '-')}", type=float, default=None, help=f.metadata["help"])
+        unit = f" ({f.metadata['unit']})" if "unit" in f.metadata else ""
+        ap.add_argument(f"--{f.name.replace('_', '-')}", type=float, default=None,
+                        help=f.metadata["help"] + unit)
     ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance, over "
                     "the plan's")
     ap.add_argument("--triton-log", action="store_true",

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ..secretfiles import secret_reason
 from ..textsafe import echo
-from . import nodelook, roleview, runfolder, search
+from . import nodelook, perfargv, roleview, runfolder, search
 from . import plan as exp
 from . import records as rec
 from .spec.messages import SpecError
@@ -263,7 +263,8 @@ def _search_record(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], only:
     if not isinstance(spec, TritonSpec) or spec.searching is None:
         return None
     first = next((vs[0] for vs in plans.values() if vs), None)
-    return search.plan_record(spec, first.perf if first is not None else {}, spec.smallest_effect, only)
+    perf = perfargv.PerfSettings.of(first.perf if first is not None else {})
+    return search.plan_record(spec, perf, spec.smallest_effect, only)
 
 
 def _fit(spec_path: Path, lease_end: str, spec: AnySpec, found: dict[str, Any], now: float) -> str | None:

@@ -66,18 +66,18 @@ def candidates(spec: TritonSpec) -> list[dict[str, Any]]:
     return out
 
 
-def rung_windows(search: Search, perf: dict[str, Any]) -> list[int]:
+def rung_windows(search: Search, perf: perfargv.PerfSettings) -> list[int]:
     """Each rung's measurement window (ms): halving doubles it per rung, up to the spec's by default;
     optuna measures with the spec's window (one rung)."""
-    base = perfargv.window_ms(perf)
+    base = perf.window_ms
     if search.strategy != HALVING:
         return [base]
     first = search.window_ms or max(MIN_WINDOW_MS, base // 2 ** (search.rungs - 1))
     return [first * 2 ** k for k in range(search.rungs)]
 
 
-def schedule(spec: TritonSpec, levels: list[float], perf: dict[str, Any]
-             ) -> list[tuple[int, list[float], dict[str, Any]]]:
+def schedule(spec: TritonSpec, levels: list[float], perf: perfargv.PerfSettings
+             ) -> list[tuple[int, list[float], perfargv.PerfSettings]]:
     """The planned measurements of one variant: (repetition, its load levels, its perf settings).
 
     A grid: every level, every repetition, the spec's settings. A search: its objective's load level
@@ -88,15 +88,14 @@ def schedule(spec: TritonSpec, levels: list[float], perf: dict[str, Any]
     if search is None or goal is None or goal.at_load is None:
         return [(rep, levels, perf) for rep in range(1, spec.max_repetitions + 1)]
     out = []
-    timed = perf.get("measurement_mode") != "count_windows"
     for k, window in enumerate(rung_windows(search, perf)):
-        p = {**perf, "measurement_interval_ms": window} if timed else perf
+        p = perf.but(measurement_interval_ms=window) if perf.timed else perf
         for i in range(search.repetitions):
             out.append((k * search.repetitions + i + 1, [goal.at_load], p))
     return out
 
 
-def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float,
+def plan_record(spec: TritonSpec, perf: perfargv.PerfSettings, smallest: float,
                 only: Collection[str] = (), shard: dict[str, Any] | None = None,
                 share: int | None = None) -> dict[str, Any] | None:
     """What a host plan keeps of a search (``HostPlan.search``), read by :func:`step`; None for a grid.
@@ -120,7 +119,7 @@ def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float,
     return {"strategy": search.strategy, "objective": goal.as_record(), "smallest_effect": smallest,
             "candidates": cands, "rungs": rungs, "budget": budget.model_dump(),
             "seed": search.seed, "startup": search.startup, "batch": search.batch, "calls": calls,
-            "timed": perf.get("measurement_mode") != "count_windows",
+            "timed": perf.timed,
             **({"shard": {k: shard[k] for k in ("reference", "hosts", "assignment")}, "share": share}
                if shard else {})}
 

@@ -15,6 +15,10 @@ Arguments are checked as strictly as the spec, before anything is written or del
 ``<results>/<experiment name>/<run id>`` (a plain run id, no ``..``, not a link), each host a plain
 name (its folder is ``RUN_DIR/<host>``, the only thing ``--fresh`` removes), ``--base-dir`` names a
 ``--host``, and an existing ``manifest.json`` must belong to the same experiment.
+
+This module only turns the options into one typed request; the planning is
+:func:`serve_system.experiment.planning.plan_run`'s (``--play``: :mod:`.play` builds the request from
+the role's document instead).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import defaults as d
@@ -55,10 +55,6 @@ class PerfSettings:
         back = {v: k for k, v in _ALIASES.items()}
         return {back.get(f.name, f.name): getattr(self, f.name) for f in dataclasses.fields(self)
                 if getattr(self, f.name) is not None}
-
-    def but(self, **changes: Any) -> PerfSettings:
-        """The same settings with ``changes`` (None: back to the default)."""
-        return dataclasses.replace(self, **changes)
 
     @property
     def batch(self) -> int:
@@ -139,10 +135,10 @@ def _fmt(value: float) -> str:
 
 def longer_window(perf: PerfSettings, factor: int = 2) -> PerfSettings:
     """perf settings with a longer measurement window, for a retry after an unstable measurement."""
-    longer = perf.but(max_trials=(perf.max_trials or d.MAX_TRIALS) * factor)
+    longer = replace(perf, max_trials=(perf.max_trials or d.MAX_TRIALS) * factor)
     if not perf.timed:
-        return longer.but(measurement_request_count=perf.window_requests * factor)
-    return longer.but(measurement_interval_ms=perf.window_ms * factor)
+        return replace(longer, measurement_request_count=perf.window_requests * factor)
+    return replace(longer, measurement_interval_ms=perf.window_ms * factor)
 
 
 #: perf_analyzer 2.60 keeps a copy of every request's input tensors until it sums up the window they
@@ -183,8 +179,8 @@ def bound_requests(perf: PerfSettings, request_bytes: int | None) -> tuple[PerfS
         warm = perf.warmup_request_count or 0
         if count + warm <= most:
             return perf, None
-        out = perf.but(warmup_request_count=min(warm, most // 4)) if warm else perf
-        out = out.but(request_count=max(1, min(count, most - (out.warmup_request_count or 0))))
+        out = replace(perf, warmup_request_count=min(warm, most // 4)) if warm else perf
+        out = replace(out, request_count=max(1, min(count, most - (out.warmup_request_count or 0))))
         was = f"request_count {count}" + (f", warmup_request_count {warm}" if warm else "")
         now = f"request_count {out.request_count}" + (
             f", warmup_request_count {out.warmup_request_count}" if warm else "")
@@ -192,10 +188,10 @@ def bound_requests(perf: PerfSettings, request_bytes: int | None) -> tuple[PerfS
         window = perf.window_requests
         if window <= most // 2:
             return perf, None
-        out = perf.but(measurement_request_count=max(1, most // 2))
+        out = replace(perf, measurement_request_count=max(1, most // 2))
         was, now = f"count windows of {window}", f"count windows of {out.measurement_request_count}"
     else:
-        out = perf.but(measurement_mode="count_windows",
+        out = replace(perf, measurement_mode="count_windows",
                        measurement_request_count=max(1, min(COUNT_WINDOW, most // 2)))
         was, now = "time windows", f"count windows of {out.measurement_request_count} requests"
     return out, (f"requests of {request_bytes / 1e6:.2f} MB: {now} instead of {was} (perf_analyzer keeps "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -124,7 +124,7 @@ def plan(
             perf, bound = perfargv.bound_requests(perf, request_bytes(cfg, perf.shapes or {}, perf.batch))
             notes += [bound] if bound else []
         if "distribution" in load:
-            perf = perf.but(distribution=load["distribution"])
+            perf = replace(perf, distribution=load["distribution"])
         purl = grpc_url if perf.protocol == "grpc" else url
         lplans = _level_plans(spec, v.name, model, purl, load, perf, node_work_dir, done or set())
         out.append(VariantPlan(name=v.name, model=model, version=v.version or spec.version,
@@ -218,7 +218,7 @@ def _input_data(spec: TritonSpec, v: Variant, perf: perfargv.PerfSettings, node_
     if not src.exists():
         errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf.input_data} not found: give "
                     "an existing JSON file (relative to the spec's folder), 'random' or 'zero'")
-    return str(src), perf.but(input_data=f"{node_work_dir}/{src.name}")
+    return str(src), replace(perf, input_data=f"{node_work_dir}/{src.name}")
 
 
 def _level_plans(spec: TritonSpec, vname: str, model: str, purl: str, load: dict[str, Any],
@@ -249,7 +249,7 @@ def _warmup_argv(warm_n: int, model: str, purl: str, perf: perfargv.PerfSettings
     no stability to reach here); none when ``warm_n`` is 0."""
     if warm_n <= 0:
         return []
-    warm_perf = perf.but(warmup_request_count=None, percentile=None, latency_threshold_ms=None,
+    warm_perf = replace(perf, warmup_request_count=None, percentile=None, latency_threshold_ms=None,
                          measurement_mode="count_windows", measurement_request_count=warm_n,
                          request_count=warm_n, verbose_csv=False)
     return perfargv.build_argv(model=model, url=purl, mode=perfmod.CONCURRENCY, load=1, perf=warm_perf)

@@ -28,6 +28,7 @@ import itertools
 import json
 import math
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 from . import defaults, perfargv
@@ -89,7 +90,7 @@ def schedule(spec: TritonSpec, levels: list[float], perf: perfargv.PerfSettings
         return [(rep, levels, perf) for rep in range(1, spec.max_repetitions + 1)]
     out = []
     for k, window in enumerate(rung_windows(search, perf)):
-        p = perf.but(measurement_interval_ms=window) if perf.timed else perf
+        p = replace(perf, measurement_interval_ms=window) if perf.timed else perf
         for i in range(search.repetitions):
             out.append((k * search.repetitions + i + 1, [goal.at_load], p))
     return out

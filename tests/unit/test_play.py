@@ -5,6 +5,7 @@ alone)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import sys
@@ -16,6 +17,7 @@ from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-fou
 
 from serve_system.cli import main
 from serve_system.experiment import records
+from serve_system.experiment.spec.messages import SpecError
 
 
 def _inputs(tmp_path: Path, **given: Any) -> dict[str, Any]:
@@ -189,3 +191,32 @@ def test_the_bundle_travels_on_the_puts_stdin_and_a_large_one_is_copied(
     assert _play(monkeypatch, spec, doc) == 0
     assert json.loads(capsys.readouterr().out)["hosts"]["a"]["put"] is None
     assert not (run / "a" / ".node.pyz.b64").exists() and (run / "a" / ".node.pyz").is_file()
+
+
+def test_one_typed_request_plans_the_run_and_answers_the_roles_typed_view(tmp_path: Path) -> None:
+    """The planning use-case on its own: a typed request in (no options, no document), the role's typed
+    view out, the same view the role reads as JSON."""
+    from serve_system.experiment import planning, runnercall
+    from serve_system.experiment.roleview import HostView, RoleView
+
+    spec = _dynbatch_in_repo(tmp_path)
+    req = planning.PlanRequest(
+        spec=spec, results_dir=tmp_path / "results", run_id="r1", answer="role",
+        hosts=(planning.HostRequest(name="a", gpus=0, look="os=x\n"),),
+        targets=planning.TargetRequest(node_work_root="/work"),
+        runner=planning.RunnerRequest(numbers={"perf_timeout": 60.0}, node_dir_root="/srv/work"))
+    view = planning.plan_run(req)
+    assert isinstance(view, RoleView) and view.shard_hosts == [] and view.finish == []
+    host = view.hosts["a"]
+    assert isinstance(host, HostView) and host.node_dir == "/srv/work/dynbatch/r1"
+    assert isinstance(host.calls[0], runnercall.RunnerCall) and host.calls[0].todo > 0
+    assert view.as_json()["hosts"]["a"]["calls"][0]["start"] == host.calls[0].start
+    assert "finish" not in view.as_json() and view.as_json()["shard_args"] == []
+    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json", records.HostPlan)
+    assert plan.runner.perf_timeout == 60.0 and plan.facts["os"] == "x"
+    # a lease the plan outlasts: refused with its reason, nothing planned for it
+    late = planning.HostRequest(name="a", gpus=0, lease_end="2000-01-01T00:00:00Z")
+    with pytest.raises(SpecError, match=r"lease: the plan needs about .* or pass -e ignore_lease_end=true$"):
+        planning.plan_run(dataclasses.replace(req, hosts=(late,)))
+    ignored = dataclasses.replace(req, hosts=(late,), lease=planning.LeasePolicy(ignore_end=True))
+    assert isinstance(planning.plan_run(ignored), RoleView)

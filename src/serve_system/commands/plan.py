@@ -32,6 +32,7 @@ from .. import ownedtree
 from ..experiment import plan as exp
 from ..experiment import planning
 from ..experiment.records import NUMBERS, RunnerSettings
+from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import check_name
 from ..textsafe import dumps, echo
@@ -221,5 +222,5 @@ def _run(args: argparse.Namespace) -> int:
             echo(line, file=sys.stderr)
         return 1
     if answer is not None:
-        print(dumps(answer))
+        print(dumps(answer.as_json() if isinstance(answer, RoleView) else answer))
     return 0

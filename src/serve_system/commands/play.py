@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from .. import ownedtree, safeio
 from ..experiment import planning
 from ..experiment.records import NUMBERS
+from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError, format_errors
 from ..experiment.spec.models import check_name
 from ..textsafe import dumps, echo
@@ -140,24 +141,23 @@ def run(spec: Path, source: str) -> int:
         every = request(spec, doc.inputs, where)
         hosts = tuple(planning.HostRequest(name=h, gpus=x.gpus) for h, x in doc.hosts.items())
         view = planning.plan_run(dataclasses.replace(every, hosts=hosts))
-        assert view is not None  # answer="role": the view
+        assert isinstance(view, RoleView)  # answer="role": the view
     except SpecError as exc:
         for line in exc.lines:
             echo(line, file=sys.stderr)
         return 1
     # each host on its own look and lease; a sharded run's plan deals the candidates over every host
-    own = dataclasses.replace(every, fresh=False, manifest=False,
-                              shard_hosts=tuple(doc.hosts) if view["shard_args"] else ())
+    own = dataclasses.replace(every, fresh=False, manifest=False, shard_hosts=tuple(view.shard_hosts))
     for host, x in doc.hosts.items():
         try:
             one = planning.HostRequest(name=host, gpus=x.gpus, look=x.look, lease_end=x.lease_end)
             answer = planning.plan_run(dataclasses.replace(own, hosts=(one,)))
-            assert answer is not None
-            view["hosts"][host] = answer["hosts"][host]
+            assert isinstance(answer, RoleView)
+            view.hosts[host] = answer.hosts[host]
         except SpecError as exc:
-            view["hosts"][host] = {"refused": " ".join(exc.lines)}
+            view.hosts[host] = " ".join(exc.lines)
     # serve-system's words that end the play: the hosts' records into the results, and the report
-    view["finish"] = (["report", "--collect", "--partial", view["run_dir"]] if doc.inputs.report
-                      else ["collect", "--run-dir", view["run_dir"]])
-    print(dumps(view))
+    view.finish = (["report", "--collect", "--partial", view.run_dir] if doc.inputs.report
+                   else ["collect", "--run-dir", view.run_dir])
+    print(dumps(view.as_json()))
     return 0

@@ -109,9 +109,9 @@ _CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
-def plan_run(req: PlanRequest) -> dict[str, Any] | None:
-    """Check, then write the run folder as ``req`` says; what to print (the plan, the role's view, or
-    None). Any problem is a :class:`SpecError`, raised before anything is written."""
+def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, Any] | None:
+    """Check, then write the run folder as ``req`` says; what to print (the plan, the role's typed
+    view, or None). Any problem is a :class:`SpecError`, raised before anything is written."""
     if req.run_dir is None and req.results_dir is None:
         raise SpecError(["plan: give the run folder: --run-dir DIR, or --results-dir DIR --run-id NAME"])
     spec = load_spec(req.spec)

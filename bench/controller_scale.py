@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE / "tests" / "unit"))
 from report_trees import NB, gpu_metrics, lab_run, level, variant
 
 from serve_system.cli import main as cli
-from serve_system.experiment import records
+from serve_system.node import records
 from serve_system.results import adaptive
 
 GOAL = 2.0

@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 from playbook_run import HERE, run_playbook
 
-from serve_system.experiment import records
+from serve_system.node import records
 
 HOG = "serve-system-bench-hog"
 

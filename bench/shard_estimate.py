@@ -29,8 +29,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from serve_system.experiment import records
 from serve_system.experiment import shard as shardmod
+from serve_system.node import records
 
 
 def variant_seconds(vdir: Path) -> tuple[float, list[str]]:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .errors import ServeSystemError
 
@@ -36,6 +36,14 @@ def require_tool(name: str, package: str) -> str:
             f"(or `apt-get install {package}`)"
         )
     return path
+
+
+def run_tool(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    """``argv`` run to its end (2 min at most), its output captured; a failure is one line."""
+    try:
+        return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120, **kw)
+    except subprocess.CalledProcessError as exc:
+        raise ServeSystemError(f"{argv[0]} failed: {(exc.stderr or exc.stdout).strip()[-400:]}") from exc
 
 
 def require_root(what: str) -> None:

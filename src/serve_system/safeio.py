@@ -37,11 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-try:  # in the package; the node's flat layout (safeio.py beside the runner) has no package around it
-    from .errors import ServeSystemError
-except ImportError:  # pragma: no cover - the node's layout
-    class ServeSystemError(Exception):  # type: ignore[no-redef]  # the node's flat layout
-        """The package's user-facing error, as the node-side runner sees it."""
+from .errors import ServeSystemError
 
 
 class UnsafeFile(ServeSystemError, ValueError):

@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 
 from serve_system import ownedtree, safeio
 from serve_system.errors import ServeSystemError
-from serve_system.experiment import archive, perf, records
+from serve_system.experiment import perf
+from serve_system.node import archive, records
 from serve_system.results import stats, tree
 
 # ------------------------------------------------------------------------------------------ harness

@@ -15,6 +15,13 @@ test_upstream_path.py, which needs a node without Docker and starts one of its o
 * ``host(node)``: a testinfra host (ssh, sudo) for a Node or a node name;
 * ``exec(node, *argv)``: run a command on a node as root through ``podman exec`` (no SSH).
 
+``windows`` -> :class:`~.windows.Windows`: the perf_analyzer windows of the test's
+``@pytest.mark.windows(KIND)`` marker (every integration test has one; windows.py decides the windows).
+
+The session's setups (the cluster, and the prestartable module fixtures of test_upstream_path.py and
+test_runner_local.py) start in the background as soon as the tests are collected, while the unit,
+bad-input and fuzz tests run first (prestart.py).
+
 Node 1 has a pre-seeded /etc/docker/daemon.json holding an ``nvidia`` runtime entry before site.yml
 runs (to prove the docker role merges rather than overwrites).
 
@@ -43,6 +50,8 @@ from serve_system.provision.local import LocalProvider
 from serve_system.provision.nodes import Node
 
 from .ansible_run import PlaybookResult, run_playbook
+from .prestart import BACKGROUND, order, prestartable, wanted
+from .windows import BY_KIND, Windows
 
 NODE_COUNT = 2
 #: daemon.json on node 1 before site.yml: what nvidia-ctk writes on a GPU node
@@ -86,10 +95,10 @@ def _preseed_daemon_json(node: Node) -> None:
            input=json.dumps(PRESEEDED_DAEMON_JSON, indent=2), timeout=60)
 
 
-@pytest.fixture(scope="session")
-def rehearsal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RehearsalCluster]:
+@prestartable(scope="session")
+def rehearsal_cluster(workdir: Path) -> Iterator[RehearsalCluster]:
+    """The shared rehearsal nodes, site.yml run on them (set up in the background: prestart.py)."""
     prefix = os.environ.get("SERVE_SYSTEM_IT_PREFIX") or f"it-{secrets.token_hex(3)}"
-    workdir = tmp_path_factory.mktemp("rehearsal")
     inventory = workdir / "hosts.yml"
     known_hosts = workdir / "known_hosts"
     provider = LocalProvider(prefix, inventory)
@@ -106,9 +115,36 @@ def rehearsal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehe
             provider.teardown()
 
 
+@pytest.fixture
+def windows(request: pytest.FixtureRequest) -> Windows:
+    """The windows this test measures with, from its ``windows`` marker (windows.py)."""
+    mark = request.node.get_closest_marker("windows")
+    kind = mark.args[0] if mark is not None and mark.args else None
+    if kind not in BY_KIND:
+        pytest.fail(f"{request.node.nodeid}: mark it @pytest.mark.windows(KIND), KIND one of "
+                    f"{sorted(BY_KIND)}")
+    return BY_KIND[kind]
+
+
+def _is_integration(item: pytest.Item) -> bool:
+    return Path(__file__).parent in Path(str(item.fspath)).parents
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test under tests/integration carries the ``integration`` marker."""
-    here = Path(__file__).parent
+    """Every test under tests/integration carries the ``integration`` marker, and runs after every
+    other test (prestart.py: their setups run in the background meanwhile)."""
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        if _is_integration(item):
             item.add_marker(pytest.mark.integration)
+    order(items, _is_integration)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The collected integration tests' shared setups start in the background."""
+    if session.config.option.collectonly or os.environ.get("SERVE_SYSTEM_IT_PRESTART") == "0":
+        return
+    BACKGROUND.start(wanted(session.items))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    BACKGROUND.finish()

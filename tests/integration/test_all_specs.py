@@ -36,12 +36,13 @@ import pytest
 import yaml
 
 from serve_system.experiment import plan as exp
-from serve_system.experiment import records
 from serve_system.experiment.spec.models import TritonSpec, expand_levels
 from serve_system.experiment.spec.reader import load_spec, resolve
+from serve_system.node import records
 from serve_system.results import findings as fnd
 
 from .ansible_run import REPO, run_playbook
+from .windows import BEHAVIOUR, Windows
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +50,6 @@ SPECS = REPO / "experiments" / "specs"
 #: the shipped Triton specs; FastAPI specs are run by test_fastapi_stack.py
 TRITON_SPECS = ("arrivals", "backends", "blip", "dli_bert", "dynbatch", "instances", "mnist_cpu_sweep",
                 "noise")
-SHORT_PERF = {"measurement_mode": "count_windows", "measurement_request_count": 12, "max_trials": 5,
-              "stability_percentage": 60, "retries": 1}
-#: perf settings that make a run long (fixed request counts, time windows): dropped
-LONG_RUN_KEYS = ("request_count", "warmup_request_count", "measurement_interval_ms")
 MAX_CONCURRENCY = 8
 RATE_DIVISOR = 10
 
@@ -67,8 +64,9 @@ def _short_levels(load: dict[str, Any]) -> list[int]:
     return sorted({_short_level(mode, levels[0]), _short_level(mode, levels[-1])})
 
 
-def short_form(path: Path) -> dict[str, Any]:
-    """The spec of ``path`` made short (see the module docstring), its file paths made absolute."""
+def short_form(path: Path, windows: Windows = BEHAVIOUR) -> dict[str, Any]:
+    """The spec of ``path`` made short (see the module docstring), its file paths made absolute; it
+    measures with ``windows`` (the spec's request counts and time windows dropped)."""
     spec = yaml.safe_load(path.read_text())
     out = copy.deepcopy(spec)
     top_load = spec["load"]
@@ -84,14 +82,13 @@ def short_form(path: Path) -> dict[str, Any]:
             holder["base_config"] = str(resolve(path, holder["base_config"]))
         perf = holder.get("perf")
         if perf:
-            for k in LONG_RUN_KEYS:
-                perf.pop(k, None)
+            perf = holder["perf"] = windows.dropped(perf)
             if perf.get("input_data") and perf["input_data"] not in ("random", "zero"):
                 perf["input_data"] = str(resolve(path, perf["input_data"]))
         if holder is not out and holder.get("load") and holder["load"].get("levels") is not None:
             holder["load"] = {**holder["load"], "levels": _short_levels({**top_load, **holder["load"]})}
-    out["perf"] = {**(out.get("perf") or {}), **SHORT_PERF}
-    out["warmup"] = {"requests": 4}
+    out["perf"] = windows.spec_perf(out.get("perf"))
+    out["warmup"] = {"requests": windows.warmup}
     out["repetitions"] = 1
     out.pop("budget", None)  # repetitions: auto's budget goes with it
     if out.get("search"):  # a search: one rung of two short measurements (test_search_role.py runs rungs)
@@ -106,6 +103,7 @@ def short_form(path: Path) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.windows("none")
 def test_every_shipped_triton_spec_is_run_here() -> None:
     shipped = {p.stem for p in SPECS.glob("*.yml")
                if (yaml.safe_load(p.read_text()) or {}).get("kind", "triton") == "triton"}
@@ -114,6 +112,7 @@ def test_every_shipped_triton_spec_is_run_here() -> None:
         assert (REPO / "experiments" / f"{name}.yml").exists(), f"{name}: no playbook experiments/{name}.yml"
 
 
+@pytest.mark.windows("none")
 def test_short_forms_are_valid_and_short() -> None:
     """The rules give specs the planner accepts, with at most 2 levels per variant and small windows."""
     d = REPO / ".cache" / "short_specs" / f"check-{uuid.uuid4().hex[:8]}"
@@ -145,14 +144,15 @@ def spec_dir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.windows("behaviour")
 @pytest.mark.parametrize("name", TRITON_SPECS)
 def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path: Path,
                                                      spec_dir: Path,  # type: ignore[no-untyped-def]
-                                                     name: str) -> None:
+                                                     name: str, windows: Windows) -> None:
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
     spec_path = spec_dir / f"{name}.yml"
-    spec_path.write_text(yaml.safe_dump(short_form(SPECS / f"{name}.yml"), sort_keys=False))
+    spec_path.write_text(yaml.safe_dump(short_form(SPECS / f"{name}.yml", windows), sort_keys=False))
     spec = load_spec(spec_path)
     assert isinstance(spec, TritonSpec)
     planned = exp.plan(spec, 0)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from .ansible_run import run_playbook
 from .conftest import RehearsalCluster
+
+pytestmark = pytest.mark.windows("none")
 
 
 def test_unknown_role_variable_is_rejected_by_name(rehearsal_cluster: RehearsalCluster) -> None:

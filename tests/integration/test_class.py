@@ -33,6 +33,8 @@ from serve_system.provision.nodes import Node, read_inventory
 from .ansible_run import run_playbook
 from .conftest import RehearsalCluster
 
+pytestmark = pytest.mark.windows("none")
+
 STUDENTS = ("alice", "bob", "carol")
 
 

@@ -31,8 +31,9 @@ from serve_system.cli import main
 
 from .ansible_run import run_playbook
 from .test_experiments import _common, _dynbatch, _write
+from .windows import Windows
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.windows("measurement")]
 
 #: Triton stopped, then running, in each period (seconds): it runs a tenth of the time
 STOPPED_S, RUNNING_S = 0.18, 0.02
@@ -65,11 +66,11 @@ def _fresh_triton(cluster, node) -> None:  # type: ignore[no-untyped-def]
     assert res.returncode == 0, f"Triton on {node.name} not ready {READY_S} s after its restart: {res.stderr}"
 
 
-def test_compare_class_names_the_slowed_node(rehearsal_cluster,
-                                             tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_compare_class_names_the_slowed_node(rehearsal_cluster, tmp_path: Path,
+                                             windows: Windows) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     one, two = cluster.nodes[0], cluster.nodes[1]
-    spec = _dynbatch(tmp_path, levels=[1])
+    spec = _dynbatch(tmp_path, windows, levels=[1])
     for objective in spec["objectives"]:  # the best variants, at the one load measured
         objective["at_load"] = 1
     path = _write(tmp_path, "dynbatch", spec)

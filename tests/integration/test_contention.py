@@ -11,24 +11,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import records
+from serve_system.node import records
 
 from .ansible_run import REPO
-from .test_experiments import FOOD_INPUT, SHORT, _common, _progress, _start_playbook, _wait_for, _write
+from .test_experiments import FOOD_INPUT, _common, _progress, _start_playbook, _wait_for, _write
+from .windows import Windows
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.windows("measurement")]
 
 HOG = "serve-system-hog"
 
 
-def test_a_level_under_a_cpu_hog_is_flagged_and_measured_again(rehearsal_cluster, tmp_path: Path
-                                                                ) -> None:  # type: ignore[no-untyped-def]
+def test_a_level_under_a_cpu_hog_is_flagged_and_measured_again(rehearsal_cluster, tmp_path: Path,
+                                                                windows: Windows) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "noise.yml").read_text())
     spec["load"]["levels"] = [8]
-    spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
-    spec["warmup"] = {"requests": 10}
+    spec["perf"] = windows.spec_perf({**spec["perf"], "input_data": FOOD_INPUT})
+    spec["warmup"] = {"requests": windows.warmup}
     spec["budget"] = {"repetitions": 5}
     spec["smallest_effect"] = 0.25  # the A/A claims decide on their own; only the hog asks for more
     path = _write(tmp_path, "noise", spec)

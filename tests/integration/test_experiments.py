@@ -23,14 +23,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import archive, events, perfargv, records
 from serve_system.experiment import perf as perfmod
+from serve_system.experiment import perfargv
+from serve_system.node import archive, events, records
 
 from .ansible_run import REPO, ansible_bin, run_playbook
+from .windows import Windows
 
 pytestmark = pytest.mark.integration
 
-SHORT = {"measurement_interval_ms": 1500, "stability_percentage": 60, "max_trials": 8}
 FOOD_INPUT = "food_input.json"
 
 
@@ -46,13 +47,13 @@ def _write(tmp_path: Path, name: str, spec: dict) -> Path:  # type: ignore[type-
     return p
 
 
-def _dynbatch(tmp_path: Path, name: str = "dynbatch",
+def _dynbatch(tmp_path: Path, windows: Windows, name: str = "dynbatch",
               levels: list[int] | None = None) -> dict:  # type: ignore[type-arg]
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "dynbatch.yml").read_text())
     spec["name"] = name
     spec["load"]["levels"] = levels or [1, 8]
-    spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
-    spec["warmup"] = {"requests": 10}
+    spec["perf"] = windows.spec_perf({**spec["perf"], "input_data": FOOD_INPUT})
+    spec["warmup"] = {"requests": windows.warmup}
     spec["repetitions"] = 1  # these tests count levels: one repetition (auto has its own test)
     spec.pop("budget", None)
     return spec  # type: ignore[no-any-return]
@@ -98,11 +99,12 @@ def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyp
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster,
-                                             tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.windows("behaviour")
+def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster, tmp_path: Path,
+                                             windows: Windows) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
-    spec = _dynbatch(tmp_path)
+    spec = _dynbatch(tmp_path, windows)
     # valid for our checks, refused when Triton loads it: the stand-in node has no food11.pth
     spec["variants"].append({"name": "bad_priority",
                              "config": {"parameters": {"serve_system_engine": {"string_value": "pytorch"}}}})
@@ -188,13 +190,14 @@ def test_dynbatch_resume_refusal_and_retries(rehearsal_cluster,
     assert len(records.read(host / "baseline" / "variant.json", records.VariantRecord).switches) == 1
 
 
+@pytest.mark.windows("interruptible")
 def test_triton_killed_and_playbook_sigkilled_mid_level(
-    rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rehearsal_cluster, tmp_path: Path, windows: Windows) -> None:  # type: ignore[no-untyped-def]
     """Triton dies during a level (recorded, the run goes on); then the playbook itself is SIGKILLed
     during a level and run again with the same run id: nothing lost, nothing measured twice."""
     cluster = rehearsal_cluster
     node = cluster.nodes[1]
-    spec = _dynbatch(tmp_path, "faults", levels=[1, 2, 4])
+    spec = _dynbatch(tmp_path, windows, "faults", levels=[1, 2, 4])
     spec["variants"] = spec["variants"][:1]
     spec["repetitions"] = 2  # interleaved rounds: the kill lands in round 1, round 2 follows
     for o in spec["objectives"]:
@@ -240,8 +243,9 @@ def test_triton_killed_and_playbook_sigkilled_mid_level(
     assert "Triton" in next(r["error"] for r in rows if r["load"] == 1 and r["repetition"] == 1)
 
 
-def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster,
-                                                     tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.windows("measurement")
+def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster, tmp_path: Path,
+                                                     windows: Windows) -> None:  # type: ignore[no-untyped-def]
     """The shipped A/A spec (the same config as two variants), short, with repetitions: auto: the
     role asks serve-system decide after the first 3 interleaved repetitions and stops within the budget;
     the report names no best variant; every level is measured once."""
@@ -249,8 +253,8 @@ def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster,
     node = cluster.nodes[0]
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "noise.yml").read_text())
     spec["load"]["levels"] = [8]
-    spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
-    spec["warmup"] = {"requests": 10}
+    spec["perf"] = windows.spec_perf({**spec["perf"], "input_data": FOOD_INPUT})
+    spec["warmup"] = {"requests": windows.warmup}
     spec["budget"] = {"repetitions": 4}
     # a difference under 25 % names no winner: the check stays robust on this shared 2-core machine, where
     # a 95 % interval of two identical configs still excludes zero about 1 time in 20 (bench/noise.py
@@ -275,8 +279,9 @@ def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster,
     assert (run / "summary_stats.csv").is_file() and "## Per level" in (run / "report.md").read_text()
 
 
-def test_backends_onnx_variants_at_16_without_memory_loss(rehearsal_cluster,
-                                                          tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.windows("measurement")  # its length is its request counts; the windows as calibrated
+def test_backends_onnx_variants_at_16_without_memory_loss(rehearsal_cluster, tmp_path: Path,
+                                                          windows: Windows) -> None:  # type: ignore[no-untyped-def]
     """The shipped backends spec's ONNX variants (generated FP32 3x224x224 inputs, request counts) at
     concurrency 16, onnx_2gpus adapted to 4 CPU instances: no level lost, perf_analyzer's peak recorded
     and within what the planner's bound assumes (the bound itself: tests/unit/test_experiment.py). Short
@@ -285,7 +290,7 @@ def test_backends_onnx_variants_at_16_without_memory_loss(rehearsal_cluster,
     node = cluster.nodes[0]
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "backends.yml").read_text())
     spec["load"]["levels"] = [16]
-    spec["perf"].update(input_data=FOOD_INPUT, **SHORT)
+    spec["perf"] = windows.spec_perf({**spec["perf"], "input_data": FOOD_INPUT})
     spec["variants"] = [v for v in spec["variants"] if v["name"] in ("onnx", "onnx_2gpus")]
     spec["variants"][0]["perf"]["request_count"] = 200
     spec["variants"][1]["perf"].update(warmup_request_count=50, request_count=300)
@@ -319,10 +324,11 @@ def test_backends_onnx_variants_at_16_without_memory_loss(rehearsal_cluster,
         assert peaks[variant] == str(peak)
 
 
+@pytest.mark.windows("none")
 def test_invalid_spec_stops_before_any_node_is_touched(
-    rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rehearsal_cluster, tmp_path: Path, windows: Windows) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
-    spec = _dynbatch(tmp_path, "dynbatch_invalid")
+    spec = _dynbatch(tmp_path, windows, "dynbatch_invalid")
     spec["variants"][1]["config"]["dynamic_batching"]["preferred_batch_size"] = [4, 32]
     p = _write(tmp_path, "bad", spec)
     res = run_playbook("../experiments/dynbatch.yml", cluster.inventory,
@@ -337,12 +343,13 @@ def test_invalid_spec_stops_before_any_node_is_touched(
     assert not (tmp_path / "results" / "dynbatch_invalid" / "bad").exists()
 
 
+@pytest.mark.windows("none")
 def test_a_host_whose_lease_ends_too_soon_is_failed_with_the_plans_line_before_it_is_changed(
-    rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rehearsal_cluster, tmp_path: Path, windows: Windows) -> None:  # type: ignore[no-untyped-def]
     """The role's one plan call refuses a host alone ({"refused": WHY}); the role fails that host with
     the plan's line before its run folder is made. Here every host's lease ended long ago."""
     cluster = rehearsal_cluster
-    p = _write(tmp_path, "lease", _dynbatch(tmp_path, "dynbatch_lease"))
+    p = _write(tmp_path, "lease", _dynbatch(tmp_path, windows, "dynbatch_lease"))
     res = run_playbook("../experiments/dynbatch.yml", cluster.inventory,
                        *_common(p, tmp_path / "results", "lease"),
                        "-e", "serve_lease_end=2000-01-01T00:00:00Z")
@@ -355,8 +362,9 @@ def test_a_host_whose_lease_ends_too_soon_is_failed_with_the_plans_line_before_i
     assert not list((tmp_path / "results" / "dynbatch_lease" / "lease").glob("*/.fetch"))
 
 
+@pytest.mark.windows("behaviour")
 def test_an_archive_corrupted_in_transit_lands_nothing_and_the_rerun_measures_only_what_is_missing(
-        rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        rehearsal_cluster, tmp_path: Path, windows: Windows) -> None:  # type: ignore[no-untyped-def]
     """A real run's records archive, corrupted as a broken transfer would (its gzip CRC wrong, every tar
     member still readable), is refused in one line and nothing of it lands; the same run id run again
     measures the one level that is missing, and nothing else."""
@@ -364,7 +372,7 @@ def test_an_archive_corrupted_in_transit_lands_nothing_and_the_rerun_measures_on
 
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
-    path = _write(tmp_path, "dynbatch", _dynbatch(tmp_path, levels=[1, 8]))
+    path = _write(tmp_path, "dynbatch", _dynbatch(tmp_path, windows, levels=[1, 8]))
     results = tmp_path / "results"
     common = _common(path, results, "it-crc")
     first = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *common,

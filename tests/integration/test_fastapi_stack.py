@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import records
+from serve_system.node import records
 from serve_system.results.fastapi_tree import bench_fields
 from serve_system.standin import CLASSES
 
 from .conftest import RehearsalCluster
+
+pytestmark = pytest.mark.windows("none")
 
 RUN_ID = "it-fastapi"
 LEVELS = [{"senders": 1, "requests": 12}, {"senders": 4, "requests": 40}]

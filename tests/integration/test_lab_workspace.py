@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from serve_system.podman import podman
 from serve_system.standin import CLASSES
 
 from .conftest import RehearsalCluster
+from .windows import BEHAVIOUR
+
+pytestmark = pytest.mark.windows("none")
 
 WORK = "/opt/serve-system/work"
 #: perf_analyzer's address-space cap in the tests (KiB): the notebook's default
 CAP_KB = 4 * 1024 * 1024
-#: the notebook's measurements, shortened for CI (its own LAB_PERF_OPTIONS knob); more trials, since a busy
-#: 2-core machine can need more than 10 windows to agree
-QUICK = ("--measurement-mode count_windows --measurement-request-count 20 --stability-percentage 100 "
-         "--max-trials 30")
+#: the notebook's measurements, shortened for CI (its own LAB_PERF_OPTIONS knob): the behaviour windows
+QUICK = " ".join(BEHAVIOUR.cli)
 
 
 def test_workspace_files_are_in_jupyters_work_dir(rehearsal_cluster: RehearsalCluster) -> None:
@@ -33,6 +36,7 @@ def test_workspace_files_are_in_jupyters_work_dir(rehearsal_cluster: RehearsalCl
     assert image["shape"] == [1] and len(image["content"][0]) > 100
 
 
+@pytest.mark.windows("behaviour")
 def test_the_labs_perf_analyzer_command_runs_with_the_shipped_input(
         rehearsal_cluster: RehearsalCluster) -> None:
     """The lab's command from /work (where the student's terminal starts), under a cap.
@@ -49,6 +53,7 @@ def test_the_labs_perf_analyzer_command_runs_with_the_shipped_input(
     assert "queue" in res.stdout and "compute infer" in res.stdout
 
 
+@pytest.mark.windows("behaviour")
 def test_the_notebook_runs_headless_in_the_jupyter_container(rehearsal_cluster: RehearsalCluster) -> None:
     node = rehearsal_cluster.nodes[0]
     res = podman(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import RehearsalCluster
+
+pytestmark = pytest.mark.windows("none")
 
 
 def test_reset_then_deploy(rehearsal_cluster: RehearsalCluster) -> None:

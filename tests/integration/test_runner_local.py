@@ -18,35 +18,42 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 import yaml
 
-from serve_system.experiment import events, records
 from serve_system.experiment import perf as perfmod
 from serve_system.experiment import plan as exp
+from serve_system.node import events, records
 from serve_system.results import report
 from serve_system.results import tree as results
 
 from .local_triton import CONTAINERS_CONF, LocalTriton, perf_client_image, start_triton
+from .prestart import prestartable
+from .windows import BEHAVIOUR
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.windows("behaviour")]
 
 
-@pytest.fixture(scope="module")
-def triton(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+@prestartable(scope="module")
+def triton(workdir: Path):  # type: ignore[no-untyped-def]
+    """A local tritonserver (set up in the background while other tests run: prestart.py)."""
     if shutil.which("podman") is None:
         pytest.fail("podman is missing: run scripts/bootstrap.sh")
-    server = start_triton(tmp_path_factory.mktemp("local-triton"))
-    yield server
-    server.stop()
+    server = start_triton(workdir)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
-@pytest.fixture(scope="module")
-def image() -> str:
-    return perf_client_image()
+@prestartable(scope="module")
+def image(workdir: Path) -> Iterator[str]:
+    """The perf_analyzer client image (built in the background if missing: prestart.py)."""
+    yield perf_client_image()
 
 
 SPEC = {
@@ -55,8 +62,7 @@ SPEC = {
     "base_config": "model_repository/echo_local/config.pbtxt",
     "on_missing_gpus": "refuse",
     "load": {"mode": "concurrency", "levels": [1, 8]},
-    "perf": {"batch_size": 1, "input_data": "input.json", "measurement_interval_ms": 1000,
-             "stability_percentage": 100, "max_trials": 6, "retries": 1},
+    "perf": BEHAVIOUR.spec_perf({"batch_size": 1, "input_data": "input.json"}),
     "warmup": {"requests": 10},
     "variants": [
         {"name": "baseline"},
@@ -195,7 +201,7 @@ def test_variants_through_the_runner(triton: LocalTriton, image: str, tmp_path: 
 
 
 def test_runner_sampler_against_real_triton(triton: LocalTriton, tmp_path: Path) -> None:
-    from serve_system.experiment.nodeproc import Sampler
+    from serve_system.node.nodeproc import Sampler
     from serve_system.results import stats
 
     sampler = Sampler(f"http://127.0.0.1:{triton.metrics}/metrics", tmp_path / "metrics.jsonl", 0.3)
@@ -214,8 +220,6 @@ def test_two_variants_with_one_config_are_each_loaded_afresh(triton: LocalTriton
     first, so the second of two identical variants starts from a fresh load (its statistics count only
     its own warm-up), not from the instances the first one warmed."""
     spec = {**SPEC, "name": "local_aa", "load": {"mode": "concurrency", "levels": [1]},
-            "perf": {**SPEC["perf"], "measurement_interval_ms": 500, "stability_percentage": 100,
-                     "max_trials": 3},
             "warmup": {"requests": 5},
             "variants": [{"name": "first"}, {"name": "again"}], "repetitions": 2, "objectives": []}
     node, run_dir = _planned(triton, tmp_path, spec)
@@ -268,7 +272,6 @@ def test_a_load_waits_for_triton_to_come_back(image: str, tmp_path: Path) -> Non
     it is not recorded as refused."""
     first = start_triton(tmp_path / "triton")
     spec = {**SPEC, "name": "local_restart", "load": {"mode": "concurrency", "levels": [1]},
-            "perf": {**SPEC["perf"], "measurement_interval_ms": 500, "max_trials": 3},
             "warmup": {"requests": 5}, "objectives": [],
             "variants": [{"name": "dynbatch", "config": SPEC["variants"][1]["config"]}]}
     node, _ = _planned(first, tmp_path, spec)

@@ -1,7 +1,8 @@
 """A short ``halving`` search through the ``experiment`` role on a rehearsal node (real Triton on CPU,
 real perf_analyzer, the MNIST stand-in): 4 candidates of the mnist_cpu_sweep grid, 2 rungs of 2
-measurements with 1 s windows. The role asks ``serve-system decide`` for every batch; the report has
-the search path and the winner or the tie; a re-run with the same run id measures nothing again."""
+measurements with the behaviour windows (windows.py: 300 ms, then 600 ms). The role asks
+``serve-system decide`` for every batch; the report has the search path and the winner or the tie; a
+re-run with the same run id measures nothing again."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.experiment import records
+from serve_system.node import records
 
 from .ansible_run import REPO, run_playbook
+from .windows import Windows
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.windows("behaviour")]
 
 
-def _spec(tmp_path: Path) -> Path:
+def _spec(tmp_path: Path, windows: Windows) -> Path:
     spec = yaml.safe_load((REPO / "experiments" / "specs" / "mnist_cpu_sweep.yml").read_text())
     dest = tmp_path / "model_repository" / "onnx-mnist-cpu" / "config.pbtxt"
     dest.parent.mkdir(parents=True)
@@ -29,26 +31,27 @@ def _spec(tmp_path: Path) -> Path:
     spec["perf"].update(stability_percentage=60, max_trials=8)
     spec["warmup"] = {"requests": 10}
     spec["search"] = {"strategy": "halving", "objective": "most_throughput_at_8", "repetitions": 2,
-                      "rungs": 2, "window_ms": 1000, "budget": {"runs": 16}}
+                      "rungs": 2, "window_ms": windows.window_ms, "budget": {"runs": 16}}
     path = tmp_path / "mnist_cpu_sweep.yml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
-def test_a_short_halving_search_through_the_role(rehearsal_cluster,
-                                                 tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_short_halving_search_through_the_role(rehearsal_cluster, tmp_path: Path,
+                                                 windows: Windows) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     node = cluster.nodes[0]
-    path = _spec(tmp_path)
+    path = _spec(tmp_path, windows)
+    first, second = windows.window_ms, 2 * windows.window_ms
     results = tmp_path / "results"
     args = ("-e", f"experiment_spec={path}", "-e", f"experiment_results_dir={results}", "-e", "run_id=s1")
     res = run_playbook("../experiments/mnist_cpu_sweep.yml", cluster.inventory, *args, limit=node.name)
     assert res.rc == 0, res.tail(80)
-    assert "rung 1 of 2: 4 candidate(s) x 2 measurement(s), 1000 ms windows" in res.flat, res.tail(80)
+    assert f"rung 1 of 2: 4 candidate(s) x 2 measurement(s), {first} ms windows" in res.flat, res.tail(80)
     assert "search decided" in res.flat, res.tail(80)
     run = results / "mnist_cpu_sweep" / "s1"
     plan = records.read(run / node.name / "plan.json", records.HostPlan)
-    assert plan.search is not None and [r["window_ms"] for r in plan.search["rungs"]] == [1000, 2000]
+    assert plan.search is not None and [r["window_ms"] for r in plan.search["rungs"]] == [first, second]
     rows = json.loads((run / "summary.json").read_text())["rows"]
     measured = [(r["variant"], r["repetition"]) for r in rows]
     assert len(measured) == len(set(measured)) <= 16
@@ -60,7 +63,7 @@ def test_a_short_halving_search_through_the_role(rehearsal_cluster,
         if r > 2:
             lrec = records.read(run / node.name / n / f"c8_r{r}" / "level.json", records.LevelRecord)
             argv = lrec.attempts[0].argv
-            assert argv[argv.index("--measurement-interval") + 1] == "2000"
+            assert argv[argv.index("--measurement-interval") + 1] == str(second)
     md = (run / "report.md").read_text()
     section = md.split("\n## Search\n", 1)[1].split("\n## ", 1)[0]
     assert "| candidate | rung | n |" in section and all(f"`{n}`" in section for n in names)
@@ -74,14 +77,14 @@ def test_a_short_halving_search_through_the_role(rehearsal_cluster,
     assert {p: p.stat().st_mtime for p in (run / node.name).glob("*/*/level.json")} == stamps
 
 
-def test_a_halving_search_sharded_over_both_nodes(rehearsal_cluster,
-                                                  tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_halving_search_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path,
+                                                  windows: Windows) -> None:  # type: ignore[no-untyped-def]
     """The same short search with ``shard:``: each candidate on one node, the reference (the first
     candidate) on both in every rung, the nodes measuring at once, one search decided on both nodes'
     records, and one Search section in the run's report."""
     cluster = rehearsal_cluster
     names = sorted(n.name for n in cluster.nodes)
-    path = _spec(tmp_path)
+    path = _spec(tmp_path, windows)
     spec = yaml.safe_load(path.read_text())
     spec["shard"] = {"reference": "first"}
     spec["search"]["budget"] = {"runs": 24}

@@ -12,18 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import records
 from serve_system.experiment import shard as shardmod
+from serve_system.node import records
 
 from .ansible_run import run_playbook
 from .test_experiments import FOOD_INPUT, _common, _write
+from .windows import Windows
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.windows("behaviour")]
 
 CANDIDATES = {"d100_i1", "d100_i2", "d2000_i1", "d2000_i2"}
 
 
-def _spec() -> dict:  # type: ignore[type-arg]
+def _spec(windows: Windows) -> dict:  # type: ignore[type-arg]
     return {
         "name": "sharded",
         "description": "A small dynamic-batching sweep spread over the nodes.",
@@ -31,9 +32,8 @@ def _spec() -> dict:  # type: ignore[type-arg]
         "base_config": "model_repository/food_classifier/config.pbtxt",
         "on_missing_gpus": "adapt",
         "load": {"mode": "concurrency", "levels": [4]},
-        "perf": {"batch_size": 1, "input_data": FOOD_INPUT, "measurement_interval_ms": 1000,
-                 "stability_percentage": 60, "max_trials": 6, "retries": 1},
-        "warmup": {"requests": 10},
+        "perf": windows.spec_perf({"batch_size": 1, "input_data": FOOD_INPUT}),
+        "warmup": {"requests": windows.warmup},
         "repetitions": 2,
         "variants": [{"name": "baseline", "config": {"dynamic_batching": None}}],
         "sweep": {"name": "d{delay}_i{count}", "grid": {"delay": [100, 2000], "count": [1, 2]},
@@ -44,10 +44,11 @@ def _spec() -> dict:  # type: ignore[type-arg]
     }
 
 
-def test_sweep_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path,
+                                       windows: Windows) -> None:  # type: ignore[no-untyped-def]
     cluster = rehearsal_cluster
     names = sorted(n.name for n in cluster.nodes)
-    path = _write(tmp_path, "sharded", _spec())
+    path = _write(tmp_path, "sharded", _spec(windows))
     results = tmp_path / "results"
     res = run_playbook("../experiments/dynbatch.yml", cluster.inventory, *_common(path, results, "sh1"),
                        limit=",".join(names))

@@ -11,6 +11,9 @@ import pytest
 from serve_system.standin import CLASSES
 
 from .conftest import RehearsalCluster
+from .windows import Windows
+
+pytestmark = pytest.mark.windows("none")
 
 
 def test_site_succeeds_on_every_node_at_once(rehearsal_cluster: RehearsalCluster) -> None:
@@ -89,14 +92,14 @@ def test_onnx_model_through_the_shim_from_the_jupyter_container(rehearsal_cluste
     assert "stand-in" in site
 
 
-def test_perf_analyzer_runs_in_the_jupyter_container(rehearsal_cluster: RehearsalCluster) -> None:
+@pytest.mark.windows("behaviour")
+def test_perf_analyzer_runs_in_the_jupyter_container(rehearsal_cluster: RehearsalCluster,
+                                                     windows: Windows) -> None:
     """The lab's benchmark path: perf_analyzer 2.60.0 in the client container, results in /work."""
     res = rehearsal_cluster.exec(
         rehearsal_cluster.nodes[0], "docker", "exec", "jupyter", "perf_analyzer", "-u", "triton_server:8000",
         "-m", "food_classifier_onnx", "-b", "1", "--shape", "input:3,224,224", "--concurrency-range", "1",
-        "--measurement-mode", "count_windows", "--measurement-request-count", "20",
-        "--stability-percentage", "100",
-        "-f", "/work/pa.csv", check=False,
+        *windows.cli, "-f", "/work/pa.csv", check=False,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "Throughput" in res.stdout

@@ -38,12 +38,15 @@ import pytest
 from serve_system.images import build as images
 from serve_system.images.stack import ensure_images
 from serve_system.podman import podman, podman_env
-from serve_system.provision import upstream_repo
+from serve_system.provision import aptserve, debs, upstream_repo
 from serve_system.provision.base import LaunchRequest, finish, quiet
 from serve_system.provision.local import LocalProvider
 from serve_system.provision.nodes import Node
 
 from .ansible_run import REPO, PlaybookResult, run_playbook
+from .prestart import prestartable
+
+pytestmark = pytest.mark.windows("none")
 
 TAGS = "docker,nvidia_container_toolkit"
 NOTEBOOK_NVIDIA_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
@@ -62,7 +65,7 @@ class UpstreamNode:
     node: Node
     versions: upstream_repo.VersionSet
     site: upstream_repo.Site
-    server: upstream_repo.Server
+    server: aptserve.Server
     requests_first: list[str]
     requests_second: list[str]
 
@@ -126,27 +129,27 @@ def _load_build_base(node: Node) -> None:
     podman("exec", node.name, "docker", "tag", ref, BUILD_BASE, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+@prestartable(scope="module")
+def upstream(workdir: Path) -> Iterator[Upstream]:
+    """Both version sets' nodes, set up by hand, then site.yml twice and the image built on the node
+    (set up in the background while other tests run: prestart.py)."""
     prefix = f"{os.environ.get('SERVE_SYSTEM_IT_PREFIX') or 'it-' + secrets.token_hex(3)}-upstream"
-    workdir = tmp_path_factory.mktemp("upstream")
     inventory = workdir / "hosts.yml"
     provider = LocalProvider(prefix, inventory, images=("node",))
     names = {which: f"{prefix}-{which}" for which in SETS}
     try:
         ensure_images(("node",))
-        debs = upstream_repo.debs_from_image(images.NODE.ref, upstream_repo.DEBIAN_SOURCES,
-                                             workdir / "debian")
+        debian = debs.debs_from_image(images.NODE.ref, upstream_repo.DEBIAN_SOURCES, workdir / "debian")
         # the two sites are built while the nodes boot
         with ThreadPoolExecutor(max_workers=len(SETS)) as pool:
-            building = {which: pool.submit(upstream_repo.build, workdir / f"site-{which}", "trixie", debs,
+            building = {which: pool.submit(upstream_repo.build, workdir / f"site-{which}", "trixie", debian,
                                            versions=upstream_repo.VERSION_SETS[which]) for which in SETS}
             launched = {n.name: n for n in provider.launch(LaunchRequest(tuple(names.values())), quiet)}
             sites = {which: future.result() for which, future in building.items()}
         # the bridge has its address once a container runs on it: the servers start after the nodes
         with ExitStack() as serving:
-            bridge = upstream_repo.bridge_address()
-            servers = {which: serving.enter_context(upstream_repo.serve(sites[which].root, bridge))
+            bridge = aptserve.bridge_address()
+            servers = {which: serving.enter_context(aptserve.serve(sites[which].root, bridge))
                        for which in SETS}
             nodes = {}
             for which in SETS:

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.windows("none")
+
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = ROOT / "tests" / "integration" / "local_models" / "echo_local" / "config.pbtxt"
 IO = ('input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'

@@ -27,6 +27,8 @@ from serve_system.standin import CLASSES
 from .browser import chromium, ensure_chromium
 from .conftest import RehearsalCluster
 
+pytestmark = pytest.mark.windows("none")
+
 WEBAPP_PORT = 5000
 
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from serve_system.experiment import records
+from serve_system.node import records
 from serve_system.triton.pbtxt import apply_overrides, load_pbtxt, render_pbtxt
 
 FIX = Path(__file__).parent / "fixtures"

@@ -14,7 +14,8 @@ from report_trees import lab_run
 
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
-from serve_system.experiment import archive, records, runnercall
+from serve_system.experiment import runnercall
+from serve_system.node import archive, records
 from serve_system.results import adaptive
 
 LOADS = {"baseline": (1, 8, 16), "dynbatch": (8,), "gpus01_2x2": (8,), "gpus01_4x2": (8,), "onnx": (1,)}

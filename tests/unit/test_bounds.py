@@ -11,8 +11,8 @@ import pytest
 
 from serve_system import ownedtree, safeio
 from serve_system.argtypes import Number, Whole
-from serve_system.experiment import records
 from serve_system.experiment.plan import lease_end_time, lease_problem
+from serve_system.node import records
 
 
 @pytest.mark.parametrize("text", ["-1", "65", "9" * 400, "nan", "1.5", "", "0x10", "\u0661", "1e3"])

@@ -13,7 +13,7 @@ import pytest
 from report_trees import lab_run
 from test_sequential import _proc
 
-from serve_system.experiment import nodeproc, records
+from serve_system.node import nodeproc, records
 from serve_system.results import tree
 
 

@@ -16,9 +16,11 @@ import pytest
 import yaml
 
 from serve_system.cli import main
-from serve_system.experiment import plan, records
+from serve_system.experiment import plan
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.experiment.tritonlocal import free_ports
+from serve_system.node import bundle as nodebundle
+from serve_system.node import records
 from serve_system.results import report
 
 FIX = Path(__file__).parent / "fixtures"
@@ -231,18 +233,22 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     assert v1["baseline"]["input_data"].endswith("experiments/files/food_input.json")
     assert "/work/dynbatch/r1/food_input.json" in v1["baseline"]["levels"][0]["argv"]
     assert json.loads((run / "manifest.json").read_text())["objectives"][0]["name"] == "most_throughput_at_8"
-    # the node bundle: a zip application of the runner with the plan and its inputs
+    # the node bundle: a zip application of the node package (as it imports here) with the plan and its inputs
+    node_pkg = Path(nodebundle.__file__).parent
     with zipfile.ZipFile(run / "node-1" / ".node.pyz") as z:
-        assert set(z.namelist()) == {"__main__.py", "plan.json", "runner.py", "nodeproc.py", "tritonapi.py",
-                                     "follow.py", "records.py", "defaults.py", "events.py", "archive.py",
-                                     "safeio.py", "fastapi_bench.py", "food_input.json"}
+        assert set(z.namelist()) == {"__main__.py", "plan.json", "fastapi_bench.py", "food_input.json",
+                                     *(f"serve_system/{n}" for n in nodebundle.FOUNDATION),
+                                     *(f"serve_system/node/{p.name}" for p in node_pkg.glob("*.py"))}
+        assert "serve_system/node/runner.py" in z.namelist()
         assert json.loads(z.read("plan.json")) == out["node-1"]
-    # run as the node runs it: its data members are put beside it, then the runner answers
+    # run as the node runs it, with the standard library alone (-I -S: no site-packages, no PYTHONPATH):
+    # its data members are put beside it, then the runner answers
     node = tmp_path / "node"
     node.mkdir()
     shutil.copyfile(run / "node-1" / ".node.pyz", node / ".node.pyz")
-    proc = subprocess.run([sys.executable, str(node / ".node.pyz"), "--plan", str(node / "plan.json"),
-                           "--variant", "nope", "--progress", str(node / "progress.json")],
+    proc = subprocess.run([sys.executable, "-I", "-S", str(node / ".node.pyz"),
+                           "--plan", str(node / "plan.json"), "--variant", "nope",
+                           "--progress", str(node / "progress.json")],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 2 and "no variant named 'nope'" in proc.stderr, proc.stderr
     assert sorted(p.name for p in node.iterdir()) == [".node.pyz", ".runner.lock", "fastapi_bench.py",

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import requests
 
-from serve_system.experiment import fastapi_bench as fb
+from serve_system.node import fastapi_bench as fb
 
 BENCH = Path(fb.__file__)
 

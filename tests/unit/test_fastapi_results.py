@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import fastapi_bench as fb
+from serve_system.node import fastapi_bench as fb
 from serve_system.results.fastapi_tree import bench_fields
 
 
@@ -68,7 +68,7 @@ def test_the_clients_real_output_is_read(tmp_path: Path) -> None:
 
 
 def test_the_summary_holds_fastapi_rows_in_the_triton_schema(tmp_path: Path) -> None:
-    from serve_system.experiment import records
+    from serve_system.node import records
     from serve_system.results import tree as results
     from serve_system.results.report import write_report
 

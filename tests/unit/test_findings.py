@@ -28,7 +28,7 @@ from report_trees import (
 
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
-from serve_system.experiment import records
+from serve_system.node import records
 from serve_system.results import best, runs
 from serve_system.results import findings as fnd
 from serve_system.results.compare import compare

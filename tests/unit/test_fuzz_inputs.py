@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 from serve_system.commands.validate import problems
 from serve_system.errors import ServeSystemError
 from serve_system.experiment import plan as exp
-from serve_system.experiment import records as rec
 from serve_system.experiment.spec.models import JINJA_RE, TritonSpec
 from serve_system.experiment.spec.reader import load_spec
+from serve_system.node import records as rec
 from serve_system.provision.chameleon.credentials import parse_openrc
 from serve_system.provision.roster import read_roster
 from serve_system.textsafe import clean

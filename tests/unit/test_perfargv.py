@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from serve_system.experiment import defaults, perfargv
+from serve_system.experiment import perfargv
 from serve_system.experiment.perfargv import PerfSettings
+from serve_system.node import defaults
 
 
 def test_build_argv_concurrency_and_rate() -> None:
@@ -28,7 +29,7 @@ def test_longer_window_doubles_the_window() -> None:
     assert perfargv.longer_window(PerfSettings(measurement_interval_ms=2000)).measurement_interval_ms == 4000
     cw = perfargv.longer_window(PerfSettings(measurement_mode="count_windows", measurement_request_count=50))
     assert cw.measurement_request_count == 100 and cw.max_trials == 20
-    # nothing given: perf_analyzer's defaults (experiment.defaults), doubled
+    # nothing given: perf_analyzer's defaults (node.defaults), doubled
     plain = perfargv.longer_window(PerfSettings())
     assert plain.measurement_interval_ms == 2 * defaults.WINDOW_MS
     assert plain.max_trials == 2 * defaults.MAX_TRIALS

@@ -16,8 +16,8 @@ import pytest
 from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-found]
 
 from serve_system.cli import main
-from serve_system.experiment import records
 from serve_system.experiment.spec.messages import SpecError
+from serve_system.node import records
 
 
 def _inputs(tmp_path: Path, **given: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from report_trees import (
     variant,
 )
 
-from serve_system.experiment import records
+from serve_system.node import records
 from serve_system.results import findings as fnd
 from serve_system.results import reasons, setups
 from serve_system.results import tree as res

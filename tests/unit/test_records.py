@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import archive, events, follow, nodeproc, records, runner
 from serve_system.experiment.plan import estimate_seconds, lease_problem
 from serve_system.experiment.runfolder import Targets
+from serve_system.node import archive, events, follow, nodeproc, records, runner
 
 
 def _level(**kw: object) -> records.LevelRecord:
@@ -229,7 +229,7 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
          "later"),
     ]
     log = "\n".join(lines)
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan),
+    proc = subprocess.run([sys.executable, "-m", "serve_system.node.runner", "--plan", str(plan),
                            "--triton-log", "--progress", str(tmp_path / "progress.json")],
                           input=log, capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -254,7 +254,7 @@ def test_runner_gives_each_refused_load_its_own_reason_from_triton_log(tmp_path:
 
 def test_runner_refuses_an_unknown_variant_in_one_line(tmp_path: Path) -> None:
     plan = _refused_run(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan),
+    proc = subprocess.run([sys.executable, "-m", "serve_system.node.runner", "--plan", str(plan),
                            "--variant", "fine",
                            "--variant", "nope", "--progress", str(tmp_path / "progress.json")],
                           capture_output=True, text=True, check=False, timeout=60)
@@ -376,7 +376,7 @@ def test_events_refuse_a_line_that_is_not_an_event() -> None:
 def test_follow_waits_for_the_level_or_the_end(tmp_path: Path) -> None:
     log = tmp_path / "call.log"
     log.write_text(_event(seq=1, total=3, text="first") + "\n" + _event(seq=2, total=3, text="second") + "\n")
-    cmd = [sys.executable, "-m", "serve_system.experiment.follow", "--follow", str(log), "--timeout", "5"]
+    cmd = [sys.executable, "-m", "serve_system.node.follow", "--follow", str(log), "--timeout", "5"]
     got = subprocess.run([*cmd, "--seq", "2"], capture_output=True, text=True, check=False, timeout=60)
     # the call's events up to level 2: the role prints the last level and reads the whole call
     assert got.returncode == 0 and [e.text for e in events.read_events(got.stdout)[0]] == ["first", "second"]
@@ -409,7 +409,7 @@ def test_follow_says_when_the_runner_is_gone(tmp_path: Path) -> None:
         assert follow.follow(log, 2, 0.5) == 1  # nothing within the time: one line, exit 1
     # no runner holds it, no end event: gone (after 5 s of silence), with what it said on stderr
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.follow", "--follow", str(log),
+    proc = subprocess.run([sys.executable, "-m", "serve_system.node.follow", "--follow", str(log),
                            "--seq", "2", "--stderr", str(tmp_path / "call.err"), "--timeout", "60"],
                           capture_output=True, text=True, check=False, timeout=90)
     assert proc.returncode == 1 and time.time() - started < 30
@@ -422,7 +422,7 @@ def test_a_plan_without_endpoints_is_refused_in_one_line(tmp_path: Path) -> None
     doc = json.loads(plan.read_text())
     del doc["endpoints"]
     plan.write_text(json.dumps(doc))
-    proc = subprocess.run([sys.executable, "-m", "serve_system.experiment.runner", "--plan", str(plan),
+    proc = subprocess.run([sys.executable, "-m", "serve_system.node.runner", "--plan", str(plan),
                            "--variant", "fine", "--progress", str(tmp_path / "progress.json")],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from serve_system.experiment import records
+from serve_system.node import records
 from serve_system.results.report import write_report
 
 FIX = Path(__file__).parent / "fixtures"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from serve_system.experiment import events, records, runner, runnercall
+from serve_system.experiment import runnercall
 from serve_system.experiment.roleview import write_bundle
 from serve_system.experiment.runfolder import Targets
+from serve_system.node import events, records, runner
 
 
 def _plan(tmp_path: Path, settings: records.RunnerSettings) -> Path:
@@ -111,7 +112,8 @@ def test_a_call_is_every_command_line_the_role_runs(tmp_path: Path) -> None:
 
 
 def test_the_bundle_runs_the_host_side_follow_of_a_call(tmp_path: Path) -> None:
-    """The node bundle holds both halves: the runner (client container) and ``--follow`` (the node)."""
+    """The node bundle holds both halves: the runner (client container) and ``--follow`` (the node), and
+    runs with the standard library alone (-I -S: no site-packages, no PYTHONPATH)."""
     plan = _plan(tmp_path, records.RunnerSettings(node_dir=str(tmp_path), perf_timeout=1, ready_timeout=1))
     hplan = records.read(plan, records.HostPlan)
     write_bundle(tmp_path, hplan, hplan.variants, None, within=tmp_path)
@@ -119,12 +121,12 @@ def test_the_bundle_runs_the_host_side_follow_of_a_call(tmp_path: Path) -> None:
     event = events.Event(kind=events.LEVEL, host="n1", text="n1 v c1_r1: ok (1/2, ETA 0:01)", variant="v",
                           level="c1_r1", seq=1, total=2, status="ok")
     (tmp_path / ".progress-T.log").write_text(json.dumps(records.to_json(event)) + "\n")
-    proc = subprocess.run([sys.executable, *call.follow[0][1:]], capture_output=True, text=True, check=False,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-I", "-S", *call.follow[0][1:]], capture_output=True, text=True,
+                          check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == events.event_line(event) + "\n"
     # the call's end is not there yet, and no runner holds the lock: one line, exit 1
-    proc = subprocess.run([sys.executable, *call.wait_end[1:-2], "--timeout", "0", "--seq", "0"],
+    proc = subprocess.run([sys.executable, "-I", "-S", *call.wait_end[1:-2], "--timeout", "0", "--seq", "0"],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 1 and proc.stdout == "" and "nor the end within 0 s" in proc.stderr
 

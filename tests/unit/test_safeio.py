@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from serve_system import safeio
-from serve_system.experiment import archive, records
+from serve_system.node import archive, records
 from serve_system.results import tree
 
 # ------------------------------------------------------------------------------------------- reading

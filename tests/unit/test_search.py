@@ -660,7 +660,7 @@ def test_a_sharded_search_is_decided_once_a_round_for_every_host(tmp_path: Path,
     records' state, or a link where the kept folder or file would be, is not used or written through."""
     from report_trees import NB, level, variant
 
-    from serve_system.experiment import records
+    from serve_system.node import records
     from serve_system.results import adaptive
 
     small = SPEC.replace("grid: {instances: [24, 12, 5, 4], delay: [100, 150, 200, 500, 1000, 2000, 4000]}",

@@ -12,7 +12,7 @@ from report_trees import lab_run
 from scipy import stats
 from test_adaptive import _plan
 
-from serve_system.experiment import nodeproc, records
+from serve_system.node import nodeproc, records
 from serve_system.results import adaptive, findings, report, tree
 from serve_system.results import claim as cl
 from serve_system.results import intervals as iv

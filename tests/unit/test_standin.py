@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from serve_system import standin
+from serve_system import modelcost, standin
 from serve_system.errors import ServeSystemError
 from serve_system.standin import CLASSES, STANDINS, is_standin, standin_bytes, write_onnx_standin
 from serve_system.triton.pbtxt import load_pbtxt as parse_config
@@ -40,8 +40,8 @@ def test_food11_standin_has_the_lab_signature_and_batches(tmp_path: Path) -> Non
 
 def test_food11_standin_is_mobilenet_v2_sized() -> None:
     model = onnx.load_from_string(standin_bytes("food_classifier_onnx"))
-    params = standin.count_parameters(model)
-    macs = standin.count_macs(model, STANDINS["food_classifier_onnx"].feeds(1, np.random.default_rng(0)))
+    params = modelcost.count_parameters(model)
+    macs = modelcost.count_macs(model, STANDINS["food_classifier_onnx"].feeds(1, np.random.default_rng(0)))
     # MobileNetV2 1.0/224: 3.50 M parameters with the 1000-class head, 2.22 M with 11 classes; ~300 M MACs
     assert 2_100_000 < params < 2_400_000
     assert 290e6 < macs < 310e6
@@ -92,7 +92,7 @@ def test_standin_for_an_unknown_model_says_which_exist() -> None:
 
 
 def test_measure_reports_parameters_compute_and_time() -> None:
-    m = standin.measure("onnx-mnist-cpu", repeats=3)
+    m = modelcost.measure("onnx-mnist-cpu", repeats=3)
     assert m.parameters == 32 * 9 + 32 + 64 * 32 * 9 + 64 + 64 * 14 * 14 * 128 + 128 + 128 * 10 + 10
     # conv1 28x28x32x9 + conv2 28x28x64x288 + dense 12544x128 + 128x10
     assert m.macs == 28 * 28 * 32 * 9 + 28 * 28 * 64 * 288 + 12544 * 128 + 128 * 10

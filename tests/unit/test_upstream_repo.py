@@ -1,6 +1,6 @@
-"""The rehearsal's stand-in for Docker's and NVIDIA's apt repositories (serve_system.provision.upstream_repo):
-layouts, signatures checked with gpgv, indexes that match the packages, nvidia-ctk's daemon.json edit,
-the HTTP server."""
+"""The rehearsal's stand-in for Docker's and NVIDIA's apt repositories (serve_system.provision.upstream_repo
+with its debs, aptindex, aptsign and aptserve): layouts, signatures checked with gpgv, indexes that match
+the packages, nvidia-ctk's daemon.json edit, the HTTP server."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from serve_system.errors import ServeSystemError
+from serve_system.provision.aptserve import serve
 from serve_system.provision.upstream_repo import (
     COMPOSE_REAL,
     NVIDIA_RUNTIME,
@@ -23,7 +24,6 @@ from serve_system.provision.upstream_repo import (
     Site,
     build,
     node_vars,
-    serve,
 )
 
 

@@ -4,7 +4,7 @@
 
 One runner call's events (what ``--follow`` printed; and the output of its ``--triton-log`` call) as
 ``{"levels", "variants", "refused", "host_record", "end", "report", "other"}``
-(:func:`serve_system.experiment.events.summarize_events`). No text is matched in YAML.
+(:func:`serve_system.node.events.summarize_events`). No text is matched in YAML.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from serve_system.experiment import events, records
+from serve_system.node import events, records
 
 
 def experiment_events(stdout: str | None, explained: str | None = "") -> dict[str, Any]:

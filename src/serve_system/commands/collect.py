@@ -13,7 +13,7 @@ import argparse
 
 from .. import ownedtree
 from ..errors import ServeSystemError
-from ..experiment import archive, records
+from ..node import archive, records
 from ..textsafe import echo
 
 

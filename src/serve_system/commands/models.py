@@ -68,7 +68,8 @@ def _render(args: argparse.Namespace) -> int:
 def _standins(args: argparse.Namespace) -> int:
     import os
 
-    from ..standin import STANDINS, measure, standin_for
+    from ..modelcost import measure
+    from ..standin import STANDINS, standin_for
 
     models = args.models or [m for m in STANDINS if m != "food_classifier"]  # the two food models share one
     for name in models:

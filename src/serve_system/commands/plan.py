@@ -4,7 +4,7 @@ Run by the ``experiment`` role on the controller, once per play, before any node
 every variant of the spec (kind triton or fastapi) is rendered for each host's GPU count and
 checked; on any problem nothing is written and the command exits 1 with one line per problem.
 Otherwise it writes, under ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json``
-(a :class:`serve_system.experiment.records.HostPlan`: what to load, the command of each load level, which
+(a :class:`serve_system.node.records.HostPlan`: what to load, the command of each load level, which
 levels are already measured), each variant's ``config.pbtxt`` and ``load_body.json``, and
 ``.node.pyz`` (the node bundle: the runner, the plan and its inputs in one file the role copies). With
 ``--fresh`` the hosts' earlier results are removed first; with ``--lease-end`` a plan that cannot end
@@ -31,10 +31,10 @@ from pathlib import Path
 from .. import ownedtree
 from ..experiment import plan as exp
 from ..experiment import planning
-from ..experiment.records import NUMBERS, RunnerSettings
 from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import check_name
+from ..node.records import NUMBERS, RunnerSettings
 from ..textsafe import dumps, echo
 from . import play
 

@@ -23,10 +23,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from .. import ownedtree, safeio
 from ..experiment import planning
-from ..experiment.records import NUMBERS
 from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError, format_errors
 from ..experiment.spec.models import check_name
+from ..node.records import NUMBERS
 from ..textsafe import dumps, echo
 
 #: the largest document read (every host's look: a few KB each, at most 64 base configs of 1 MiB)

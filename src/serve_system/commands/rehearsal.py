@@ -64,7 +64,7 @@ def _upstream_repo(args: argparse.Namespace) -> int:
 
     from ..errors import UsageError
     from ..images import build as images
-    from ..provision import upstream_repo
+    from ..provision import aptserve, debs, upstream_repo
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0 to 65535, got {args.port}")
@@ -72,13 +72,12 @@ def _upstream_repo(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     stack.ensure_images(("node",), _say)
-    host = upstream_repo.bridge_address()
+    host = aptserve.bridge_address()
     with tempfile.TemporaryDirectory(prefix="serve-system-upstream-") as tmp:
-        debs = upstream_repo.debs_from_image(images.NODE.ref, upstream_repo.DEBIAN_SOURCES,
-                                             Path(tmp) / "debian")
+        debian = debs.debs_from_image(images.NODE.ref, upstream_repo.DEBIAN_SOURCES, Path(tmp) / "debian")
         versions = upstream_repo.VERSION_SETS[args.versions]
-        site = upstream_repo.build(Path(tmp) / "site", "trixie", debs, versions=versions)
-        with upstream_repo.serve(site.root, host, args.port) as server:
+        site = upstream_repo.build(Path(tmp) / "site", "trixie", debian, versions=versions)
+        with aptserve.serve(site.root, host, args.port) as server:
             variables = json.dumps(upstream_repo.node_vars(server.base_url, versions=versions))
             print(variables, flush=True)
             _say(f"serving Docker's and NVIDIA's stand-in repositories at {server.base_url} "

@@ -6,7 +6,7 @@ import argparse
 
 from .. import ownedtree
 from ..errors import ServeSystemError
-from ..experiment import archive, records
+from ..node import archive, records
 from ..results import report
 from ..textsafe import echo
 

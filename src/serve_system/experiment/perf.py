@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import metrics
 from ..errors import ServeSystemError
-from . import defaults
+from ..node import defaults
 
 #: Level.mode values
 CONCURRENCY = "concurrency"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import defaults as d
+from ..node import defaults as d
 from .perf import CONCURRENCY, REQUEST_RATE
 
 #: the one key whose name is no Python name: ``async`` in the spec and the plan, ``async_`` here
@@ -24,7 +24,8 @@ class PerfSettings:
     """perf_analyzer's settings for one variant, typed from the spec to the argv: the spec's ``perf`` with
     the variant's over it (:meth:`~.spec.models.TritonSpec.merged_perf`), and what the plan sets (the
     load's ``distribution``, the node's path of the input data, a bound on the requests). Each maps to
-    perf_analyzer's option of the same name (:func:`build_argv`); None: its default (:mod:`.defaults`)."""
+    perf_analyzer's option of the same name (:func:`build_argv`); None: its default
+    (:mod:`serve_system.node.defaults`)."""
 
     protocol: str | None = None
     batch_size: int | None = None

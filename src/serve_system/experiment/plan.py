@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..node import defaults
+from ..node.records import LevelPlan, VariantPlan
 from ..triton.host import (
     TENSORRT_MIN_COMPUTE_CAPABILITY,
     adapt_to_host,
@@ -34,9 +36,8 @@ from ..triton.pbtxt import (
     render_pbtxt,
 )
 from ..triton.problems import check, jinja_in
-from . import defaults, perfargv, search
 from . import perf as perfmod
-from .records import LevelPlan, VariantPlan
+from . import perfargv, search
 from .spec.messages import SpecError
 from .spec.models import (
     FastapiSpec,

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..node import records as rec
 from ..secretfiles import secret_reason
 from ..textsafe import echo
 from . import nodelook, perfargv, roleview, runfolder, search
 from . import plan as exp
-from . import records as rec
 from .spec.messages import SpecError
 from .spec.models import JINJA_RE, AnySpec, SearchBudget, TritonSpec, check_name
 from .spec.reader import load_spec, repo_root

@@ -1,7 +1,8 @@
 """What the ``experiment`` role is handed for a written run: each host's node bundle, and the role's view.
 
-The node bundle (:func:`write_bundle`) is one file, a Python zip application of the node-side runner
-(:data:`~.runner.BUNDLE_MODULES`) with the host plan and its inputs; beside it, when it is small
+The node bundle (:func:`write_bundle`) is one file, a Python zip application of the package that runs on
+the node (:mod:`serve_system.node`; its layout: :mod:`serve_system.node.bundle`) with the host plan and
+its inputs; beside it, when it is small
 enough to travel on a command's stdin (:data:`~.runnercall.PUT_LIMIT`), its base64 (:data:`PUT_FILE`).
 The role's view (:func:`role_view`) is everything the role runs, so that it reads nothing of the spec
 and builds no command line.
@@ -22,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import safeio
-from . import records as rec
+from ..node import bundle
+from ..node import records as rec
 from . import runnercall
-from .runner import BUNDLE_MAIN, BUNDLE_MODULES
 from .spec.messages import SpecError
 from .spec.models import AnySpec, FastapiSpec
 
@@ -146,15 +147,16 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
 def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan],
                  image: Path | None, within: Path) -> None:
     """What the role puts on the node in one task: the node bundle, a Python zip application of the
-    runner with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs), as
+    node package with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs), as
     ``hdir/.node.pyz``, and beside it its base64 when it travels on the put's stdin."""
     dest = hdir / ".node.pyz"
-    pkg = Path(__file__).parent
-    # the runner's modules (BUNDLE_MODULES, defined once; __main__.py is written below) and the FastAPI
-    # client (data the runner puts beside it)
-    files: dict[str, Path] = {name: pkg / name for name in BUNDLE_MODULES - {"__main__.py", "safeio.py"}}
-    files["fastapi_bench.py"] = pkg / "fastapi_bench.py"
-    files["safeio.py"] = pkg.parent / "safeio.py"  # records' read and write path
+    top = Path(__file__).parents[1]  # serve_system/: the package as it imports here
+    node = top / "node"
+    # the code: serve_system/node/ whole and what it imports of serve_system, at their package paths
+    code: dict[str, Path] = {f"serve_system/{name}": top / name for name in bundle.FOUNDATION}
+    code.update({f"serve_system/node/{p.name}": p for p in sorted(node.glob("*.py"))})
+    # the data put beside it: the FastAPI client (a script the plan's argv names), the inputs, the image
+    files: dict[str, Path] = {"fastapi_bench.py": node / "fastapi_bench.py"}
     for data in sorted({v.input_data for v in variants if v.input_data}):
         files[Path(data).name] = Path(data)
     if image is not None and hplan.kind == rec.FASTAPI:
@@ -163,8 +165,8 @@ def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
     # file it packs (regular files only: a pipe or a device named as input data is refused, not read)
     with safeio.open_write(dest, within=dest.parent, binary=True) as fh, \
             zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-        z.writestr("__main__.py", BUNDLE_MAIN)
-        for name, src in sorted(files.items()):
+        z.writestr(bundle.ENTRY, bundle.MAIN)
+        for name, src in [*code.items(), *sorted(files.items())]:
             with safeio.open_read(src, kind="bundle") as stream, z.open(name, "w", force_zip64=True) as out:
                 shutil.copyfileobj(stream, out, 1024 * 1024)
         z.writestr("plan.json", json.dumps(rec.to_json(hplan), indent=1) + "\n")

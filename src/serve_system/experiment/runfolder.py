@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import ownedtree, safeio
+from ..node import records as rec
 from . import perfargv, roleview, search
-from . import records as rec
 from . import shard as shardmod
 from .plan import (
     FASTAPI_URL,

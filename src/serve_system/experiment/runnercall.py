@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from . import records as rec
+from ..node import records as rec
 
 
 @dataclass

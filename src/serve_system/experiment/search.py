@@ -31,7 +31,8 @@ from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
-from . import defaults, perfargv
+from ..node import defaults
+from . import perfargv
 from .spec.models import Search, SearchBudget, TritonSpec
 from .spec.sweeps import variant_name
 

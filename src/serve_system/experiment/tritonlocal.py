@@ -1,7 +1,8 @@
 """Triton's own verdict on model configurations, from a real local tritonserver.
 
 :func:`compare` loads each config.pbtxt into a scratch model repository of a local tritonserver
-(explicit model control, loopback ports, one server per configuration) and prints, one line each,
+(explicit model control, loopback ports; one server for every configuration of a distinct model name,
+a fresh one for a name seen again) and prints, one line each,
 where Triton's verdict and :func:`serve_system.triton.problems.check_file`'s differ. Triton's refusals
 that only say this server lacks something the model needs (a backend library, the model's files, a
 GPU it was not asked about) are reported as inconclusive, not as a difference.
@@ -23,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Self, TextIO
 
 import requests
 
@@ -123,71 +124,117 @@ def local_gpus() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
-def triton_verdict(binary: Path, config: Path, timeout: float = 120.0, as_python: bool = False) -> Verdict:
-    """Load ``config`` (a config.pbtxt) into a scratch repository of a fresh tritonserver.
+def _stage(config: Path, model: Path, as_python: bool) -> None:
+    """``config`` (a config.pbtxt) and the small files beside it, as model folder ``model``.
 
     ``as_python``: the configuration with its backend replaced by the Python backend (platform
     dropped), for a backend this server lacks: Triton then still checks everything else.
     """
-    folder = config.resolve().parent.name if config.name == "config.pbtxt" else config.stem
-    with tempfile.TemporaryDirectory(prefix="serve-system-triton-") as tmp:
-        repo = Path(tmp) / "models"
-        model = repo / folder
-        (model / "1").mkdir(parents=True)
+    (model / "1").mkdir(parents=True)
+    try:
+        cfg = load_pbtxt(config)
+    except ConfigError:
+        cfg = ModelConfig()
+    if as_python:
+        cfg.backend, cfg.platform = "python", ""
+        (model / "config.pbtxt").write_text(render_pbtxt(cfg))
+    else:
+        shutil.copyfile(config, model / "config.pbtxt")
+    inferred = infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
+    if config.name == "config.pbtxt":  # the files the configuration names (labels), not the weights
+        for extra in config.resolve().parent.iterdir():
+            if extra.is_file() and extra.name != "config.pbtxt" and extra.stat().st_size < 1 << 20:
+                shutil.copyfile(extra, model / extra.name)
+    if cfg.backend == "python" or (not cfg.backend and not cfg.platform and inferred == "python"):
+        # the model's own model.py may need packages this server lacks: a stub stands in for it
+        (model / "1" / "model.py").write_text(STUB_MODEL)
+
+
+def _folder(config: Path) -> str:
+    return config.resolve().parent.name if config.name == "config.pbtxt" else config.stem
+
+
+class LocalServer:
+    """A tritonserver on loopback ports with a scratch model repository (explicit model control),
+    started on first use and used for every configuration whose model name it has not loaded yet: a
+    name seen again, or a server that died, gets a fresh server (a load never sees another's files)."""
+
+    def __init__(self, binary: Path, timeout: float = 120.0) -> None:
+        self.binary, self.timeout = binary, timeout
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._names: set[str] = set()
+        self._url = ""
+        self._log = Path()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def verdict(self, config: Path, as_python: bool = False) -> Verdict:
+        """Triton's answer when it loads ``config`` (see :func:`_stage` for ``as_python``)."""
+        name = _folder(config)
+        if name in self._names or self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._start()
+        assert self._tmp is not None
+        self._names.add(name)
+        _stage(config, Path(self._tmp.name) / "models" / name, as_python)
+        return self._load(name)
+
+    def _start(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="serve-system-triton-")
+        work = Path(self._tmp.name)
+        repo = work / "models"
+        repo.mkdir()
+        http, grpc, metrics = free_ports(3)
+        env = dict(os.environ)
+        venv = _venv_of(self.binary)
+        if venv is not None:
+            env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
+        backends = self.binary.parent.parent / "backends"
+        argv = [str(self.binary), f"--model-repository={repo}", "--model-control-mode=explicit",
+                "--http-address=127.0.0.1", f"--http-port={http}",
+                "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
+                "--metrics-address=127.0.0.1", f"--metrics-port={metrics}", "--allow-metrics=false"]
+        if backends.is_dir():
+            argv.append(f"--backend-directory={backends}")
+        self._log = work / "tritonserver.log"
         try:
-            cfg = load_pbtxt(config)
-        except ConfigError:
-            cfg = ModelConfig()
-        if as_python:
-            cfg.backend, cfg.platform = "python", ""
-            (model / "config.pbtxt").write_text(render_pbtxt(cfg))
-        else:
-            shutil.copyfile(config, model / "config.pbtxt")
-        inferred = infer_backend(config.resolve().parent) if config.name == "config.pbtxt" else None
-        if config.name == "config.pbtxt":  # the files the configuration names (labels), not the weights
-            for extra in config.resolve().parent.iterdir():
-                if extra.is_file() and extra.name != "config.pbtxt" and extra.stat().st_size < 1 << 20:
-                    shutil.copyfile(extra, model / extra.name)
-        if cfg.backend == "python" or (not cfg.backend and not cfg.platform and inferred == "python"):
-            # the model's own model.py may need packages this server lacks: a stub stands in for it
-            (model / "1" / "model.py").write_text(STUB_MODEL)
-        return _load(binary, repo, folder, Path(tmp), timeout)
-
-
-def _load(binary: Path, repo: Path, name: str, work: Path, timeout: float) -> Verdict:
-    http, grpc, metrics = free_ports(3)
-    env = dict(os.environ)
-    venv = _venv_of(binary)
-    if venv is not None:
-        env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
-    backends = binary.parent.parent / "backends"
-    argv = [str(binary), f"--model-repository={repo}", "--model-control-mode=explicit",
-            "--http-address=127.0.0.1", f"--http-port={http}",
-            "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
-            "--metrics-address=127.0.0.1", f"--metrics-port={metrics}", "--allow-metrics=false"]
-    if backends.is_dir():
-        argv.append(f"--backend-directory={backends}")
-    log = work / "tritonserver.log"
-    try:
-        proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
-    except OSError as exc:
-        raise NoTriton(f"{binary}: cannot start: {exc.strerror}") from None
-    url = f"http://127.0.0.1:{http}"
-    try:
-        deadline = time.monotonic() + timeout
+            with self._log.open("w") as log:
+                self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        except OSError as exc:
+            self.close()
+            raise NoTriton(f"{self.binary}: cannot start: {exc.strerror}") from None
+        self._url = f"http://127.0.0.1:{http}"
+        deadline = time.monotonic() + self.timeout
         while True:
-            if proc.poll() is not None:
-                tail = " ".join(log.read_text(errors="replace").split()[-40:])
-                raise NoTriton(f"{binary} exited with status {proc.returncode} before it was ready: {tail}")
+            if self._proc.poll() is not None:
+                tail = " ".join(self._log.read_text(errors="replace").split()[-40:])
+                code = self._proc.returncode
+                self.close()
+                raise NoTriton(f"{self.binary} exited with status {code} before it was ready: {tail}")
             try:
-                if requests.get(f"{url}/v2/health/live", timeout=2).status_code == 200:
-                    break
+                if requests.get(f"{self._url}/v2/health/live", timeout=2).status_code == 200:
+                    return
             except requests.ConnectionError:
                 pass
             if time.monotonic() > deadline:
-                raise NoTriton(f"{binary} was not live within {timeout:.0f} s (see its log: {log})")
+                log_path = self._log
+                self.close()
+                raise NoTriton(f"{self.binary} was not live within {self.timeout:.0f} s (see its log: "
+                               f"{log_path})")
             time.sleep(0.3)
-        resp = requests.post(f"{url}/v2/repository/models/{name}/load", timeout=timeout)
+
+    def _load(self, name: str) -> Verdict:
+        offset = self._log.stat().st_size
+        try:
+            resp = requests.post(f"{self._url}/v2/repository/models/{name}/load", timeout=self.timeout)
+        except requests.RequestException as exc:  # the server died during the load
+            reason = _logged_error(self._log, name, offset)
+            return Verdict(False, " ".join(f"tritonserver stopped answering: {reason or exc}".split()))
         if resp.status_code == 200:
             return Verdict(True)
         try:
@@ -196,23 +243,34 @@ def _load(binary: Path, repo: Path, name: str, work: Path, timeout: float) -> Ve
             message = resp.text
         # the load API's answer can be generic ("failed to poll from model repository"): the
         # server's log has the reason
-        reason = _logged_error(log, name)
+        reason = _logged_error(self._log, name, offset)
         if reason and reason not in message:
             message = f"{reason} ({message})"
         return Verdict(False, " ".join(message.split()))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            tmp.cleanup()
+        self._names = set()
 
 
-def _logged_error(log: Path, name: str) -> str:
-    """The last error line of the server's log about model ``name`` (its text after the source tag)."""
+def _logged_error(log: Path, name: str, offset: int = 0) -> str:
+    """The last error line about model ``name`` the server logged after ``offset`` (its text after the
+    source tag)."""
     found = ""
-    for line in log.read_text(errors="replace").splitlines():
+    with log.open("rb") as fh:
+        fh.seek(offset)
+        text = fh.read().decode(errors="replace")
+    for line in text.splitlines():
         if line.startswith("E") and name in line and "] " in line:
             found = line.split("] ", 1)[1].strip()
     return found
@@ -235,15 +293,20 @@ def compare(configs: list[Path], explicit: Path | None = None, out: TextIO | Non
     stream = out if out is not None else sys.stdout
     binary = find_tritonserver(explicit)
     gpus = local_gpus()
+    with LocalServer(binary) as server:
+        return _compare(configs, server, gpus, stream)
+
+
+def _compare(configs: list[Path], server: LocalServer, gpus: int, stream: TextIO) -> int:
     differ = 0
     for path in configs:
         ours = check_file(path, gpus)
-        theirs = triton_verdict(binary, path)
+        theirs = server.verdict(path)
         how = "Triton"
         if not theirs.accepted and "unable to find backend library" in theirs.message.lower():
             lacking = theirs.message
             echo(f"{path}: Triton: this server has no backend for it ({lacking[:200]})", file=stream)
-            theirs = triton_verdict(binary, path, as_python=True)
+            theirs = server.verdict(path, as_python=True)
             how = "Triton (backend replaced by python: this server has none of the model's)"
             ours = [line for line in ours if not line.startswith((f"{path}: platform:", f"{path}: backend:"))]
             if not theirs.conclusive:

@@ -4,7 +4,7 @@ One provider listing per call (:meth:`Provider.fleet`: for Chameleon one server,
 floating-IP listing), then one SSH session per node, all at once, running a small Python probe on
 the node (Triton and Jupyter listen on the node's loopback only). The probe reports Docker, Triton's
 readiness and its READY models, whether Jupyter answers, and the running experiment's progress
-from ``/opt/serve-system/work/progress.json`` (:class:`serve_system.experiment.records.Progress`).
+from ``/opt/serve-system/work/progress.json`` (:class:`serve_system.node.records.Progress`).
 
 A node is healthy when its machine runs, SSH logs in, Docker answers and Triton is ready.
 """

@@ -19,7 +19,7 @@ run for real against it.
   (:data:`TODAY`: what a real node gets from upstream now; :data:`OLDEST`: the oldest the project
   supports). Debian's ``docker.io`` conflicts with ``docker-ce``, its ``docker-cli`` with
   ``docker-ce-cli`` and its ``docker-compose`` installs the file ``docker-compose-plugin`` does, so
-  those three are Debian's packages **repacked** under Docker's names (:func:`repack`: the same files
+  those three are Debian's packages **repacked** under Docker's names (:func:`.debs.repack`: the same files
   and maintainer scripts, the control file renamed, conflicting with the Debian package instead,
   ``docker-ce`` depending on ``containerd.io`` and ``docker-ce-cli`` as Docker's does). In
   ``docker-compose-plugin`` Debian's Compose moves aside and Docker's plugin path holds
@@ -27,43 +27,32 @@ run for real against it.
   plugin metadata with the claimed version and runs Debian's Compose for everything else. The rest
   are metapackages: ``containerd.io`` over ``containerd``, ``docker-buildx-plugin`` empty (nothing
   here builds through buildx). Debian's .debs come from the node image's apt cache
-  (:func:`debs_from_image`: the versions the distro path installs). ``nvidia-container-toolkit``
+  (:func:`.debs.debs_from_image`: the versions the distro path installs). ``nvidia-container-toolkit``
   ships an ``nvidia-ctk`` whose ``runtime configure --runtime=docker`` edits
   ``/etc/docker/daemon.json`` as NVIDIA's does (the ``nvidia`` runtime added, the other keys kept,
   written with four-space indentation and sorted keys). The signing key lives in a temporary GnuPG
   home removed after signing; only its public half is in the site.
-* :func:`serve` serves a site over HTTP on one address (the podman bridge's, :func:`bridge_address`,
-  so only the rehearsal nodes reach it), recording every path requested.
+* :func:`serve_system.provision.aptserve.serve` serves a site over HTTP on one address (the podman
+  bridge's, so only the rehearsal nodes reach it), recording every path requested.
 * :func:`node_vars` are the host variables that point the roles at it.
 
-Tools: ``dpkg-deb`` (dpkg) to build the packages, ``gpg`` (gnupg) to make the key and sign.
+This module is what the site holds and where; one concern each, the packages are made by :mod:`.debs`
+(``dpkg-deb``, from dpkg), indexed by :mod:`.aptindex`, signed by :mod:`.aptsign` (``gpg``, from gnupg)
+and served by :mod:`.aptserve`.
 """
 
 from __future__ import annotations
 
-import email.utils
-import gzip
-import hashlib
-import http.server
 import json
-import os
-import posixpath
-import shutil
-import subprocess
-import tempfile
-import threading
-import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..podman import podman, require_tool
+from .aptindex import packages_index, release_text, write_index
+from .aptsign import Signer
+from .debs import Package, Repack, build_deb, repack
 
-#: the uid of the signing key (a made-up address: it signs nothing but a rehearsal repository)
-KEY_UID = "serve-system rehearsal repository <rehearsal-repository@serve-system.invalid>"
 DOCKER_DIR = "linux/debian"
 NVIDIA_DIR = "libnvidia-container"
 
@@ -189,33 +178,6 @@ exec "$real" "$@"
 """
 
 
-@dataclass(frozen=True)
-class Package:
-    """A metapackage of the stand-in repository: control fields and the files it installs."""
-
-    name: str
-    version: str
-    depends: str
-    description: str
-    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # path: (text, mode)
-
-
-@dataclass(frozen=True)
-class Repack:
-    """A Debian package carried under Docker's name: ``source`` renamed ``name``, claiming the
-    version of :class:`VersionSet` field ``claims``; ``moves`` (Debian's path, the stand-in's path)
-    and ``drops`` change its files."""
-
-    name: str
-    source: str
-    depends_also: str
-    conflicts: str
-    description: str
-    claims: str
-    moves: tuple[tuple[str, str], ...] = ()
-    drops: tuple[str, ...] = ()
-
-
 #: Docker's engine, CLI and Compose plugin: Debian's conflict with Docker's names (or install the
 #: same file), so their files are repacked
 REPACKS = (
@@ -242,6 +204,13 @@ def compose_wrapper(versions: VersionSet) -> str:
     return text.replace("@REAL@", COMPOSE_REAL)
 
 
+def claimed_version(spec: Repack, suite: str, versions: VersionSet) -> str:
+    """The version a repack claims, as Docker versions its packages: ``versions``' field ``spec.claims``."""
+    claimed: str = getattr(versions, spec.claims)
+    # Docker's engine packages carry epoch 5, its plugins none
+    return ("5:" if spec.name.startswith("docker-ce") else "") + _docker_version(suite, claimed)
+
+
 def repack_files(spec: Repack, versions: VersionSet) -> dict[str, tuple[str, int]]:
     """Files a repack adds to Debian's: the Compose wrapper at Docker's plugin path."""
     if spec.name == "docker-compose-plugin":
@@ -266,203 +235,6 @@ def nvidia_packages(versions: VersionSet = TODAY) -> tuple[Package, ...]:
                 "NVIDIA container toolkit (rehearsal stand-in: nvidia-ctk runtime configure only)",
                 {"usr/bin/nvidia-ctk": (NVIDIA_CTK, 0o755)}),
     )
-
-
-def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120, **kw)
-    except subprocess.CalledProcessError as exc:
-        raise ServeSystemError(f"{argv[0]} failed: {(exc.stderr or exc.stdout).strip()[-400:]}") from exc
-
-
-def _put_files(root: Path, files: dict[str, tuple[str, int]]) -> None:
-    """A package's own files (``path: (text, mode)``) into the package tree being built at ``root``."""
-    for rel, (text, mode) in files.items():
-        dest = root / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text, encoding="utf-8")
-        dest.chmod(mode)
-
-
-def build_deb(pkg: Package, arch: str, out_dir: Path) -> Path:
-    """``<name>_<version without epoch>_<arch>.deb`` in ``out_dir``, built with dpkg-deb."""
-    dpkg_deb = require_tool("dpkg-deb", "dpkg")
-    with tempfile.TemporaryDirectory(prefix="serve-system-deb-") as tmp:
-        root = Path(tmp) / "root"
-        (root / "DEBIAN").mkdir(parents=True)
-        control = [f"Package: {pkg.name}", f"Version: {pkg.version}", f"Architecture: {arch}",
-                   "Maintainer: serve-system rehearsal <rehearsal-repository@serve-system.invalid>",
-                   "Section: admin", "Priority: optional"]
-        if pkg.depends:
-            control.append(f"Depends: {pkg.depends}")
-        control.append(f"Description: {pkg.description}")
-        (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n", encoding="utf-8")
-        _put_files(root, pkg.files)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        deb = out_dir / f"{pkg.name}_{pkg.version.split(':', 1)[-1]}_{arch}.deb"
-        _run([dpkg_deb, "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)])
-    return deb
-
-
-def _control_fields(text: str) -> list[tuple[str, str]]:
-    """(name, value) of a control file's fields, continuation lines kept in the value."""
-    fields: list[tuple[str, str]] = []
-    for line in text.splitlines():
-        if line[:1] in (" ", "\t") and fields:
-            name, value = fields[-1]
-            fields[-1] = (name, value + "\n" + line)
-        elif ":" in line:
-            name, _, value = line.partition(":")
-            fields.append((name.strip(), value.strip()))
-    return fields
-
-
-def repack(src: Path, spec: Repack, suite: str, out_dir: Path, versions: VersionSet = TODAY) -> Path:
-    """Debian's package ``src`` (of ``spec.source``) as ``spec.name``: its files and maintainer scripts
-    (``spec.moves`` and ``spec.drops`` applied, :func:`repack_files` added), the control file renamed,
-    conflicting with ``spec.conflicts``, depending also on ``spec.depends_also``, versioned as Docker
-    versions its packages at the version ``versions`` claims."""
-    dpkg_deb = require_tool("dpkg-deb", "dpkg")
-    with tempfile.TemporaryDirectory(prefix="serve-system-deb-") as tmp:
-        root = Path(tmp) / "root"
-        _run([dpkg_deb, "--raw-extract", str(src), str(root)])
-        control_path = root / "DEBIAN" / "control"
-        fields = dict(_control_fields(control_path.read_text(encoding="utf-8")))
-        if fields.get("Package") != spec.source:
-            raise ServeSystemError(f"{src} is package {fields.get('Package')!r}, not {spec.source}")
-        for debian_path, path in spec.moves:
-            (root / path).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(root / debian_path, root / path)
-        for gone_path in spec.drops:
-            (root / gone_path).unlink()
-        _put_files(root, repack_files(spec, versions))
-        claimed: str = getattr(versions, spec.claims)
-        # Docker's engine packages carry epoch 5, its plugins none
-        version = ("5:" if spec.name.startswith("docker-ce") else "") + _docker_version(suite, claimed)
-        depends = ", ".join(d for d in (fields.get("Depends", ""), spec.depends_also) if d)
-        # Recommends and Suggests go too: the stand-in pulls nothing from the mirror the distro path
-        # (install_recommends: false) does not
-        for gone in ("Conflicts", "Breaks", "Replaces", "Provides", "Recommends", "Suggests", "Source",
-                     "Built-Using", "Description"):
-            fields.pop(gone, None)
-        fields.update(Package=spec.name, Version=version, Conflicts=spec.conflicts, Replaces=spec.conflicts,
-                      Description=spec.description)
-        if depends:
-            fields["Depends"] = depends
-        control_path.write_text("".join(f"{k}: {v}\n" for k, v in fields.items()), encoding="utf-8")
-        out_dir.mkdir(parents=True, exist_ok=True)
-        deb = out_dir / f"{spec.name}_{version.split(':', 1)[-1]}_{fields['Architecture']}.deb"
-        # zstd at level 1: five times quicker than gzip on the engine's 100 MB (dpkg reads it since 1.21)
-        _run([dpkg_deb, "--root-owner-group", "-Zzstd", "-z1", "--build", str(root), str(deb)])
-    return deb
-
-
-def debs_from_image(image: str, names: tuple[str, ...], dest: Path) -> dict[str, Path]:
-    """Debian's .debs of ``names`` out of ``image``'s apt cache (/var/cache/apt/archives) into ``dest``."""
-    archives = "/var/cache/apt/archives"
-    listing = podman("run", "--rm", "--network=none", "--entrypoint", "ls", image, archives, timeout=120)
-    files = listing.stdout.split()
-    found = {n: next((f for f in files if f.startswith(n + "_") and f.endswith(".deb")), None) for n in names}
-    missing = [n for n, f in found.items() if f is None]
-    if missing:
-        raise ServeSystemError(f"{image} has no {', '.join(missing)} .deb in {archives}: "
-                               "rebuild the node image")
-    dest.mkdir(parents=True, exist_ok=True)
-    container = podman("create", "--network=none", image, "true", timeout=120).stdout.strip()
-    try:
-        out = {}
-        for name, fname in found.items():
-            podman("cp", f"{container}:{archives}/{fname}", str(dest / str(fname)), timeout=300)
-            out[name] = dest / str(fname)
-        return out
-    finally:
-        podman("rm", "-f", container, check=False, timeout=60)
-
-
-def _hashes(data: bytes) -> dict[str, str]:
-    return {"MD5sum": hashlib.md5(data).hexdigest(),
-            "SHA256": hashlib.sha256(data).hexdigest()}
-
-
-def packages_index(debs: list[Path], base: Path) -> str:
-    """The ``Packages`` index of ``debs``, their ``Filename`` relative to the repository root ``base``."""
-    dpkg_deb = require_tool("dpkg-deb", "dpkg")
-    stanzas = []
-    for deb in sorted(debs):
-        fields = _run([dpkg_deb, "--field", str(deb)]).stdout.rstrip("\n")
-        data = deb.read_bytes()
-        rel = deb.relative_to(base).as_posix()
-        extra = [f"Filename: {rel if '/' in rel else './' + rel}", f"Size: {len(data)}"]
-        extra += [f"{k}: {v}" for k, v in _hashes(data).items()]
-        stanzas.append(fields + "\n" + "\n".join(extra) + "\n")
-    return "\n".join(stanzas)
-
-
-def write_index(index_dir: Path, text: str) -> list[Path]:
-    """``Packages`` and ``Packages.gz`` (reproducible: no name or time in the gzip header)."""
-    index_dir.mkdir(parents=True, exist_ok=True)
-    plain = index_dir / "Packages"
-    plain.write_text(text, encoding="utf-8")
-    gz = index_dir / "Packages.gz"
-    gz.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
-    return [plain, gz]
-
-
-def release_text(release_dir: Path, files: list[Path], fields: dict[str, str]) -> str:
-    """A ``Release`` file: ``fields``, then the size and hashes of ``files`` relative to ``release_dir``."""
-    lines = [f"{k}: {v}" for k, v in fields.items()]
-    lines.append("Date: " + email.utils.formatdate(usegmt=True))
-    sums: dict[str, list[str]] = {"MD5Sum": [], "SHA256": []}
-    for f in sorted(files):
-        data = f.read_bytes()
-        h = _hashes(data)
-        rel = f.relative_to(release_dir).as_posix()
-        sums["MD5Sum"].append(f" {h['MD5sum']} {len(data):>16} {rel}")
-        sums["SHA256"].append(f" {h['SHA256']} {len(data):>16} {rel}")
-    for name, rows in sums.items():
-        lines.append(f"{name}:")
-        lines.extend(rows)
-    return "\n".join(lines) + "\n"
-
-
-class Signer:
-    """A signing key made for one build, in a temporary GnuPG home (removed by :meth:`close`)."""
-
-    def __init__(self) -> None:
-        self.gpg = require_tool("gpg", "gnupg")
-        # short path: gpg-agent's socket path must fit in a sockaddr_un
-        self.home = Path(tempfile.mkdtemp(prefix="ssr-gpg-"))
-        self.home.chmod(0o700)
-        try:
-            self._gpg("--quick-generate-key", KEY_UID, "ed25519", "sign", "never")
-            self.public = self._gpg("--armor", "--export", KEY_UID).stdout
-        except BaseException:
-            self.close()
-            raise
-        if "BEGIN PGP PUBLIC KEY BLOCK" not in self.public:
-            self.close()
-            raise ServeSystemError("gpg made no public key for the rehearsal repository")
-
-    def _gpg(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return _run([self.gpg, "--batch", "--quiet", "--homedir", str(self.home),
-                     "--pinentry-mode", "loopback", "--passphrase", "", "--digest-algo", "SHA512", *args])
-
-    def sign_release(self, release: Path) -> None:
-        """``InRelease`` (clear-signed) and ``Release.gpg`` (detached) next to ``release``."""
-        inrelease = release.with_name("InRelease")
-        detached = release.with_name("Release.gpg")
-        inrelease.unlink(missing_ok=True)
-        detached.unlink(missing_ok=True)
-        self._gpg("--local-user", KEY_UID, "--clearsign", "--output", str(inrelease), str(release))
-        self._gpg("--local-user", KEY_UID, "--armor", "--detach-sign", "--output", str(detached),
-                  str(release))
-
-    def close(self) -> None:
-        gpgconf = shutil.which("gpgconf")
-        if gpgconf:
-            subprocess.run([gpgconf, "--homedir", str(self.home), "--kill", "all"], capture_output=True,
-                           check=False, timeout=30)
-        shutil.rmtree(self.home, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -503,7 +275,8 @@ def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd
         docker = root / DOCKER_DIR
         dist = docker / "dists" / suite
         pool = dist / "pool" / "stable" / arch
-        debs = [repack(debian_debs[r.source], r, suite, pool, versions) for r in REPACKS]
+        debs = [repack(debian_debs[r.source], r, claimed_version(r, suite, versions),
+                       repack_files(r, versions), pool) for r in REPACKS]
         debs += [build_deb(p, arch, pool) for p in docker_metapackages(suite, versions)]
         index = write_index(dist / "stable" / f"binary-{arch}", packages_index(debs, docker))
         release = dist / "Release"
@@ -551,64 +324,3 @@ def node_vars(base_url: str, arch: str = "amd64", versions: VersionSet = TODAY) 
     }
 
 
-def bridge_address(network: str = "podman") -> str:
-    """The host's address on podman's bridge ``network`` (its gateway): rehearsal nodes reach it."""
-    proc = podman("network", "inspect", network)
-    try:
-        data = json.loads(proc.stdout or "[]")
-        info = data[0] if isinstance(data, list) and data else {}
-        subnets = info.get("subnets") or []
-        if not subnets:  # CNI's plugin list form
-            subnets = [r for p in info.get("plugins", []) for rs in p.get("ipam", {}).get("ranges", [])
-                       for r in rs]
-        gateway = next(str(s["gateway"]) for s in subnets
-                       if s.get("gateway") and ":" not in str(s["gateway"]))
-    except (ValueError, StopIteration, AttributeError, KeyError, TypeError) as exc:
-        raise ServeSystemError(f"podman network {network}: no IPv4 gateway address found") from exc
-    return gateway
-
-
-@dataclass
-class Server:
-    """A site served over HTTP: its base URL and every path requested (in order, normalized)."""
-
-    base_url: str
-    requests: list[str]
-
-
-@contextmanager
-def serve(root: Path, host: str, port: int = 0) -> Iterator[Server]:
-    """Serve ``root`` (read-only, GET/HEAD) on ``host``:``port`` (0: a free one) until the block ends."""
-    requests: list[str] = []
-    lock = threading.Lock()
-    directory = os.fspath(root)
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, directory=directory, **kwargs)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-        def send_head(self) -> Any:
-            # recorded as the file it names (apt asks a flat repository for ".../amd64/./Packages")
-            path = posixpath.normpath(urllib.parse.unquote(self.path.split("?", 1)[0]))
-            with lock:
-                requests.append(path)
-            return super().send_head()
-
-    try:
-        httpd = http.server.ThreadingHTTPServer((host, port), Handler)
-    except OSError as exc:
-        raise ServeSystemError(
-            f"cannot serve the rehearsal repository on {host}:{port or '(a free port)'} ({exc.strerror}): "
-            "podman's bridge has its address while a container runs on it; start a rehearsal node first "
-            "(serve-system launch --provider local)") from exc
-    thread = threading.Thread(target=httpd.serve_forever, name="rehearsal-apt-repository", daemon=True)
-    thread.start()
-    try:
-        yield Server(f"http://{host}:{httpd.server_address[1]}", requests)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)

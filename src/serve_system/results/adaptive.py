@@ -8,7 +8,7 @@ claim is decided (held, did not hold, or not measurable here), or the budget is 
 last round, or the measured minutes (the levels' own time, ``budget.minutes``). Each look judges the
 claims with the repeated intervals of :mod:`.sequential` (the error spent over the planned looks, so
 that stopping at the first look where all is decided keeps each claim's error at 5 %). A level the
-runner measured under contention (:class:`~serve_system.experiment.records.Contention`) is not
+runner measured under contention (:class:`~serve_system.node.records.Contention`) is not
 counted: its variant gets another repetition in its place while its load has fewer than ``start``
 uncontended ones, within the same budget.
 """
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import archive, records, runnercall
+from ..experiment import runnercall
+from ..node import archive, records
 from . import findings as fnd
 from . import reasons as why_
 from . import searchdecide as search

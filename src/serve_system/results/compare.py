@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import safeio, textsafe
 from ..errors import ServeSystemError
-from ..experiment import records
+from ..node import records
 from .cells import cell, ms_cells
 
 COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import safeio
-from ..experiment import records
+from ..node import records
 
 #: summary columns this module fills
 FIELDS = ("throughput", "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "errors")

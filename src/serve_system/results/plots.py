@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from .. import metrics, safeio
 from ..errors import ServeSystemError
-from ..experiment import records
+from ..node import records
 from . import fastapi_tree as fastapi_results
 from . import intervals as iv
 from . import tree as res

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..experiment import records
+from ..node import records
 from .setups import Setup, is_shim
 
 #: the ``serve_system_served_by`` parameter's value that the renderer sets for the ONNX shim
@@ -64,7 +64,7 @@ CONTENDED_WHY = "measured under contention, not counted (the cause: `contention`
 
 def counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows a ``repetitions: auto`` run judges: those of levels not measured under contention
-    (the runner's ``contention``: :func:`serve_system.experiment.records.contention_cause`); auto
+    (the runner's ``contention``: :func:`serve_system.node.records.contention_cause`); auto
     measures such a level again instead (:mod:`.adaptive`)."""
     return [r for r in rows if not r.get("contention")]
 

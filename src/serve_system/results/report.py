@@ -17,7 +17,7 @@ from typing import Any
 from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
-from ..experiment import records
+from ..node import records
 from . import best as bestmod
 from . import findings as fnd
 from . import intervals as iv

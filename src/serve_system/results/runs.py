@@ -2,7 +2,7 @@
 lacks, the sequential looks it planned, and :func:`check_run`, which the report, the class comparison
 and ``repetitions: auto`` call before they judge anything.
 
-Every file is read through :mod:`serve_system.safeio` (via :mod:`serve_system.experiment.records` and
+Every file is read through :mod:`serve_system.safeio` (via :mod:`serve_system.node.records` and
 :mod:`serve_system.results.tree`): a link out of the run, a pipe or an oversized record is refused with
 one line naming it. Nothing here writes.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..experiment import records
 from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from ..experiment.spec.reader import read_objectives
+from ..node import records
 from . import sequential
 from . import tree as res
 

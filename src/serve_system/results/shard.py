@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import metrics
-from ..experiment import records
 from ..experiment import shard as shardmod
+from ..node import records
 from . import intervals as iv
 from . import tree as res
 from .cells import cell

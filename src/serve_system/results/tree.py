@@ -1,7 +1,7 @@
 """The raw results tree -> one tidy table (a row per host x variant x load level x repetition).
 
 Layout written by the ``experiment`` role and its node-side runner (everything raw, nothing
-computed; the records are :mod:`serve_system.experiment.records`)::
+computed; the records are :mod:`serve_system.node.records`)::
 
     results/<experiment>/<run-id>/
       manifest.json                 run: spec, start/end, hosts, versions, failures
@@ -28,7 +28,7 @@ from typing import Any
 from .. import metrics, safeio
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
-from ..experiment import records
+from ..node import records
 from . import fastapi_tree as fastapi_results
 from . import intervals
 from . import stats as statsmod

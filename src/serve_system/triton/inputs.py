@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-from tritonclient.grpc import model_config_pb2
-
 from .pbtxt import ModelConfig, Problem
+from .protos import model_config_pb2
 
 
 def input_dims(cfg: ModelConfig) -> dict[str, list[int]]:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from google.protobuf import json_format, text_format
-from tritonclient.grpc import model_config_pb2
 
 from ..errors import ServeSystemError
 from ..textfile import decode_utf8, read_bytes
+from .protos import model_config_pb2
 
 if TYPE_CHECKING:
     #: tritonclient ships no type information: its generated message classes are untyped for mypy

@@ -10,8 +10,6 @@ import posixpath
 import re
 from typing import Any
 
-from tritonclient.grpc import model_config_pb2
-
 from .backends import (
     AUTOCOMPLETE_BACKENDS,
     ENSEMBLE,
@@ -24,6 +22,7 @@ from .backends import (
 )
 from .ensemble import ensemble_rules
 from .pbtxt import KIND_CPU, ModelConfig, Problem
+from .protos import model_config_pb2
 
 # Written from Triton's own checks (triton-inference-server/core: model_config_utils.cc's
 # ValidateModelConfig, ValidateModelIOConfig, ValidateInstanceGroup and the ensemble checks, the

@@ -32,8 +32,8 @@ from pydantic import (
 )
 
 from ... import metrics
+from ...node import defaults
 from ...textsafe import JINJA_RE, clean
-from .. import defaults
 
 #: the largest spec file read, in bytes
 MAX_BYTES = 1 << 20

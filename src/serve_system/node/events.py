@@ -13,13 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-try:  # in the package; the node's flat layout (events.py beside the runner) has no package around it
-    from .. import safeio
-    from .records import REFUSED, RecordError, from_json, to_json
-except ImportError:  # pragma: no cover - the node's layout
-    import safeio  # type: ignore[import-not-found,no-redef]  # the node's flat layout
-    from records import REFUSED, RecordError, from_json, to_json  # type: ignore[import-not-found,no-redef]
-
+from .. import safeio
+from .records import REFUSED, RecordError, from_json, to_json
 
 #: Event.kind values: a level ended; a variant ended (measured, refused or unavailable); the call
 #: ended; the runner waits for an earlier one

@@ -9,7 +9,7 @@ plan's members, plain files and folders, no links, sizes counted while decompres
 the budget), nothing lands unless all of it is good.
 
 Standard library only, beside :mod:`.records` and :mod:`serve_system.safeio`: it is shipped to the
-node in the runner's bundle (a flat layout, no package around it).
+node in the runner's bundle (the package as it imports here: :mod:`.bundle`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,8 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-try:  # in the package; the node's flat layout (archive.py beside records.py) has no package around it
-    from .. import safeio
-    from . import records as rec
-except ImportError:  # pragma: no cover - the node's layout
-    import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
-    import safeio  # type: ignore[import-not-found,no-redef]  # the node's flat layout
+from .. import safeio
+from . import records as rec
 
 #: what one host's records travel as, from the node to the controller (one transfer)
 ARCHIVE = "results.tar.gz"

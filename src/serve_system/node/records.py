@@ -2,7 +2,7 @@
 
 Only Python writes and reads them (the controller's ``serve-system plan``, the node-side runner,
 :mod:`serve_system.results`); Ansible only carries them from one side to the other. This module
-uses the standard library only: it is shipped to the node next to :mod:`serve_system.experiment.runner`.
+uses the standard library only: it is shipped to the node next to :mod:`.runner`.
 
 Files of a run (``results/<experiment>/<run-id>/``)::
 
@@ -38,12 +38,8 @@ OK, FAILED = "ok", "failed"
 TRITON, FASTAPI = "triton", "fastapi"
 
 
-try:  # in the package; the node's flat layout (records.py beside the runner) has no package around it
-    from .. import safeio
-    from . import defaults
-except ImportError:  # pragma: no cover - the node's layout
-    import defaults  # type: ignore[no-redef,import-not-found]  # the node's flat layout
-    import safeio  # type: ignore[import-not-found,no-redef]  # the node's flat layout
+from .. import safeio
+from . import defaults
 
 
 class RecordError(safeio.UnsafeFile):

@@ -20,10 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-try:  # as part of the package (tests) or as a file next to records.py (on the node)
-    from . import records as rec
-except ImportError:  # pragma: no cover - the node's layout
-    import records as rec  # type: ignore[no-redef,import-not-found]  # the node's flat layout
+from . import records as rec
 
 #: beside the plan: per model, the load body last loaded in this run (see :meth:`Triton.note_loaded`)
 LOADED = ".loaded.json"

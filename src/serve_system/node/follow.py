@@ -11,12 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-try:  # as part of the package (tests) or as a file next to events.py and records.py (on the node)
-    from . import events
-    from . import records as rec
-except ImportError:  # pragma: no cover - the node's layout
-    import events  # type: ignore[no-redef,import-not-found]  # the node's flat layout
-    import records as rec  # type: ignore[no-redef,import-not-found]
+from . import events
+from . import records as rec
 
 
 def runner_alive(lock: Path) -> bool:

@@ -1,8 +1,8 @@
 """The node-side runner: measures a host's planned variants entirely on the node.
 
 Shipped by the ``experiment`` role into the node's work folder as the node bundle (``.node.pyz``: a
-zip application of this module, ``nodeproc.py``, ``tritonapi.py``, ``records.py``, ``defaults.py``,
-``events.py``, the plan and its inputs, written by ``serve-system plan``) and run inside the client container
+zip application of the package :mod:`serve_system.node` with the plan and its inputs, written by
+``serve-system plan``; its layout: :mod:`.bundle`) and run inside the client container
 (``docker exec jupyter python3 .node.pyz``); standard library only. This module is the measuring's
 order (loads, levels, events, restore, pack). Moved out of it, one concern each: the node's
 processes it drives and reads (perf_analyzer under its caps, /proc's CPU counters around a level, the
@@ -51,28 +51,11 @@ import re
 import shutil
 import sys
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
-try:  # as part of the package (tests) or as files next to it (on the node)
-    from . import archive, defaults, events, nodeproc, tritonapi
-    from . import records as rec
-except ImportError:  # pragma: no cover - the node's layout
-    import archive  # type: ignore[no-redef,import-not-found]  # the node's flat layout
-    import defaults  # type: ignore[no-redef,import-not-found]
-    import events  # type: ignore[no-redef,import-not-found]
-    import nodeproc  # type: ignore[no-redef,import-not-found]
-    import records as rec  # type: ignore[no-redef,import-not-found]
-    import tritonapi  # type: ignore[no-redef,import-not-found]
-
-#: the node bundle's entry point (``serve-system plan`` writes the bundle: a zip application): the
-#: host-side ``--follow`` (:mod:`.follow`, on the node itself), else the runner (in the client container)
-BUNDLE_MAIN = ("import sys\nif '--follow' in sys.argv:\n    import follow\n"
-               "    raise SystemExit(follow.main())\nimport runner\nraise SystemExit(runner.main())\n")
-#: the bundle's modules; its other members (plan, inputs, the FastAPI client) are data put beside it
-BUNDLE_MODULES = frozenset({"__main__.py", "runner.py", "nodeproc.py", "tritonapi.py", "follow.py",
-                            "records.py", "defaults.py", "events.py", "archive.py", "safeio.py"})
+from . import archive, bundle, defaults, events, nodeproc, tritonapi
+from . import records as rec
 
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
 #: the same way until the model is loaded again (new stubs)
@@ -501,21 +484,6 @@ class Runner:
         self.progress("", "", "finished")
 
 
-def unpack_bundle(bundle: Path) -> None:
-    """Put the node bundle's data members (plan, inputs, the FastAPI client) beside it, each replaced
-    atomically and only when its content changed (a runner still going on reads them)."""
-    with zipfile.ZipFile(bundle) as z:
-        for name in z.namelist():
-            if name in BUNDLE_MODULES or "/" in name or name.startswith("."):
-                continue
-            data, dest = z.read(name), bundle.parent / name
-            if dest.is_file() and dest.read_bytes() == data:
-                continue
-            tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, dest)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plan", help="the host's plan.json (in the run's node folder)")
@@ -554,9 +522,9 @@ def main(argv: list[str] | None = None) -> int:
         os.close(fd)
     if not (args.variant or args.restore or args.triton_log):
         ap.error("give --variant NAME (repeatable), --restore or --triton-log")
-    here = Path(__file__).parent
-    if zipfile.is_zipfile(here):  # run as the node bundle (python3 .node.pyz ...)
-        unpack_bundle(here)
+    here = bundle.running()
+    if here is not None:  # run as the node bundle (python3 .node.pyz ...)
+        bundle.unpack(here)
     try:
         runner = Runner(args)
     except rec.RecordError as exc:

@@ -1,9 +1,9 @@
 """Every default of the measuring engine, defined once: perf_analyzer's own defaults where a spec leaves a
 setting out, the runner's timeouts and memory cap, and the planner's rough costs.
 
-Read by the planner (:mod:`.plan`, :mod:`.search`, :mod:`.perfargv`), by the records
-(:class:`.records.RunnerSettings`' defaults) and by the node-side runner; standard library only and
-importing nothing, so that it travels in the node bundle beside :mod:`.records`. A spec's ``perf``
+Read by the planner (:mod:`serve_system.experiment.plan`, ``.search``, ``.perfargv``), by the records
+(:class:`.records.RunnerSettings`' defaults) and by the runner; standard library only and importing
+nothing: it travels in the node bundle with the rest of :mod:`serve_system.node`. A spec's ``perf``
 setting, a role variable or an option of ``serve-system plan`` overrides the value here; nothing else
 writes these numbers.
 """

@@ -49,7 +49,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "src"))
 
-from serve_system.experiment import search
+from serve_system.experiment import perfargv, search
 from serve_system.experiment.spec.models import Budget
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.results import adaptive, searchdecide, searchrule
@@ -223,7 +223,7 @@ def halving_run(rng: np.random.Generator, rec: dict[str, Any], cv: float, drift:
 
 def halving_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tuple[list[str], list[str]]:
     spec = load_spec(HERE / "experiments" / "specs" / "mnist_cpu_sweep.yml")
-    base = search.plan_record(spec, {}, float(spec.smallest_effect))
+    base = search.plan_record(spec, perfargv.PerfSettings(), float(spec.smallest_effect))
     assert base is not None
     plans = {"4 candidates, no runs budget": {**base, "candidates": base["candidates"][:4],
                                               "budget": {"runs": None, "minutes": None}},

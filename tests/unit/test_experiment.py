@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -246,9 +247,9 @@ def test_large_generated_inputs_are_bounded_by_a_request_count() -> None:
     assert _count(argv, "--measurement-request-count") == perfargv.COUNT_WINDOW
     assert _count(rate.levels[0].retry_argv[0], "--measurement-request-count") == 2 * perfargv.COUNT_WINDOW
     assert _count(argv, "--request-count") is None and any("instead of time windows" in n for n in rate.notes)
-    short = {"measurement_mode": "count_windows", "measurement_request_count": 12}
+    short = perfargv.PerfSettings(measurement_mode="count_windows", measurement_request_count=12)
     assert perfargv.bound_requests(short, image) == (short, None)  # small count windows: bounded already
-    big, note = perfargv.bound_requests({**short, "measurement_request_count": 5000}, image)
-    assert big["measurement_request_count"] == most // 2 and note and "count windows of 5000" in note
+    big, note = perfargv.bound_requests(dataclasses.replace(short, measurement_request_count=5000), image)
+    assert big.measurement_request_count == most // 2 and note and "count windows of 5000" in note
     small = exp.plan(load_spec(SPECS / "mnist_cpu_sweep.yml"), 0)[0]  # 1x28x28: windows kept
     assert all(_count(lv.argv, "--request-count") is None for lv in small.levels)

@@ -5,6 +5,7 @@ alone)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import sys
@@ -15,6 +16,7 @@ import pytest
 from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-found]
 
 from serve_system.cli import main
+from serve_system.experiment.spec.messages import SpecError
 from serve_system.node import records
 
 
@@ -90,8 +92,9 @@ def test_a_look_that_names_no_repository_plans_on_the_spec_and_an_empty_reposito
     ("HOSTS", "plan --play (stdin): hosts.a.gpus: "),
     ("EXTRA", "plan --play (stdin): inputs.surprise: "),
     ("NOHOST", "plan --play (stdin): hosts: "),
-    ("TIMEOUT", "--perf-timeout"),
-    ("HOSTNAME", "--host '../x=0'"),
+    # a setting is named as the role's variable, not as an option: the document is read as data
+    ("TIMEOUT", "plan --play (stdin): inputs.perf_timeout: '-5': give a positive number"),
+    ("HOSTNAME", "plan --play (stdin): hosts: "),
 ])
 def test_a_bad_document_is_refused_in_one_line_and_nothing_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -110,6 +113,34 @@ def test_a_bad_document_is_refused_in_one_line_and_nothing_is_written(
     assert says in lines[0] and "Traceback" not in err and all(" " in ln for ln in lines), err
     assert len(lines) == (5 if "results_dir" in says else 1), err
     assert not (tmp_path / "results").exists()
+
+
+def test_the_document_is_planned_as_data_never_parsed_again_as_a_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line is parsed once (``main``); the play's settings and every host's look become one
+    typed request each planning, not options for another parser."""
+    import argparse
+
+    spec = _dynbatch_in_repo(tmp_path)
+    parsed: list[list[str] | None] = []
+    real = argparse.ArgumentParser.parse_args
+
+    def counted(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
+        parsed.append(None if args is None else list(args))
+        return real(self, args, namespace)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", counted)
+    hosts = {"a": {"gpus": 0, "look": _look(None)}, "b": {"gpus": 1, "look": "os=x\n"}}
+    inputs = _inputs(tmp_path, perf_timeout=12, ready_timeout="", variants="baseline")
+    doc = {"inputs": inputs, "hosts": hosts}
+    assert _play(monkeypatch, spec, doc) == 0
+    assert parsed == [["plan", str(spec), "--play", "-"]]
+    view = json.loads(capsys.readouterr().out)
+    assert set(view["hosts"]) == {"a", "b"} and "refused" not in view["hosts"]["b"]
+    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "b" / "plan.json", records.HostPlan)
+    assert plan.runner.perf_timeout == 12
+    assert plan.runner.ready_timeout == records.RunnerSettings().ready_timeout
+    assert plan.facts["os"] == "x"
 
 
 def test_a_bad_spec_refuses_the_play_before_any_host_is_planned(
@@ -160,3 +191,32 @@ def test_the_bundle_travels_on_the_puts_stdin_and_a_large_one_is_copied(
     assert _play(monkeypatch, spec, doc) == 0
     assert json.loads(capsys.readouterr().out)["hosts"]["a"]["put"] is None
     assert not (run / "a" / ".node.pyz.b64").exists() and (run / "a" / ".node.pyz").is_file()
+
+
+def test_one_typed_request_plans_the_run_and_answers_the_roles_typed_view(tmp_path: Path) -> None:
+    """The planning use-case on its own: a typed request in (no options, no document), the role's typed
+    view out, the same view the role reads as JSON."""
+    from serve_system.experiment import planning, runnercall
+    from serve_system.experiment.roleview import HostView, RoleView
+
+    spec = _dynbatch_in_repo(tmp_path)
+    req = planning.PlanRequest(
+        spec=spec, results_dir=tmp_path / "results", run_id="r1", answer="role",
+        hosts=(planning.HostRequest(name="a", gpus=0, look="os=x\n"),),
+        targets=planning.TargetRequest(node_work_root="/work"),
+        runner=planning.RunnerRequest(numbers={"perf_timeout": 60.0}, node_dir_root="/srv/work"))
+    view = planning.plan_run(req)
+    assert isinstance(view, RoleView) and view.shard_hosts == [] and view.finish == []
+    host = view.hosts["a"]
+    assert isinstance(host, HostView) and host.node_dir == "/srv/work/dynbatch/r1"
+    assert isinstance(host.calls[0], runnercall.RunnerCall) and host.calls[0].todo > 0
+    assert view.as_json()["hosts"]["a"]["calls"][0]["start"] == host.calls[0].start
+    assert "finish" not in view.as_json() and view.as_json()["shard_args"] == []
+    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json", records.HostPlan)
+    assert plan.runner.perf_timeout == 60.0 and plan.facts["os"] == "x"
+    # a lease the plan outlasts: refused with its reason, nothing planned for it
+    late = planning.HostRequest(name="a", gpus=0, lease_end="2000-01-01T00:00:00Z")
+    with pytest.raises(SpecError, match=r"lease: the plan needs about .* or pass -e ignore_lease_end=true$"):
+        planning.plan_run(dataclasses.replace(req, hosts=(late,)))
+    ignored = dataclasses.replace(req, hosts=(late,), lease=planning.LeasePolicy(ignore_end=True))
+    assert isinstance(planning.plan_run(ignored), RoleView)

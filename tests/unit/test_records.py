@@ -174,8 +174,14 @@ def test_lease_guard() -> None:
     now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
     assert lease_problem("2027-01-15T09:00:00Z", 1800, now) is None
     why = lease_problem("2027-01-15T08:20:00Z", 1800, now)
-    assert why is not None and "08:30:00Z" in why and "08:20:00Z" in why and "ignore_lease_end" in why
-    assert "not an ISO 8601 time" in (lease_problem("tomorrow", 10, now) or "")
+    assert why is not None and why.end is not None and why.finish == now + 1800
+    text = str(why)
+    assert "08:30:00Z" in text and "08:20:00Z" in text and text.endswith("or pass -e ignore_lease_end=true")
+    # a search is offered a smaller budget too, in the same sentence
+    assert str(lease_problem("2027-01-15T08:20:00Z", 1800, now, search=True)).endswith(
+        "measure fewer variants (-e variants=...), pass -e fit_lease=true (a smaller search budget), or -e "
+        "ignore_lease_end=true")
+    assert "not an ISO 8601 time" in str(lease_problem("tomorrow", 10, now))
 
 
 def test_estimate_counts_pending_levels_only() -> None:

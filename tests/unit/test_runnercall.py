@@ -39,9 +39,14 @@ def _args(plan: Path, **given: object) -> argparse.Namespace:
 def test_the_runner_takes_its_settings_from_the_plan_unless_the_call_gives_one(tmp_path: Path) -> None:
     plan = _plan(tmp_path, records.RunnerSettings(ready_timeout=7, perf_memory_mb=512,
                                                   progress=str(tmp_path / "p.json")))
-    got = runner.Runner(_args(plan, perf_timeout=12.0)).args
+    got = runner.Runner(_args(plan, perf_timeout=12.0)).settings
     assert (got.perf_timeout, got.ready_timeout, got.perf_memory_mb, got.metrics_interval, got.progress) == (
         12.0, 7, 512, records.RunnerSettings().metrics_interval, str(tmp_path / "p.json"))
+    # the runner's own options are made from the settings' fields: one each, none written again
+    assert [f.name for f in records.NUMBERS] == ["metrics_interval", "ready_timeout", "perf_timeout",
+                                                 "perf_memory_mb"]
+    given = runner.given_settings(_args(plan, metrics_interval=0.5))
+    assert given == {"metrics_interval": 0.5}
 
 
 def test_the_runner_records_the_facts_the_node_printed_as_the_plan_holds_them(

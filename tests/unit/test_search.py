@@ -17,7 +17,7 @@ import pytest
 from opened_files import watched
 
 from serve_system.cli import main
-from serve_system.experiment import search
+from serve_system.experiment import perfargv, search
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.results import searchdecide, searchreport, searchrule, searchview
 
@@ -67,7 +67,7 @@ def record(spec_text: str, tmp: Path, **search_: Any) -> dict[str, Any]:
     path = tmp / "spec.yml"
     path.write_text(spec_text + f"search: {{{body}}}\n")
     spec = load_spec(path)
-    rec = search.plan_record(spec, {}, spec.smallest_effect)
+    rec = search.plan_record(spec, perfargv.PerfSettings(), spec.smallest_effect)
     assert rec is not None
     return rec
 

@@ -2,25 +2,31 @@
 
 The role hands its inputs over as one JSON document (on stdin, or a file): its settings as the user
 gave them, and per host of the play its GPU count, its lease end and what the role's one look at it
-printed (:mod:`serve_system.experiment.nodelook`). This module checks the document, turns it into
-``plan``'s own options (the role builds no command line) and plans the run in one process: first
-every host together (the spec checked, the manifest written, a sharded run's shares dealt), then each
-host on its own look and lease. A problem with the spec or the settings refuses the whole play (one
-line each, exit 1); a host whose look or lease does not fit is refused alone: its entry in the answer
-is ``{"refused": WHY}`` and the role fails that host with it, the others go on.
+printed (:mod:`serve_system.experiment.nodelook`). This module checks the document and turns it into
+one typed :class:`~serve_system.experiment.planning.PlanRequest` (no command line: the role builds none
+and nothing here is parsed again), then plans the run in one process: first every host together (the
+spec checked, the manifest written, a sharded run's shares dealt), then each host on its own look and
+lease. A problem with the spec or the settings refuses the whole play (one line each, exit 1); a host
+whose look or lease does not fit is refused alone: its entry in the answer is ``{"refused": WHY}`` and
+the role fails that host with it, the others go on.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from .. import safeio
+from .. import ownedtree, safeio
+from ..experiment import planning
+from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError, format_errors
+from ..experiment.spec.models import check_name
+from ..node.records import NUMBERS
 from ..textsafe import dumps, echo
 
 #: the largest document read (every host's look: a few KB each, at most 64 base configs of 1 MiB)
@@ -73,6 +79,13 @@ class PlayInput(_Strict):
     inputs: RoleInputs
     hosts: dict[str, HostInput] = Field(min_length=1)
 
+    @field_validator("hosts")
+    @classmethod
+    def _plain_names(cls, hosts: dict[str, HostInput]) -> dict[str, HostInput]:
+        for name in hosts:  # each names its folder in the run, and an Ansible host
+            check_name(name, "host name")
+        return hosts
+
 
 def read(source: str) -> PlayInput:
     """The document from ``source`` (``-``: stdin); refused in one line per problem."""
@@ -87,50 +100,64 @@ def read(source: str) -> PlayInput:
         raise SpecError(format_errors(exc, PlayInput, where)) from None
 
 
-def options(i: RoleInputs) -> list[str]:
-    """The role's settings as ``plan``'s options (every value after ``=``: none is read as an option)."""
-    work = i.client_work_dir.rstrip("/")
+def request(spec: Path, i: RoleInputs, where: str) -> planning.PlanRequest:
+    """The role's settings as the request of the play's first planning (every host together, none
+    looked at yet); a bad setting is refused in one line naming it (:class:`SpecError`)."""
+    def path(check: ownedtree.PathArg, name: str, value: str) -> Any:
+        try:
+            return check(value)
+        except argparse.ArgumentTypeError as exc:
+            raise SpecError([f"{where}: inputs.{name}: {exc}"]) from None
+
+    numbers: dict[str, float] = {}
+    for f in NUMBERS:  # the runner's number settings, named as their role variables
+        try:
+            value = planning.number_setting(getattr(i, f.name))
+        except ValueError as exc:
+            raise SpecError([f"{where}: inputs.{f.name}: {exc}"]) from None
+        if value is not None:
+            numbers[f.name] = value
+    work = path(ownedtree.NODE_PATH, "client_work_dir", i.client_work_dir)
+    serve_root = path(ownedtree.NODE_PATH, "serve_root", i.serve_root)
     only = i.variants if isinstance(i.variants, str) else ",".join(i.variants)
-    return [f"--results-dir={i.results_dir}", f"--run-id={i.run_id}", "--role",
-            f"--node-work-root={i.client_work_dir}", f"--node-dir-root={i.serve_root.rstrip('/')}/work",
-            f"--client-container={i.client_container}",
-            f"--progress={work}/progress.json", f"--perf-timeout={i.perf_timeout}",
-            f"--ready-timeout={i.ready_timeout}", f"--perf-memory-mb={i.perf_memory_mb}",
-            f"--metrics-interval={i.metrics_interval}",
-            *([f"--only={only}"] if only else []),
-            *([f"--fastapi-image={i.fastapi_image}"] if i.fastapi_image else []),
-            *(["--shard"] if i.shard else [])]
+    return planning.PlanRequest(
+        spec=spec, results_dir=path(ownedtree.RUN_DIR, "results_dir", i.results_dir), run_id=i.run_id,
+        targets=planning.TargetRequest(
+            node_work_root=work,
+            fastapi_image=path(ownedtree.INPUT_PATH, "fastapi_image", i.fastapi_image) if i.fastapi_image
+            else None),
+        runner=planning.RunnerRequest(numbers=numbers, progress=f"{work.rstrip('/')}/progress.json",
+                                      client_container=i.client_container,
+                                      node_dir_root=f"{serve_root.rstrip('/')}/work"),
+        only=(only,) if only else (), shard=i.shard, fresh=i.fresh, answer="role",
+        lease=planning.LeasePolicy(ignore_end=i.ignore_lease_end, fit=i.fit_lease))
 
 
-Plan = Callable[[argparse.Namespace], dict[str, Any] | None]
-
-
-def run(args: argparse.Namespace, plan: Plan, parser: Callable[[], argparse.ArgumentParser]) -> int:
+def run(spec: Path, source: str) -> int:
     """Plan the play (see the module); print the role's view with every host's calls, or refusal."""
     try:
-        doc = read(args.play)
-        base = ["plan", str(args.spec), *options(doc.inputs)]
-        every = [f"--host={h}={x.gpus}" for h, x in doc.hosts.items()]
-        view = plan(parser().parse_args([*base, *every, *(["--fresh"] if doc.inputs.fresh else [])]))
-        assert view is not None  # --role: the view
+        doc = read(source)
+        where = "plan --play " + ("(stdin)" if source == "-" else source)
+        every = request(spec, doc.inputs, where)
+        hosts = tuple(planning.HostRequest(name=h, gpus=x.gpus) for h, x in doc.hosts.items())
+        view = planning.plan_run(dataclasses.replace(every, hosts=hosts))
+        assert isinstance(view, RoleView)  # answer="role": the view
     except SpecError as exc:
         for line in exc.lines:
             echo(line, file=sys.stderr)
         return 1
-    lease = [*(["--ignore-lease-end"] if doc.inputs.ignore_lease_end else []),
-             *(["--fit-lease"] if doc.inputs.fit_lease else [])]
+    # each host on its own look and lease; a sharded run's plan deals the candidates over every host
+    own = dataclasses.replace(every, fresh=False, manifest=False, shard_hosts=tuple(view.shard_hosts))
     for host, x in doc.hosts.items():
-        argv = [*base, f"--host={host}={x.gpus}", "--no-manifest", *view["shard_args"],
-                f"--node-facts={host}={x.look}", *lease,
-                *([f"--lease-end={x.lease_end}"] if x.lease_end else [])]
         try:
-            own = plan(parser().parse_args(argv))
-            assert own is not None
-            view["hosts"][host] = own["hosts"][host]
+            one = planning.HostRequest(name=host, gpus=x.gpus, look=x.look, lease_end=x.lease_end)
+            answer = planning.plan_run(dataclasses.replace(own, hosts=(one,)))
+            assert isinstance(answer, RoleView)
+            view.hosts[host] = answer.hosts[host]
         except SpecError as exc:
-            view["hosts"][host] = {"refused": " ".join(exc.lines)}
+            view.hosts[host] = " ".join(exc.lines)
     # serve-system's words that end the play: the hosts' records into the results, and the report
-    view["finish"] = (["report", "--collect", "--partial", view["run_dir"]] if doc.inputs.report
-                      else ["collect", "--run-dir", view["run_dir"]])
-    print(dumps(view))
+    view.finish = (["report", "--collect", "--partial", view.run_dir] if doc.inputs.report
+                   else ["collect", "--run-dir", view.run_dir])
+    print(dumps(view.as_json()))
     return 0

@@ -27,6 +27,7 @@ from typing import Any
 
 from .. import metrics
 from ..errors import ServeSystemError
+from ..node import defaults
 
 #: Level.mode values
 CONCURRENCY = "concurrency"
@@ -132,7 +133,7 @@ WINDOW = re.compile(rf"^\s*Pass \[(?P<n>\d+)\] throughput:\s*{_F}\s*infer/sec\.\
                     rf"(?:(?P<stat>Avg|p\d+) latency:\s*{_F}\s*usec(?:\s*\(std\s*{_F}\s*usec\))?)?",
                     re.IGNORECASE)
 #: perf_analyzer reports a level from its last this-many windows (its stability window)
-STABILITY_WINDOWS = 3
+STABILITY_WINDOWS = defaults.STABILITY_WINDOWS
 PART_KEYS = {"overhead": "overhead_us", "queue": "queue_us", "compute input": "compute_input_us",
              "compute infer": "compute_infer_us", "compute output": "compute_output_us"}
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import random
 import time
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..node import defaults
 from ..node.records import LevelPlan, VariantPlan
 from ..triton.host import (
     TENSORRT_MIN_COMPUTE_CAPABILITY,
@@ -112,24 +114,23 @@ def plan(
             continue
         cfg, notes, stand_in = made
         model = v.model or spec.model
-        perf = spec.merged_perf(v)
+        perf = perfargv.PerfSettings.of(spec.merged_perf(v))
         load = spec.merged_load(v)
-        batch = int(perf.get("batch_size", 1))
-        errs += _perf_problems(spec, v, cfg, perf, batch)
+        errs += _perf_problems(spec, v, cfg, perf)
         try:
-            input_data = _input_data(spec, v, perf, node_work_dir, errs)
+            input_data, perf = _input_data(spec, v, perf, node_work_dir, errs)
         except ValueError:
             continue
         if input_data is None:  # generated inputs: large ones get a request count (perf_analyzer's memory)
-            perf, bound = perfargv.bound_requests(perf, request_bytes(cfg, perf.get("shapes") or {}, batch))
+            perf, bound = perfargv.bound_requests(perf, request_bytes(cfg, perf.shapes or {}, perf.batch))
             notes += [bound] if bound else []
         if "distribution" in load:
-            perf["distribution"] = load["distribution"]
-        purl = grpc_url if perf.get("protocol") == "grpc" else url
+            perf = replace(perf, distribution=load["distribution"])
+        purl = grpc_url if perf.protocol == "grpc" else url
         lplans = _level_plans(spec, v.name, model, purl, load, perf, node_work_dir, done or set())
         out.append(VariantPlan(name=v.name, model=model, version=v.version or spec.version,
                                config_pbtxt=render_pbtxt(cfg), load_body=load_api_body(cfg), notes=notes,
-                               levels=lplans, input_data=input_data, perf=perf,
+                               levels=lplans, input_data=input_data, perf=perf.record(),
                                warmup_argv=_warmup_argv(spec.warmup.requests, model, purl, perf),
                                stand_in=stand_in))
     if errs:
@@ -189,12 +190,11 @@ def _config(spec: TritonSpec, v: Variant, host_gpus: int, compute_capability: fl
     return cfg, notes, stand_in
 
 
-def _perf_problems(spec: TritonSpec, v: Variant, cfg: ModelConfig, perf: dict[str, Any],
-                   batch: int) -> list[str]:
+def _perf_problems(spec: TritonSpec, v: Variant, cfg: ModelConfig, perf: perfargv.PerfSettings) -> list[str]:
     """What in a variant's perf settings its model cannot take (input shapes, the client batch)."""
-    where = str(spec.path)
+    where, batch = str(spec.path), perf.batch
     errs = [f"{where}: {_perf_field(v, 'shapes')}{prob.field.removeprefix('shapes')}: {prob.message}"
-            for prob in check_shapes(cfg, perf.get("shapes") or {})]
+            for prob in check_shapes(cfg, perf.shapes or {})]
     if cfg.max_batch_size == 0 and batch > 1:
         errs.append(f"{where}: {_perf_field(v, 'batch_size')}: {batch} > 1 but the model does not batch "
                     "(max_batch_size 0): use batch_size 1")
@@ -204,27 +204,27 @@ def _perf_problems(spec: TritonSpec, v: Variant, cfg: ModelConfig, perf: dict[st
     return errs
 
 
-def _input_data(spec: TritonSpec, v: Variant, perf: dict[str, Any], node_work_dir: str,
-                errs: list[str]) -> str | None:
-    """The input data file a variant ships to the node (None: generated inputs), ``perf`` pointed at
+def _input_data(spec: TritonSpec, v: Variant, perf: perfargv.PerfSettings, node_work_dir: str,
+                errs: list[str]) -> tuple[str | None, perfargv.PerfSettings]:
+    """The input data file a variant ships to the node (None: generated inputs), and ``perf`` pointed at
     its node path; a path outside the spec's folder raises ValueError, its problem added to ``errs``."""
-    if not perf.get("input_data") or perf["input_data"] in ("random", "zero"):
-        return None
+    if not perf.input_data or perf.input_data in ("random", "zero"):
+        return None, perf
     where = str(spec.path)
     try:
-        src = resolve(spec.path, str(perf["input_data"]))
+        src = resolve(spec.path, str(perf.input_data))
     except ValueError as exc:
         errs.append(f"{where}: {_perf_field(v, 'input_data')}: {exc}")
         raise
     if not src.exists():
-        errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf['input_data']} not found: give "
+        errs.append(f"{where}: {_perf_field(v, 'input_data')}: {perf.input_data} not found: give "
                     "an existing JSON file (relative to the spec's folder), 'random' or 'zero'")
-    perf["input_data"] = f"{node_work_dir}/{src.name}"
-    return str(src)
+    return str(src), replace(perf, input_data=f"{node_work_dir}/{src.name}")
 
 
 def _level_plans(spec: TritonSpec, vname: str, model: str, purl: str, load: dict[str, Any],
-                 perf: dict[str, Any], node_work_dir: str, done: set[tuple[str, str]]) -> list[LevelPlan]:
+                 perf: perfargv.PerfSettings, node_work_dir: str, done: set[tuple[str, str]]
+                 ) -> list[LevelPlan]:
     """A variant's levels in the plan's repetitions, each with perf_analyzer's command line and its
     retries with longer windows (``done``: already measured, marked so)."""
     mode = load.get("mode", perfmod.CONCURRENCY)
@@ -236,7 +236,7 @@ def _level_plans(spec: TritonSpec, vname: str, model: str, purl: str, load: dict
             argv = perfargv.build_argv(model=model, url=purl, mode=mode, load=lv, perf=rep_perf,
                                       csv_path=csv_path)
             retries, p2 = [], rep_perf
-            for _ in range(int(perf.get("retries", 1))):
+            for _ in range(defaults.RETRIES if perf.retries is None else perf.retries):
                 p2 = perfargv.longer_window(p2)
                 retries.append(perfargv.build_argv(model=model, url=purl, mode=mode, load=lv, perf=p2,
                                                   csv_path=csv_path))
@@ -245,15 +245,14 @@ def _level_plans(spec: TritonSpec, vname: str, model: str, purl: str, load: dict
     return lplans
 
 
-def _warmup_argv(warm_n: int, model: str, purl: str, perf: dict[str, Any]) -> list[str]:
+def _warmup_argv(warm_n: int, model: str, purl: str, perf: perfargv.PerfSettings) -> list[str]:
     """perf_analyzer's warm-up: exactly ``warm_n`` requests (a count bound, not windows until stable:
     no stability to reach here); none when ``warm_n`` is 0."""
     if warm_n <= 0:
         return []
-    warm_perf = {k: v2 for k, v2 in perf.items() if k not in ("request_count", "warmup_request_count",
-                                                               "percentile", "latency_threshold_ms")}
-    warm_perf.update(measurement_mode="count_windows", measurement_request_count=warm_n,
-                     request_count=warm_n, verbose_csv=False)
+    warm_perf = replace(perf, warmup_request_count=None, percentile=None, latency_threshold_ms=None,
+                         measurement_mode="count_windows", measurement_request_count=warm_n,
+                         request_count=warm_n, verbose_csv=False)
     return perfargv.build_argv(model=model, url=purl, mode=perfmod.CONCURRENCY, load=1, perf=warm_perf)
 
 
@@ -298,7 +297,8 @@ def plan_fastapi(spec: FastapiSpec, *, url: str = FASTAPI_URL, node_work_dir: st
         warm = ([*client, "--sequential", str(warm_n), "--concurrent", "0",
                  "--out", f"{node_work_dir}/{name}/warmup.json"] if warm_n else [])
         out.append(VariantPlan(name=name, model=f"fastapi:{v.runtime}", version="1", config_pbtxt="",
-                               load_body={}, notes=[], levels=lplans, input_data=None, perf={"batch_size": 1},
+                               load_body={}, notes=[], levels=lplans, input_data=None,
+                               perf=perfargv.PerfSettings(batch_size=defaults.BATCH_SIZE).record(),
                                warmup_argv=warm, runtime=v.runtime))
     return out
 
@@ -315,9 +315,8 @@ def estimate_seconds(variants: list[VariantPlan]) -> float:
             if v.runtime is not None:  # FastAPI: assume ~20 requests/s per sender
                 total += 2.0 + (lv.requests or 100) / (20.0 * max(lv.load, 1))
                 continue
-            interval = float(v.perf.get("measurement_interval_ms") or 5000) / 1000
-            if v.perf.get("measurement_mode") == "count_windows":
-                interval = 2.0
+            perf = perfargv.PerfSettings.of(v.perf)
+            interval = perf.window_ms / 1000 if perf.timed else 2.0
             total += 2.0 + interval * 3 * (1 + len(lv.retry_argv) * 0.25)
     return round(total, 1)
 
@@ -370,17 +369,43 @@ def lease_end_time(lease_end: str) -> datetime:
     return end
 
 
-def lease_problem(lease_end: str, estimate_s: float, now: float) -> str | None:
-    """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease)."""
+@dataclass(frozen=True)
+class LeaseProblem:
+    """Why a plan cannot start before the lease ends, as data: the lease end is no time (``bad_end``:
+    why), or the plan of ``estimate_s`` seconds would end at ``finish`` after the lease's ``end``. The
+    fixes offered follow the lease policy: a search (``search``) can also get a smaller budget."""
+
+    estimate_s: float
+    finish: float = 0.0
+    end: datetime | None = None
+    bad_end: str = ""
+    search: bool = False
+
+    def fixes(self) -> list[str]:
+        """What the user can do, in the order offered."""
+        return ["extend the lease", "measure fewer variants (-e variants=...)",
+                *(["pass -e fit_lease=true (a smaller search budget)", "-e ignore_lease_end=true"]
+                  if self.search else ["pass -e ignore_lease_end=true"])]
+
+    def __str__(self) -> str:
+        if self.bad_end or self.end is None:
+            return f"serve_lease_end {self.bad_end}"
+        fmt = "%Y-%m-%dT%H:%M:%SZ"
+        *first, last = self.fixes()
+        return (f"the plan needs about {self.estimate_s / 60:.0f} min and would end at "
+                f"{time.strftime(fmt, time.gmtime(self.finish))}, after the lease ends at "
+                f"{self.end.astimezone(UTC).strftime(fmt)}: {', '.join(first)}, or {last}")
+
+
+def lease_problem(lease_end: str, estimate_s: float, now: float, *,
+                  search: bool = False) -> LeaseProblem | None:
+    """Why a plan of ``estimate_s`` seconds cannot start at ``now`` (None when it fits the lease);
+    ``search``: the plan is a search, whose budget may be cut to fit."""
     try:
         end = lease_end_time(lease_end)
     except ValueError as exc:
-        return f"serve_lease_end {exc}"
+        return LeaseProblem(estimate_s, bad_end=str(exc), search=search)
     finish = now + estimate_s
     if finish <= end.timestamp():
         return None
-    fmt = "%Y-%m-%dT%H:%M:%SZ"
-    return (f"the plan needs about {estimate_s / 60:.0f} min and would end at "
-            f"{time.strftime(fmt, time.gmtime(finish))}, after the lease ends at "
-            f"{end.astimezone(UTC).strftime(fmt)}: extend the lease, measure fewer variants "
-            "(-e variants=...), or pass -e ignore_lease_end=true")
+    return LeaseProblem(estimate_s, finish=finish, end=end, search=search)

@@ -11,12 +11,14 @@ and builds no command line.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import shutil
 import time
 import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,57 @@ def picked_names(only: Sequence[str]) -> list[str]:
     return [n.strip() for item in only for n in item.split(",") if n.strip()]
 
 
-def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str]) -> dict[str, Any]:
+@dataclass
+class Put:
+    """Puts the node bundle in one task: ``argv`` on the node, the bundle's base64 (``stdin_file``) on its
+    stdin."""
+
+    argv: list[str]
+    stdin_file: str
+
+
+@dataclass
+class HostView:
+    """What the role runs for one host."""
+
+    models: list[str]
+    node_dir: str
+    restore: list[str]
+    #: serve-system's words that ask for the host's next call (repetitions: auto, a search)
+    decide: list[str]
+    #: the bundle sent on the put's stdin (PUT_FILE), or None: copied (a large one)
+    put: Put | None
+    calls: list[runnercall.RunnerCall]
+    #: the calls the role may add, each asked of serve-system decide
+    more_rounds: int
+
+
+@dataclass
+class RoleView:
+    """What the ``experiment`` role is handed for a written run (:func:`role_view`); a host whose own
+    planning was refused (``plan --play``) has its reason instead of its view."""
+
+    experiment: str
+    kind: str
+    run_dir: str
+    #: a sharded run: every host of the run, over which each host's own plan deals the candidates
+    shard_hosts: list[str]
+    run_subdir: str
+    hosts: dict[str, HostView | str]
+    #: serve-system's words that end the play (``plan --play``; empty: none)
+    finish: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The view as the role reads it (JSON)."""
+        return {"experiment": self.experiment, "kind": self.kind, "run_dir": self.run_dir,
+                "shard_args": [f"--shard-hosts={','.join(self.shard_hosts)}"] if self.shard_hosts else [],
+                "run_subdir": self.run_subdir,
+                "hosts": {h: {"refused": v} if isinstance(v, str) else rec.to_json(v)
+                          for h, v in self.hosts.items()},
+                **({"finish": self.finish} if self.finish else {})}
+
+
+def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str]) -> RoleView:
     """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
     computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch,
     its node folder, its runner calls (:class:`~.runnercall.RunnerCall`: a Triton plan is one call, a
@@ -52,20 +104,18 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
                           f"give one of {', '.join(names)}")])
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     token = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    hosts: dict[str, Any] = {}
+    hosts: dict[str, HostView | str] = {}
     for host, hplan in plans.items():
         settings = rec.from_json(hplan.get("runner") or {}, rec.RunnerSettings, f"{host}: runner")
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
         adaptive = hplan.get("adaptive")
-        where = {"models": hplan["models"], "node_dir": settings.node_dir,
-                 "restore": runnercall.restore_argv(settings),
-                 # serve-system's words that ask for the host's next call (repetitions: auto, a search)
-                 "decide": ["decide", str(run), "--host", host],
-                 # the bundle sent on the put's stdin (PUT_FILE), or None: copied (a large one)
-                 "put": ({"argv": runnercall.put_argv(settings), "stdin_file": str(run / host / PUT_FILE)}
-                         if (run / host / PUT_FILE).is_file() else None)}
+        where = HostView(models=hplan["models"], node_dir=settings.node_dir,
+                         restore=runnercall.restore_argv(settings),
+                         decide=["decide", str(run), "--host", host],
+                         put=(Put(argv=runnercall.put_argv(settings), stdin_file=str(run / host / PUT_FILE))
+                              if (run / host / PUT_FILE).is_file() else None), calls=[], more_rounds=0)
         if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
-            hosts[host] = {**where, "calls": [], "more_rounds": hplan["search"]["calls"]}
+            hosts[host] = dataclasses.replace(where, more_rounds=hplan["search"]["calls"])
             continue
         if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
             groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
@@ -86,14 +136,12 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
                 restore=i == len(groups) - 1 and not adaptive,
                 restore_past=(float(adaptive["minutes"]) if i == len(groups) - 1 and adaptive
                               and adaptive.get("minutes") is not None else None)))
-        hosts[host] = {**where, "calls": [rec.to_json(c) for c in calls],
-                       # auto: the calls the role may add, each asked of serve-system decide
-                       "more_rounds": adaptive["max"] - adaptive["start"] if adaptive else 0}
+        hosts[host] = dataclasses.replace(  # auto: the calls the role may add
+            where, calls=calls, more_rounds=adaptive["max"] - adaptive["start"] if adaptive else 0)
     shards = [p["shard"] for p in plans.values() if p.get("shard")]
-    return {"experiment": spec.name, "kind": kind, "run_dir": str(run),
-            # a sharded run: every host's own plan deals the candidates over the same hosts
-            "shard_args": [f"--shard-hosts={','.join(shards[0]['hosts'])}"] if shards else [],
-            "run_subdir": f"{spec.name}/{run.name}", "hosts": hosts}
+    return RoleView(experiment=spec.name, kind=kind, run_dir=str(run),
+                    shard_hosts=list(shards[0]["hosts"]) if shards else [],
+                    run_subdir=f"{spec.name}/{run.name}", hosts=hosts)
 
 
 def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan],

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import ownedtree, safeio
 from ..node import records as rec
-from . import roleview, search
+from . import perfargv, roleview, search
 from . import shard as shardmod
 from .plan import (
     FASTAPI_URL,
@@ -133,9 +133,9 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)
         if isinstance(spec, TritonSpec) and spec.searching is not None:  # decide picks every batch
-            hplan.search = search.plan_record(spec, variants[0].perf if variants else {},
-                                              spec.smallest_effect, only, shard.record() if shard else None,
-                                              len(variants))
+            perf = perfargv.PerfSettings.of(variants[0].perf if variants else {})
+            hplan.search = search.plan_record(spec, perf, spec.smallest_effect, only,
+                                              shard.record() if shard else None, len(variants))
             hplan.estimate_s = search.estimate_seconds(hplan.search) if hplan.search else hplan.estimate_s
         elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()

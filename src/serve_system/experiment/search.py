@@ -28,8 +28,11 @@ import itertools
 import json
 import math
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
+from ..node import defaults
+from . import perfargv
 from .spec.models import Search, SearchBudget, TritonSpec
 from .spec.sweeps import variant_name
 
@@ -39,8 +42,8 @@ MIN_WINDOW_MS = 500
 #: seconds a measurement takes beyond its windows: a fresh load, READY, warm-up, perf_analyzer's start
 LOAD_OVERHEAD_S = 5.0
 RUN_OVERHEAD_S = 2.0
-#: perf_analyzer measures at least three windows (its stability check)
-WINDOWS = 3
+#: perf_analyzer measures at least this many windows (its stability check)
+WINDOWS = defaults.STABILITY_WINDOWS
 
 
 # ------------------------------------------------------------------------------------ the plan side
@@ -65,22 +68,18 @@ def candidates(spec: TritonSpec) -> list[dict[str, Any]]:
     return out
 
 
-def base_window_ms(perf: dict[str, Any]) -> int:
-    return int(perf.get("measurement_interval_ms") or 5000)
-
-
-def rung_windows(search: Search, perf: dict[str, Any]) -> list[int]:
+def rung_windows(search: Search, perf: perfargv.PerfSettings) -> list[int]:
     """Each rung's measurement window (ms): halving doubles it per rung, up to the spec's by default;
     optuna measures with the spec's window (one rung)."""
-    base = base_window_ms(perf)
+    base = perf.window_ms
     if search.strategy != HALVING:
         return [base]
     first = search.window_ms or max(MIN_WINDOW_MS, base // 2 ** (search.rungs - 1))
     return [first * 2 ** k for k in range(search.rungs)]
 
 
-def schedule(spec: TritonSpec, levels: list[float], perf: dict[str, Any]
-             ) -> list[tuple[int, list[float], dict[str, Any]]]:
+def schedule(spec: TritonSpec, levels: list[float], perf: perfargv.PerfSettings
+             ) -> list[tuple[int, list[float], perfargv.PerfSettings]]:
     """The planned measurements of one variant: (repetition, its load levels, its perf settings).
 
     A grid: every level, every repetition, the spec's settings. A search: its objective's load level
@@ -91,15 +90,14 @@ def schedule(spec: TritonSpec, levels: list[float], perf: dict[str, Any]
     if search is None or goal is None or goal.at_load is None:
         return [(rep, levels, perf) for rep in range(1, spec.max_repetitions + 1)]
     out = []
-    timed = perf.get("measurement_mode") != "count_windows"
     for k, window in enumerate(rung_windows(search, perf)):
-        p = {**perf, "measurement_interval_ms": window} if timed else perf
+        p = replace(perf, measurement_interval_ms=window) if perf.timed else perf
         for i in range(search.repetitions):
             out.append((k * search.repetitions + i + 1, [goal.at_load], p))
     return out
 
 
-def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float,
+def plan_record(spec: TritonSpec, perf: perfargv.PerfSettings, smallest: float,
                 only: Collection[str] = (), shard: dict[str, Any] | None = None,
                 share: int | None = None) -> dict[str, Any] | None:
     """What a host plan keeps of a search (``HostPlan.search``), read by :func:`step`; None for a grid.
@@ -123,7 +121,7 @@ def plan_record(spec: TritonSpec, perf: dict[str, Any], smallest: float,
     return {"strategy": search.strategy, "objective": goal.as_record(), "smallest_effect": smallest,
             "candidates": cands, "rungs": rungs, "budget": budget.model_dump(),
             "seed": search.seed, "startup": search.startup, "batch": search.batch, "calls": calls,
-            "timed": perf.get("measurement_mode") != "count_windows",
+            "timed": perf.timed,
             **({"shard": {k: shard[k] for k in ("reference", "hosts", "assignment")}, "share": share}
                if shard else {})}
 

@@ -39,6 +39,7 @@ TRITON, FASTAPI = "triton", "fastapi"
 
 
 from .. import safeio
+from . import defaults
 
 
 class RecordError(safeio.UnsafeFile):
@@ -86,29 +87,37 @@ class VariantPlan:
 
 @dataclass
 class RunnerSettings:
-    """How the runner measures and where it runs: the one place of these defaults (``serve-system plan``
-    writes them into the host plan, from its options; the runner's own options only override them)."""
+    """How the runner measures and where it runs, its defaults :mod:`.defaults`' (``serve-system plan``
+    writes them into the host plan, from its options; the runner's own options only override them).
+    The numbers are :data:`NUMBERS`: each is an option of ``serve-system plan`` and of the runner, named
+    after its field, its help the field's ``help`` and ``unit``."""
 
-    #: seconds between two metrics samples while a level runs
-    metrics_interval: float = 1.0
-    #: seconds to wait for a loaded variant (or the FastAPI endpoint) to become READY
-    ready_timeout: float = 180.0
-    #: time cap of one perf_analyzer (or FastAPI client) run, in seconds
-    perf_timeout: float = 900.0
-    #: memory cap of perf_analyzer (resident MB)
-    perf_memory_mb: float = 4096.0
+    metrics_interval: float = field(default=defaults.METRICS_INTERVAL_S,
+                                    metadata={"help": "seconds between two metrics samples"})
+    ready_timeout: float = field(default=defaults.READY_TIMEOUT_S,
+                                 metadata={"help": "the wait for a loaded variant to be READY", "unit": "s"})
+    perf_timeout: float = field(default=defaults.PERF_TIMEOUT_S,
+                                metadata={"help": "time cap of one perf_analyzer run", "unit": "s"})
+    perf_memory_mb: float = field(default=defaults.PERF_MEMORY_MB,
+                                  metadata={"help": "memory cap of perf_analyzer", "unit": "resident MB"})
     #: the progress file the runner keeps current (as the client container sees it)
-    progress: str = "/work/progress.json"
+    progress: str = defaults.PROGRESS
     #: the client container the runner runs in (``docker exec``)
-    container: str = "jupyter"
+    container: str = defaults.CONTAINER
     #: this run's node folder as the client container sees it (the bundle and the plan are there)
-    client_dir: str = "/work"
+    client_dir: str = defaults.CLIENT_DIR
     #: the same folder on the node itself (the host-side ``--follow`` reads the runner's log there)
     node_dir: str = ""
 
     def level_wait_s(self) -> int:
         """The most one level may take: perf_analyzer and its retries, a reload after a fault."""
         return int(self.perf_timeout * 3 + self.ready_timeout * 2)
+
+
+#: the runner's number settings (each a field of :class:`RunnerSettings` with its ``help``): the options
+#: ``--NAME`` of ``serve-system plan`` and of the runner are made from these fields, not written again
+NUMBERS: tuple[dataclasses.Field[Any], ...] = tuple(f for f in dataclasses.fields(RunnerSettings)
+                                                    if "help" in f.metadata)
 
 
 @dataclass
@@ -122,7 +131,7 @@ class HostPlan:
     variants: list[VariantPlan]
     kind: str = TRITON
     models: list[str] = field(default_factory=list)
-    warmup_requests: int = 20
+    warmup_requests: int = defaults.WARMUP_REQUESTS
     #: provenance shared by every level: git commit, spec hash, ...
     provenance: dict[str, Any] = field(default_factory=dict)
     #: the lowest compute capability of the host's GPUs (nvidia-smi's compute_cap), None where unknown

@@ -43,6 +43,7 @@ run waits for the first (a lock), then skips what it measured: nothing is measur
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import os
@@ -53,7 +54,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import archive, bundle, events, nodeproc, tritonapi
+from . import archive, bundle, defaults, events, nodeproc, tritonapi
 from . import records as rec
 
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
@@ -70,6 +71,14 @@ def failed_load_status(kind: str, answered: bool, error: str | None) -> str:
     return rec.REFUSED
 
 
+def given_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The runner's settings a call gives (its options made from :data:`rec.NUMBERS`, and
+    ``--progress``), to go over the plan's."""
+    given = {f.name: getattr(args, f.name, None) for f in rec.NUMBERS}
+    given["progress"] = getattr(args, "progress", None)
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def given_facts(text: str) -> dict[str, Any]:
     """The facts a call gives (``--facts``: a JSON object), over the plan's; refused in one line if not
     an object (:class:`rec.RecordError`)."""
@@ -84,20 +93,19 @@ def given_facts(text: str) -> dict[str, Any]:
 
 class Runner:
     def __init__(self, args: argparse.Namespace):
-        self.args = args
         self.plan_path = Path(args.plan)
         self.plan: rec.HostPlan = rec.read(self.plan_path, rec.HostPlan)
         self.home = self.plan_path.parent
-        for key in ("metrics_interval", "ready_timeout", "perf_timeout", "perf_memory_mb", "progress"):
-            if getattr(args, key, None) is None:  # the plan's setting, unless the call gave one
-                setattr(args, key, getattr(self.plan.runner, key))
+        #: how it measures: the plan's settings, each one the call gives over it
+        self.settings: rec.RunnerSettings = dataclasses.replace(self.plan.runner, **given_settings(args))
         ends = {**self.plan.endpoints, **{k: getattr(args, k) for k in ("triton", "metrics", "fastapi")
                                           if getattr(args, k)}}
         for key in () if args.triton_log else ("triton", "metrics", "fastapi"):  # --triton-log reaches none
             if not ends.get(key):
                 raise rec.RecordError(f"{self.plan_path}: endpoints.{key}: missing: plan the run again with "
                                       f"serve-system plan, or give --{key}")
-        self.triton = tritonapi.Triton(ends.get("triton", ""), self.home, self.plan.host, args.ready_timeout)
+        self.triton = tritonapi.Triton(ends.get("triton", ""), self.home, self.plan.host,
+                                       self.settings.ready_timeout)
         self.fastapi = tritonapi.Http(ends.get("fastapi", ""))
         self.metrics_url = ends.get("metrics", "")
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
@@ -144,9 +152,9 @@ class Runner:
         p = rec.Progress(experiment=self.plan.experiment, run_id=self.plan.run_id, variant=variant,
                          level=level, levels_done=done, levels_total=total, state=state, updated=time.time())
         try:
-            rec.write(self.args.progress, p)
+            rec.write(self.settings.progress, p)
         except OSError as exc:
-            print(f"progress file {self.args.progress}: {exc}", file=sys.stderr)
+            print(f"progress file {self.settings.progress}: {exc}", file=sys.stderr)
 
     def eta(self) -> str:
         done, total = self.counts()
@@ -279,12 +287,12 @@ class Runner:
             # so a refused config leaves the previous one serving.
             if self.triton.last_loaded().get(v.model) == tritonapi.body_key(v.load_body):
                 self.triton.call("POST", f"/v2/repository/models/{v.model}/unload", {},
-                                 timeout=self.args.ready_timeout)
+                                 timeout=self.settings.ready_timeout)
             t0 = vrec.load_started = time.time()
             ok, vrec.error, vrec.load_seconds, answered = self.triton.load(v)
             self.triton.note_loaded(v.model, tritonapi.body_key(v.load_body) if ok else None)
-            if ok and not self.triton.wait_ready(v.model, v.version, self.args.ready_timeout):
-                ok, vrec.error = False, f"not READY within {self.args.ready_timeout:.0f} s after loading"
+            if ok and not self.triton.wait_ready(v.model, v.version, self.settings.ready_timeout):
+                ok, vrec.error = False, f"not READY within {self.settings.ready_timeout:.0f} s after loading"
             vrec.switch_seconds = round(time.time() - t0, 3)
             vrec.switches.append(vrec.switch_seconds)
         if not ok:
@@ -299,7 +307,7 @@ class Runner:
             return None, 0
         if v.warmup_argv:
             t0 = time.time()
-            nodeproc.run_capped(v.warmup_argv, vdir, self.args.perf_memory_mb, self.args.perf_timeout)
+            nodeproc.run_capped(v.warmup_argv, vdir, self.settings.perf_memory_mb, self.settings.perf_timeout)
             vrec.warmup_seconds = round(time.time() - t0, 3)
             vrec.warmups.append(vrec.warmup_seconds)
         rec.write(vdir / "variant.json", vrec)
@@ -323,7 +331,7 @@ class Runner:
         return len(pending), failed
 
     def fastapi_up(self, v: rec.VariantPlan) -> tuple[bool, str | None, dict[str, Any] | None]:
-        deadline = time.time() + self.args.ready_timeout
+        deadline = time.time() + self.settings.ready_timeout
         code, body = -1, None
         while time.time() < deadline:
             code, body = self.fastapi.call("GET", "/health", timeout=10)
@@ -350,7 +358,8 @@ class Runner:
                 problems.append(f"Triton did not answer before the level ({before.get('error', code)})")
             rec.safeio.write_text(ldir / rec.STATS_BEFORE_FILE, json.dumps(before, indent=1) + "\n",
                                   within=ldir)
-            sampler = nodeproc.Sampler(self.metrics_url, ldir / "metrics.jsonl", self.args.metrics_interval)
+            sampler = nodeproc.Sampler(self.metrics_url, ldir / "metrics.jsonl",
+                                       self.settings.metrics_interval)
             sampler.start()
         root = nodeproc.proc_root()
         node_before = nodeproc.cpu_snapshot(root)
@@ -358,8 +367,8 @@ class Runner:
         commands = [lv.argv, *lv.retry_argv] if triton else [lv.argv]
         text = ""
         for n, argv in enumerate(commands):
-            attempt, text = nodeproc.run_capped(argv, ldir, self.args.perf_memory_mb,
-                                                self.args.perf_timeout)
+            attempt, text = nodeproc.run_capped(argv, ldir, self.settings.perf_memory_mb,
+                                                self.settings.perf_timeout)
             if n:
                 attempt.reason = attempt.reason or "unstable measurement: retried with a longer window"
             attempts.append(attempt)
@@ -406,7 +415,8 @@ class Runner:
             variant=v.name, level=lv.id, mode=lv.mode, load=lv.load, repetition=lv.repetition,
             status=rec.FAILED if problems else rec.OK, error="; ".join(problems) or None,
             start=attempts[0].start, end=last.end, attempts=attempts,
-            batch_size=int(v.perf.get("batch_size", 1)), tool="perf_analyzer" if triton else "fastapi_bench",
+            batch_size=int(v.perf.get("batch_size", defaults.BATCH_SIZE)),
+            tool="perf_analyzer" if triton else "fastapi_bench",
             requests=lv.requests, provenance=self.provenance(v),
             client_peak_rss_bytes=rec.client_peak_rss(attempts), contention=used)
         rec.write(ldir / "level.json", lrec)  # last: the level is complete
@@ -449,7 +459,7 @@ class Runner:
         t0 = time.time()
         for model in self.plan.models:
             self.triton.call("POST", f"/v2/repository/models/{model}/unload", {},
-                             timeout=self.args.ready_timeout)
+                             timeout=self.settings.ready_timeout)
             code, answer = self.triton.load_model(model)
             if code != 200:
                 print(f"{self.plan.host} {model}: the committed config was not loaded again "
@@ -490,10 +500,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics", default="", help="Triton's metrics URL (default: the plan's endpoints)")
     ap.add_argument("--fastapi", default="", help="the FastAPI endpoint (default: the plan's endpoints)")
     # the runner's settings: the host plan's (records.RunnerSettings), unless given here
-    ap.add_argument("--metrics-interval", type=float, default=None, help="seconds between metrics samples")
-    ap.add_argument("--ready-timeout", type=float, default=None, help="wait for READY (s)")
-    ap.add_argument("--perf-timeout", type=float, default=None, help="time cap of one perf_analyzer run (s)")
-    ap.add_argument("--perf-memory-mb", type=float, default=None, help="memory cap of perf_analyzer (MB)")
+    for f in rec.NUMBERS:
+        unit = f" ({f.metadata['unit']})" if "unit" in f.metadata else ""
+        ap.add_argument(f"--{f.name.replace('_', '-')}", type=float, default=None,
+                        help=f.metadata["help"] + unit)
     ap.add_argument("--facts", default="", help="host facts and image ids (JSON) for the provenance, over "
                     "the plan's")
     ap.add_argument("--triton-log", action="store_true",

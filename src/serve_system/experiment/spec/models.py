@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from ... import metrics
+from ...node import defaults
 from ...textsafe import JINJA_RE, clean
 
 #: the largest spec file read, in bytes
@@ -320,7 +321,7 @@ class Perf(_Model):
 
 class Warmup(_Model):
     requests: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = Field(
-        default=20, description="requests sent after each load, before measuring")
+        default=defaults.WARMUP_REQUESTS, description="requests sent after each load, before measuring")
 
 
 class Bound(_Model):

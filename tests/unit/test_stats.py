@@ -88,6 +88,34 @@ def test_metrics_with_and_without_gpu(tmp_path: Path) -> None:
     assert stats.mean_gpu_util(cpu) is None and stats.mean_cpu_util(cpu) == 1.0
 
 
+def test_samples_read_again_are_parsed_once_unless_the_file_changed(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report reads each level's samples twice (its row, the plots over time): the same file is
+    parsed once; a file written again, or a link put in its place, is read again through safeio."""
+    f = tmp_path / "metrics.jsonl"
+    f.write_text(json.dumps({"t": 1.0, "text": GPU_METRICS}) + "\n")
+    parsed = []
+    real = stats.utilisation
+    monkeypatch.setattr(stats, "utilisation", lambda text: parsed.append(text) or real(text))
+    first = stats.read_samples(f, within=tmp_path)
+    assert stats.read_samples(f, within=tmp_path) == first and len(parsed) == 1
+    first.clear()  # a caller's list is its own
+    assert len(stats.read_samples(f, within=tmp_path)) == 1
+    f.write_text(json.dumps({"t": 1.0, "text": CPU_ONLY}) + "\n" + json.dumps({"t": 2.0, "text": CPU_ONLY})
+                 + "\n")
+    again = stats.read_samples(f, within=tmp_path)
+    assert [s["cpu"]["nv_cpu_utilization"] for s in again] == [1.0, 1.0] and len(parsed) == 3
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.jsonl"
+    outside.write_text(json.dumps({"t": 1.0, "text": GPU_METRICS}) + "\n")
+    f.unlink()
+    f.symlink_to(outside)
+    for _ in range(2):
+        with pytest.raises(ServeSystemError):
+            stats.read_samples(f, within=tmp_path)
+    f.unlink()
+    assert stats.read_samples(f, within=tmp_path) == []
+
+
 def test_metrics_torn_scrape_keeps_the_samples_before_the_tear() -> None:
     torn = CPU_ONLY + 'nv_cpu_memory_used_bytes{le="0.5" 12'
     assert stats.utilisation(torn)["cpu"] == {"nv_cpu_utilization": 1.0,

@@ -398,13 +398,26 @@ def read(path: str | Path, cls: type[R], within: str | Path | None = None, fix: 
         raise RecordError(f"{exc}; {fix}" if fix else str(exc)) from None
 
 
+#: each record class's resolved type hints and fields (:func:`_fields`)
+_FIELDS: dict[type, tuple[dict[str, Any], list[dataclasses.Field[Any]]]] = {}
+
+
+def _fields(cls: type) -> tuple[dict[str, Any], list[dataclasses.Field[Any]]]:
+    """A record class's resolved type hints and its fields: the same for every record read, so worked
+    out once (``typing.get_type_hints`` evaluates every annotation's text again each time it is asked:
+    most of what reading a report's thousands of records cost)."""
+    if cls not in _FIELDS:
+        _FIELDS[cls] = typing.get_type_hints(cls), list(dataclasses.fields(cls))
+    return _FIELDS[cls]
+
+
 def from_json(data: Any, cls: type[R], where: str, prefix: str = "") -> R:
     if not isinstance(data, dict):
         raise RecordError(f"{where}: {prefix or '-'}: expected an object for {cls.__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints, fields = _fields(cls)
     kwargs: dict[str, Any] = {}
-    for name, f in fields.items():
+    for f in fields:
+        name = f.name
         fld = f"{prefix}{name}"
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -120,14 +120,16 @@ def _fitted(title: str, inches: float, fontsize: float) -> str:
 
 def draw(plot: Plot, folder: Path) -> Path:
     """Draw a plot spec into ``folder`` (never through a link); return the file."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure on an Agg canvas of its own: no pyplot (its import, its figure manager, its registry of
+    # open figures), the same pixels
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     # constrained layout: laid out within the one draw savefig makes (tight_layout draws it twice)
-    fig, axes = plt.subplots(1, len(plot.panels), figsize=plot.size, squeeze=False, layout="constrained",
-                             gridspec_kw={"width_ratios": plot.widths} if plot.widths else None)
+    fig = Figure(figsize=plot.size, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(plot.panels), squeeze=False,
+                        gridspec_kw={"width_ratios": plot.widths} if plot.widths else None)
     ratios = plot.widths or [1.0] * len(plot.panels)
     for ax, p, share in zip(axes[0], plot.panels, ratios, strict=True):
         for s in p.series:
@@ -151,7 +153,6 @@ def draw(plot: Plot, folder: Path) -> Path:
     path = folder / safeio.plain_name(plot.name, str(folder), "plot name")
     with safeio.open_write(path, within=folder.parent, binary=True) as fh:
         fig.savefig(fh, dpi=110, format="png")
-    plt.close(fig)
     return path
 
 

@@ -14,6 +14,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from .. import safeio
@@ -274,17 +275,39 @@ def utilisation(text: str) -> dict[str, Any]:
     return {"gpus": gpus, "cpu": cpu}
 
 
+#: samples already read, by regular file: its path, the folder it was read within, and what it is
+#: (device, inode, size, modification and change times); a file changed, replaced or turned into a link
+#: is read again, through safeio. The report asks for each level's samples twice (its row, then the plots over
+#: time): a page of Triton's metrics is parsed once.
+_SAMPLES: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+_SAMPLES_KEPT = 20000
+
+
 def read_samples(path: str | Path, within: str | Path | None = None) -> list[dict[str, Any]]:
     """A sampler's JSON-lines file: one ``{"t": epoch_seconds, "text": metrics}`` per line, read through
     :mod:`safeio` (a regular file, bounded, inside ``within``; anything else is one line naming it).
 
-    Returns ``{"t", "gpus", "cpu"}`` per sample; lines that are not such a sample are skipped (a torn
-    last line, a sample without a time).
+    Returns ``{"t", "gpus", "cpu"}`` per sample (the same file read again: the same samples, not to be
+    changed); lines that are not such a sample are skipped (a torn last line, a sample without a time).
     """
-    out: list[dict[str, Any]] = []
     p = Path(path)
-    if not os.path.lexists(p):
-        return out
+    try:
+        st = os.lstat(p)
+    except (OSError, ValueError):  # as os.path.lexists: missing (or not to be looked at) is no samples
+        return []
+    if not S_ISREG(st.st_mode):  # a link or anything else: the safe reader says what it is, every time
+        return _read_samples(p, within)
+    key = (str(p), None if within is None else str(within), st.st_dev, st.st_ino, st.st_size,
+           st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _SAMPLES:
+        if len(_SAMPLES) >= _SAMPLES_KEPT:
+            _SAMPLES.clear()
+        _SAMPLES[key] = _read_samples(p, within)
+    return list(_SAMPLES[key])
+
+
+def _read_samples(p: Path, within: str | Path | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for n, line in enumerate(safeio.read_text(p, kind="metrics", within=within).splitlines(), 1):
         try:
             rec = safeio.loads_json(line, f"{p}:{n}")

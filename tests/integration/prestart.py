@@ -36,6 +36,8 @@ Body = Callable[[Path], Iterator[Any]]
 
 #: every prestartable body, by fixture name (names are unique across tests/integration)
 BODIES: dict[str, Body] = {}
+#: each body's fixture scope
+SCOPES: dict[str, str] = {}
 
 
 def prestartable(scope: str) -> Callable[[Body], Any]:
@@ -46,6 +48,7 @@ def prestartable(scope: str) -> Callable[[Body], Any]:
         if name in BODIES and BODIES[name] is not body:
             raise RuntimeError(f"two prestartable fixtures are named {name!r}")
         BODIES[name] = body
+        SCOPES[name] = scope
 
         @pytest.fixture(scope=scope, name=name)  # type: ignore[call-overload,untyped-decorator]
         def fixture() -> Iterator[Any]:
@@ -167,12 +170,13 @@ def wanted(items: list[pytest.Item]) -> list[str]:
 
 def order(items: list[pytest.Item], is_integration: Callable[[pytest.Item], bool]) -> None:
     """Every other test first, then the integration tests: those whose modules use a prestartable
-    module fixture first (in the order the background sets them up), then the rest as collected."""
+    module fixture first (in the order the background sets them up: their nodes and servers are gone
+    before the rest measures), then the rest as collected."""
     first_use: dict[str, int] = {}
     for item in items:
         if is_integration(item):
             for name in getattr(item, "fixturenames", ()):
-                if name in BODIES and name != "rehearsal_cluster":
+                if SCOPES.get(name) == "module":
                     first_use.setdefault(item.module.__name__ if item.module else "", len(first_use))
 
     def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:

@@ -65,3 +65,23 @@ def test_a_long_title_is_wrapped_to_its_panel() -> None:
     lines = _fitted(long, 6.0, 10).splitlines()
     assert len(lines) == 2 and all(len(line) <= 72 for line in lines) and " ".join(lines) == long
     assert _fitted("short", 6.0, 10) == "short"
+
+
+def test_plots_drawn_in_several_processes_are_the_files_drawn_in_one(tmp_path: Path) -> None:
+    """make_plots draws in forked workers where there are CPUs for them: the same files, byte for byte,
+    returned in the specs' order, as drawing each here; a plot folder that is a link is refused there too."""
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    made, _ = plots.specs(run, tree.collect(run))
+    assert len(made) >= 5
+    one = plots.draw_all(made, tmp_path / "one" / "plots", processes=1)
+    several = plots.draw_all(made, tmp_path / "several" / "plots", processes=3)
+    assert [p.name for p in one] == [p.name for p in several] == [p.name for p in made]
+    assert [p.parent for p in several] == [tmp_path / "several" / "plots"] * len(made)
+    assert [p.read_bytes() for p in one] == [p.read_bytes() for p in several]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "plots").symlink_to(elsewhere)
+    with pytest.raises(safeio.UnsafeFile):
+        plots.draw_all(made, tmp_path / "linked" / "plots", processes=2)
+    assert list(elsewhere.iterdir()) == []

@@ -1,16 +1,22 @@
 """The report's plots as specs (:mod:`serve_system.results.plots`): data built from a run's rows, drawn
-by one function."""
+by :mod:`serve_system.results.drawing`, here or in processes of their own."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 from report_trees import fastapi_run, lab_run
 
 from serve_system import safeio
-from serve_system.results import plots, tree
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+from serve_system.results import drawing, plots, tree
 
 
 def test_latency_against_load_is_one_series_per_variant_and_percentile_in_ms(tmp_path: Path) -> None:
@@ -43,7 +49,7 @@ def test_every_spec_is_drawn_to_its_file_and_nothing_is_drawn_through_a_link(tmp
     fastapi = made[-1]
     assert [p.title for p in fastapi.panels] == ["node-1: FastAPI latency distribution",
                                                  "per variant and senders"]
-    path = plots.draw(fastapi, run / "plots")
+    path = drawing.draw(fastapi, run / "plots")
     assert path == run / "plots" / "node-1_fastapi_latency.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     elsewhere = tmp_path / "elsewhere"
@@ -51,14 +57,14 @@ def test_every_spec_is_drawn_to_its_file_and_nothing_is_drawn_through_a_link(tmp
     (tmp_path / "fastapi" / "r2").mkdir()
     (tmp_path / "fastapi" / "r2" / "plots").symlink_to(elsewhere)
     with pytest.raises(safeio.UnsafeFile):
-        plots.draw(fastapi, tmp_path / "fastapi" / "r2" / "plots")
+        drawing.draw(fastapi, tmp_path / "fastapi" / "r2" / "plots")
     assert list(elsewhere.iterdir()) == []
 
 
 def test_a_long_title_is_wrapped_to_its_panel() -> None:
     """A title is wrapped to the width of its panel (a long host name ran past the figure's edge); a
     short one stays as it is."""
-    from serve_system.results.plots import _fitted
+    from serve_system.results.drawing import _fitted
 
     long = ("node-serve-system-root: server-side latency breakdown (mean; bars: 95 % interval over "
             "repetitions)")
@@ -67,14 +73,35 @@ def test_a_long_title_is_wrapped_to_its_panel() -> None:
     assert _fitted("short", 6.0, 10) == "short"
 
 
+#: draws a run's plots in forked processes (a process of its own: pytest's may have threads, and a
+#: process with threads draws in itself)
+FORKED = """
+import sys
+from pathlib import Path
+from serve_system.results import drawing, plots, tree
+run = Path(sys.argv[1])
+made, _ = plots.specs(run, tree.collect(run))
+with drawing.Drawing(3) as d:
+    assert d.forked
+    d.start(made)
+    print("\\n".join(str(p) for p in d.files(Path(sys.argv[2]))))
+"""
+
+
 def test_plots_drawn_in_several_processes_are_the_files_drawn_in_one(tmp_path: Path) -> None:
-    """make_plots draws in forked workers where there are CPUs for them: the same files, byte for byte,
-    returned in the specs' order, as drawing each here; a plot folder that is a link is refused there too."""
+    """Drawing draws in forked processes where there are CPUs for them: the same files, byte for byte,
+    written in the specs' order, as drawing each here; a plot folder that is a link is refused."""
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
     made, _ = plots.specs(run, tree.collect(run))
     assert len(made) >= 5
-    one = plots.draw_all(made, tmp_path / "one" / "plots", processes=1)
-    several = plots.draw_all(made, tmp_path / "several" / "plots", processes=3)
+    with drawing.Drawing(1) as here:
+        assert not here.forked
+        here.start(made)
+        one = here.files(tmp_path / "one" / "plots")
+    done = subprocess.run([sys.executable, "-c", FORKED, str(run), str(tmp_path / "several" / "plots")],
+                          capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": SRC})
+    assert done.returncode == 0, done.stderr
+    several = [Path(line) for line in done.stdout.splitlines()]
     assert [p.name for p in one] == [p.name for p in several] == [p.name for p in made]
     assert [p.parent for p in several] == [tmp_path / "several" / "plots"] * len(made)
     assert [p.read_bytes() for p in one] == [p.read_bytes() for p in several]
@@ -82,6 +109,30 @@ def test_plots_drawn_in_several_processes_are_the_files_drawn_in_one(tmp_path: P
     elsewhere.mkdir()
     (tmp_path / "linked").mkdir()
     (tmp_path / "linked" / "plots").symlink_to(elsewhere)
-    with pytest.raises(safeio.UnsafeFile):
-        plots.draw_all(made, tmp_path / "linked" / "plots", processes=2)
+    with drawing.Drawing(1) as here, pytest.raises(safeio.UnsafeFile):
+        here.start(made)
+        here.files(tmp_path / "linked" / "plots")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_process_with_threads_draws_in_itself_and_nothing_is_written_before_files(tmp_path: Path) -> None:
+    """No process is forked from one with other threads (a lock one of them held stays held in the
+    child); and nothing is written until files() is asked for, however the plots are drawn."""
+    run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
+    made, _ = plots.specs(run, tree.collect(run))
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        with drawing.Drawing(2) as d:
+            assert not d.forked
+            d.start(made)
+            assert not (tmp_path / "out").exists()
+            assert [p.name for p in d.files(tmp_path / "out" / "plots")] == [p.name for p in made]
+    finally:
+        release.set()
+        other.join()
+    with drawing.Drawing(2) as d:
+        d.start([])
+        assert d.files(tmp_path / "none" / "plots") == []
+    assert not (tmp_path / "none").exists()

@@ -7,7 +7,7 @@ import argparse
 from .. import ownedtree
 from ..errors import ServeSystemError
 from ..node import archive, records
-from ..results import report
+from ..results import drawing
 from ..textsafe import echo
 
 
@@ -30,7 +30,11 @@ def _run(args: argparse.Namespace) -> int:
                 echo(f"{n} file(s) -> {args.run_dir / host}")
         except records.RecordError as exc:
             raise ServeSystemError(str(exc)) from None
-    out = report.write_report(args.run_dir, partial=args.partial)
+    # the processes that draw the plots first: they import matplotlib while this one imports and reads
+    with drawing.Drawing() as draw:
+        from ..results import report
+
+        out = report.write_report(args.run_dir, partial=args.partial, drawing=draw)
     echo(f"{out['rows']} row(s) -> {out['report']} ({len(out['plots'])} plot(s))")
     for b in out["best"]:
         if b:

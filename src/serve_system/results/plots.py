@@ -1,5 +1,5 @@
-"""The report's plots: each a spec (a file name, panels with a title, axes and series: data) built from
-the results rows, and one function that draws a spec with matplotlib (Agg) into ``plots/``.
+"""The report's plots as specs (:class:`.drawing.Plot`: a file name, panels with a title, axes and series:
+data) built from the results rows; :mod:`.drawing` draws them.
 
 Drawn, where there is data (report.md lists the rest, with why):
 
@@ -11,30 +11,24 @@ Drawn, where there is data (report.md lists the rest, with why):
 
 Aggregates are the mean over the repetitions, with the 95 % interval as error bars
 (:func:`serve_system.results.intervals.summarize`). Labels and units come from
-:mod:`serve_system.metrics`. Every file is written through :mod:`serve_system.safeio`.
+:mod:`serve_system.metrics`.
 """
 
 from __future__ import annotations
 
-import importlib
-import multiprocessing
 import os
-import signal
-import sys
-import textwrap
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from .. import metrics, safeio
+from .. import metrics
 from ..errors import ServeSystemError
 from ..node import records
 from . import fastapi_tree as fastapi_results
 from . import intervals as iv
 from . import tree as res
 from .cells import cell
+from .drawing import Panel, Plot, Series
 from .row import Row, value
 from .status import Status
 
@@ -48,117 +42,6 @@ AVG_AND_PERCENTILES = AVG + PERCENTILES
 #: the parts of Triton's server-side time per request, stacked
 BREAKDOWN = metrics.select("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
 _TIME = "seconds since the first sample"
-
-Kind = Literal["errorbar", "line", "step", "bar", "box", "hline", "span"]
-
-
-@dataclass
-class Series:
-    """One thing drawn on a panel; ``style``: matplotlib's keyword arguments for it."""
-
-    kind: Kind
-    x: list[Any] = field(default_factory=list)
-    y: list[Any] = field(default_factory=list)
-    label: str | None = None
-    xerr: Any = None
-    yerr: Any = None
-    style: dict[str, Any] = field(default_factory=dict)
-    #: (text, x, y): a small label beside a point
-    notes: list[tuple[str, float, float]] = field(default_factory=list)
-
-
-@dataclass
-class Panel:
-    """One set of axes: its title, axis labels and scales, ticks and series."""
-
-    title: str
-    xlabel: str
-    ylabel: str
-    series: list[Series]
-    title_style: dict[str, Any] = field(default_factory=dict)
-    xscale: tuple[str, dict[str, Any]] | None = None
-    yscale: tuple[str, dict[str, Any]] | None = None
-    #: (positions, labels, font size or None)
-    xticks: tuple[Sequence[float], list[str], float | None] | None = None
-    ylim: dict[str, float] | None = None
-    grid: dict[str, Any] | None = field(default_factory=lambda: {"alpha": 0.3})
-    legend: dict[str, Any] | None = None
-
-
-@dataclass
-class Plot:
-    """One PNG file: its panels side by side."""
-
-    name: str
-    size: tuple[float, float]
-    panels: list[Panel]
-    widths: list[float] | None = None
-
-
-def _draw_series(ax: Any, s: Series) -> None:
-    if s.kind == "errorbar":
-        ax.errorbar(s.x, s.y, xerr=s.xerr, yerr=s.yerr, label=s.label, **s.style)
-    elif s.kind == "line":
-        ax.plot(s.x, s.y, label=s.label, **s.style)
-    elif s.kind == "step":
-        ax.step(s.x, s.y, where="post", label=s.label, **s.style)
-    elif s.kind == "bar":
-        ax.bar(s.x, s.y, yerr=s.yerr, label=s.label, **s.style)
-    elif s.kind == "box":
-        ax.boxplot(s.y, **s.style)
-    elif s.kind == "hline":
-        ax.axhline(s.y[0], label=s.label, **s.style)
-    elif s.kind == "span":  # a named stretch of the x axis
-        ax.axvspan(s.x[0], s.x[1], lw=0, **s.style)
-        ax.text((s.x[0] + s.x[1]) / 2, 1.0, s.label, transform=ax.get_xaxis_transform(), ha="center",
-                va="bottom", fontsize=7)
-    for text, x, y in s.notes:
-        ax.annotate(text, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-
-
-def _fitted(title: str, inches: float, fontsize: float) -> str:
-    """A title wrapped to the width of its panel (a long host name would run past the figure's edge)."""
-    per_line = max(20, int(inches * 72 / (0.6 * fontsize)))
-    return "\n".join(textwrap.wrap(title, per_line, break_on_hyphens=False)) or title
-
-
-def draw(plot: Plot, folder: Path) -> Path:
-    """Draw a plot spec into ``folder`` (never through a link); return the file."""
-    # a Figure on an Agg canvas of its own: no pyplot (its import, its figure manager, its registry of
-    # open figures), the same pixels
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # constrained layout: laid out within the one draw savefig makes (tight_layout draws it twice)
-    fig = Figure(figsize=plot.size, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(plot.panels), squeeze=False,
-                        gridspec_kw={"width_ratios": plot.widths} if plot.widths else None)
-    ratios = plot.widths or [1.0] * len(plot.panels)
-    for ax, p, share in zip(axes[0], plot.panels, ratios, strict=True):
-        for s in p.series:
-            _draw_series(ax, s)
-        if p.xscale:
-            ax.set_xscale(p.xscale[0], **p.xscale[1])
-        if p.yscale:
-            ax.set_yscale(p.yscale[0], **p.yscale[1])
-        if p.xticks:
-            ax.set_xticks(p.xticks[0], p.xticks[1], **({"fontsize": p.xticks[2]} if p.xticks[2] else {}))
-        if p.ylim:
-            ax.set_ylim(**p.ylim)
-        ax.set_xlabel(p.xlabel)
-        ax.set_ylabel(p.ylabel)
-        ax.set_title(_fitted(p.title, plot.size[0] * share / sum(ratios), p.title_style.get("fontsize", 12)),
-                     **p.title_style)
-        if p.grid is not None:
-            ax.grid(**p.grid)
-        if p.legend is not None:
-            ax.legend(**p.legend)
-    path = folder / safeio.plain_name(plot.name, str(folder), "plot name")
-    with safeio.open_write(path, within=folder.parent, binary=True) as fh:
-        fig.savefig(fh, dpi=110, format="png")
-    return path
-
 
 # -- the specs: rows -> plots (or why not) ------------------------------------------------------
 
@@ -445,41 +328,3 @@ def specs(run: Path, rows: list[Row]) -> Built:
         plots += made
         skipped += why
     return plots, skipped
-
-
-def workers() -> int:
-    """The processes to draw in: the CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _worker_signals() -> None:
-    """A drawing worker leaves Ctrl-C to the command (which ends the pool), and ends on SIGTERM through
-    the usual exit, so that a file it was writing is removed, not left half-written."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-
-
-def draw_all(plots: list[Plot], folder: Path, processes: int | None = None) -> list[Path]:
-    """Draw every plot into ``folder``, in order; the plots are independent (a host's are its own), so
-    with more than one CPU (``processes``: how many to use, default :func:`workers`) they are drawn
-    in as many processes forked from this one (matplotlib already imported, nothing to read again);
-    each file is the same as one drawn here. On one CPU, or where processes cannot be forked: here."""
-    n = min(len(plots), processes or workers())
-    if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [draw(p, folder) for p in plots]
-    for module in ("matplotlib.figure", "matplotlib.backends.backend_agg"):
-        importlib.import_module(module)  # here, once: the workers are forked with matplotlib imported
-    safeio.make_dirs(folder, folder.parent)
-    # every worker gets plots in turn, not a block of one host's: a host's plots differ in cost
-    with multiprocessing.get_context("fork").Pool(n, initializer=_worker_signals) as pool:
-        return pool.starmap(draw, [(p, folder) for p in plots], chunksize=1)
-
-
-def make_plots(run: Path, rows: list[Row]) -> tuple[list[Path], list[str]]:
-    """Draw every plot with data into ``run/plots/`` (:func:`draw_all`); return (files, plots skipped with
-    the reason)."""
-    plots, skipped = specs(run, rows)
-    return draw_all(plots, run / "plots"), skipped

@@ -20,6 +20,7 @@ from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..node import records
 from . import best as bestmod
+from . import drawing as drawingmod
 from . import findings as fnd
 from . import intervals as iv
 from . import plots as plotsmod
@@ -260,17 +261,24 @@ def _measurements(rows: list[Row]) -> list[str]:
     return lines
 
 
-def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
-    """Check the run folder, then write summary.csv/json, plots and report.md; return what was written."""
+def write_report(run_dir: str | Path, partial: bool = False,
+                 drawing: drawingmod.Drawing | None = None) -> dict[str, Any]:
+    """Check the run folder, then write summary.csv/json, plots and report.md; return what was written.
+    The plots are drawn by ``drawing`` (default: a :class:`.drawing.Drawing` made here), given them once
+    the run is checked, while this process does the rest."""
+    if drawing is None:
+        with drawingmod.Drawing() as own:
+            return write_report(run_dir, partial, own)
     run, manifest, rows, gaps = runs.check_run(run_dir, partial)
+    shard = shardres.read(run, manifest)
+    to_draw, skipped = plotsmod.specs(run, rows)
+    drawing.start(to_draw)
     objectives = manifest.objectives  # checked and completed by check_run
     smallest = manifest.smallest_effect
     winners = [best(rows, o) for o in objectives]
     looks = runs.plan_looks(run)
     judged = why_.set_aside(rows) if looks is not None else rows  # auto measured contended levels again
     found = fnd.evaluate(judged, res.variant_setups(run), objectives, smallest, looks)
-    plots, skipped = plotsmod.make_plots(run, rows)
-    shard = shardres.read(run, manifest)
     ranked_by = list(dict.fromkeys(metrics.metric_of(o) for o in objectives))
     sharded = shardres.analyse(rows, shard, ranked_by, smallest) if shard else None
     csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
@@ -307,6 +315,7 @@ def write_report(run_dir: str | Path, partial: bool = False) -> dict[str, Any]:
                for (host, variant), setup in res.variant_setups(run).items() for n in setup.notes]
     if adapted:
         lines += ["", "## Adapted to the host", ""] + [f"- {n}" for n in adapted]
+    plots = drawing.files(run / "plots")
     if plots or skipped:
         lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
         if skipped:

@@ -1,0 +1,216 @@
+"""Plots drawn: a plot spec (a file name, panels with a title, axes and series: data; :mod:`.plots`
+builds them from the rows) drawn with matplotlib's Agg into PNG bytes, and :class:`Drawing`, the
+processes that draw a report's plots beside the rest of its work.
+
+Standard library and :mod:`serve_system.safeio` only at import: the drawing processes are forked from
+the ``report`` command before it imports what reading a run needs (numpy, scipy, pydantic), and import
+matplotlib while it reads the run. Every file is written by the command's own process through safeio.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import multiprocessing
+import os
+import signal
+import sys
+import textwrap
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from .. import safeio
+
+Kind = Literal["errorbar", "line", "step", "bar", "box", "hline", "span"]
+
+
+@dataclass
+class Series:
+    """One thing drawn on a panel; ``style``: matplotlib's keyword arguments for it."""
+
+    kind: Kind
+    x: list[Any] = field(default_factory=list)
+    y: list[Any] = field(default_factory=list)
+    label: str | None = None
+    xerr: Any = None
+    yerr: Any = None
+    style: dict[str, Any] = field(default_factory=dict)
+    #: (text, x, y): a small label beside a point
+    notes: list[tuple[str, float, float]] = field(default_factory=list)
+
+
+@dataclass
+class Panel:
+    """One set of axes: its title, axis labels and scales, ticks and series."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[Series]
+    title_style: dict[str, Any] = field(default_factory=dict)
+    xscale: tuple[str, dict[str, Any]] | None = None
+    yscale: tuple[str, dict[str, Any]] | None = None
+    #: (positions, labels, font size or None)
+    xticks: tuple[Sequence[float], list[str], float | None] | None = None
+    ylim: dict[str, float] | None = None
+    grid: dict[str, Any] | None = field(default_factory=lambda: {"alpha": 0.3})
+    legend: dict[str, Any] | None = None
+
+
+@dataclass
+class Plot:
+    """One PNG file: its panels side by side."""
+
+    name: str
+    size: tuple[float, float]
+    panels: list[Panel]
+    widths: list[float] | None = None
+
+
+def _draw_series(ax: Any, s: Series) -> None:
+    if s.kind == "errorbar":
+        ax.errorbar(s.x, s.y, xerr=s.xerr, yerr=s.yerr, label=s.label, **s.style)
+    elif s.kind == "line":
+        ax.plot(s.x, s.y, label=s.label, **s.style)
+    elif s.kind == "step":
+        ax.step(s.x, s.y, where="post", label=s.label, **s.style)
+    elif s.kind == "bar":
+        ax.bar(s.x, s.y, yerr=s.yerr, label=s.label, **s.style)
+    elif s.kind == "box":
+        ax.boxplot(s.y, **s.style)
+    elif s.kind == "hline":
+        ax.axhline(s.y[0], label=s.label, **s.style)
+    elif s.kind == "span":  # a named stretch of the x axis
+        ax.axvspan(s.x[0], s.x[1], lw=0, **s.style)
+        ax.text((s.x[0] + s.x[1]) / 2, 1.0, s.label, transform=ax.get_xaxis_transform(), ha="center",
+                va="bottom", fontsize=7)
+    for text, x, y in s.notes:
+        ax.annotate(text, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+
+
+def _fitted(title: str, inches: float, fontsize: float) -> str:
+    """A title wrapped to the width of its panel (a long host name would run past the figure's edge)."""
+    per_line = max(20, int(inches * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.wrap(title, per_line, break_on_hyphens=False)) or title
+
+
+#: the resolution of every PNG (dots per inch)
+DPI = 110
+#: what drawing imports (what a drawing process imports as it starts)
+_MATPLOTLIB = ("matplotlib.figure", "matplotlib.backends.backend_agg")
+
+
+def render(plot: Plot) -> bytes:
+    """A plot spec drawn: its PNG file's bytes."""
+    # a Figure on an Agg canvas of its own: no pyplot (its import, its figure manager, its registry of
+    # open figures), the same pixels
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # constrained layout: laid out within the one draw savefig makes (tight_layout draws it twice)
+    fig = Figure(figsize=plot.size, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(plot.panels), squeeze=False,
+                        gridspec_kw={"width_ratios": plot.widths} if plot.widths else None)
+    ratios = plot.widths or [1.0] * len(plot.panels)
+    for ax, p, share in zip(axes[0], plot.panels, ratios, strict=True):
+        for s in p.series:
+            _draw_series(ax, s)
+        if p.xscale:
+            ax.set_xscale(p.xscale[0], **p.xscale[1])
+        if p.yscale:
+            ax.set_yscale(p.yscale[0], **p.yscale[1])
+        if p.xticks:
+            ax.set_xticks(p.xticks[0], p.xticks[1], **({"fontsize": p.xticks[2]} if p.xticks[2] else {}))
+        if p.ylim:
+            ax.set_ylim(**p.ylim)
+        ax.set_xlabel(p.xlabel)
+        ax.set_ylabel(p.ylabel)
+        ax.set_title(_fitted(p.title, plot.size[0] * share / sum(ratios), p.title_style.get("fontsize", 12)),
+                     **p.title_style)
+        if p.grid is not None:
+            ax.grid(**p.grid)
+        if p.legend is not None:
+            ax.legend(**p.legend)
+    out = io.BytesIO()
+    fig.savefig(out, dpi=DPI, format="png")
+    return out.getvalue()
+
+
+def _write(plot: Plot, png: bytes, folder: Path) -> Path:
+    """A plot's PNG written into ``folder`` (made first; never through a link)."""
+    path = folder / safeio.plain_name(plot.name, str(folder), "plot name")
+    return safeio.write_bytes(path, png, within=folder.parent)
+
+
+def draw(plot: Plot, folder: Path) -> Path:
+    """Draw a plot spec into ``folder`` (never through a link); return the file."""
+    return _write(plot, render(plot), folder)
+
+
+def workers() -> int:
+    """The processes to draw in: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _worker_start() -> None:
+    """A drawing process leaves Ctrl-C to the command (which ends the pool), ends on SIGTERM through the
+    usual exit, and imports matplotlib at once, while the command goes on reading the run."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for module in _MATPLOTLIB:
+        importlib.import_module(module)
+
+
+class Drawing:
+    """The processes that draw a report's plots while the command does the rest of its work.
+
+    Made first, it forks one process a CPU (``processes``: how many, default :func:`workers`), which
+    import matplotlib while the command imports and reads the run; :meth:`start` hands them the plots
+    and returns at once; :meth:`files` waits for their PNG bytes and writes them, in the plots' order,
+    through safeio: nothing is written before then, so a run refused on the way leaves no file. A
+    process is only forked from a process with no other thread (a lock another thread held would stay
+    held in the child): with threads, one CPU, or no ``fork``, :meth:`files` draws here. Leaving the
+    ``with`` block ends the processes."""
+
+    def __init__(self, processes: int | None = None) -> None:
+        n = processes or workers()
+        self._pool: Any = None
+        if n > 1 and "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+            self._pool = multiprocessing.get_context("fork").Pool(n, initializer=_worker_start)
+        self._plots: list[Plot] = []
+        self._pending: Any = None
+
+    @property
+    def forked(self) -> bool:
+        """Whether the plots are drawn in processes of their own."""
+        return self._pool is not None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            if exc[0] is None:
+                self._pool.close()
+            else:
+                self._pool.terminate()
+            self._pool.join()
+
+    def start(self, plots: list[Plot]) -> None:
+        """Begin drawing ``plots`` (each process gets plots in turn, not a block of one host's: a
+        host's plots differ in cost)."""
+        self._plots = plots
+        if self._pool is not None and plots:
+            self._pending = self._pool.map_async(render, plots, chunksize=1)
+
+    def files(self, folder: Path) -> list[Path]:
+        """The plots :meth:`start` was given, written into ``folder`` once drawn; their files, in order."""
+        pngs = self._pending.get() if self._pending is not None else map(render, self._plots)
+        return [_write(plot, png, folder) for plot, png in zip(self._plots, pngs, strict=True)]

@@ -185,7 +185,7 @@ class Drawing:
         if n > 1 and "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
             self._pool = multiprocessing.get_context("fork").Pool(n, initializer=_worker_start)
         self._plots: list[Plot] = []
-        self._pending: Any = None
+        self._pending: list[Any] = []
 
     @property
     def forked(self) -> bool:
@@ -204,13 +204,14 @@ class Drawing:
             self._pool.join()
 
     def start(self, plots: list[Plot]) -> None:
-        """Begin drawing ``plots`` (each process gets plots in turn, not a block of one host's: a
-        host's plots differ in cost)."""
-        self._plots = plots
+        """Begin drawing ``plots``, after those given before (each process takes the next plot as it
+        is free: a host's plots differ in cost)."""
+        self._plots += plots
         if self._pool is not None and plots:
-            self._pending = self._pool.map_async(render, plots, chunksize=1)
+            self._pending.append(self._pool.map_async(render, plots, chunksize=1))
 
     def files(self, folder: Path) -> list[Path]:
         """The plots :meth:`start` was given, written into ``folder`` once drawn; their files, in order."""
-        pngs = self._pending.get() if self._pending is not None else map(render, self._plots)
+        pngs = [png for done in self._pending for png in done.get()] if self._pool is not None \
+            else map(render, self._plots)
         return [_write(plot, png, folder) for plot, png in zip(self._plots, pngs, strict=True)]

@@ -310,21 +310,39 @@ def fastapi_latency(run: Path) -> Built:
     return plots, []
 
 
-def specs(run: Path, rows: list[Row]) -> Built:
-    """Every plot with data, as specs; and the plots skipped with the reason."""
-    plots: list[Plot] = []
-    skipped: list[str] = []
-    ok = [r for r in rows if r.get("status") == Status.OK and r.get("load") is not None]
+def host_plots(host: str, rows: list[Row]) -> Built:
+    """A host's plots of its rows (every row of that host, as :func:`tree.collect` reads them): latency
+    against load, throughput against latency, Triton's breakdown and batch sizes."""
+    measured = [r for r in rows if r.get("load") is not None]
+    ok = [r for r in measured if r.get("status") == Status.OK]
     if not ok:
-        skipped.append("every plot (no level was measured ok)")
-    built: list[Built] = []
-    for host in sorted({r["host"] for r in ok}):
-        hr = [r for r in ok if r["host"] == host]
-        built += [latency_vs_load(host, hr), throughput_latency(host, hr), breakdown(host, hr),
-                  # Triton's statistics are real even where perf_analyzer found no stable measurement
-                  batch_sizes(host, [r for r in rows if r["host"] == host and r.get("load") is not None])]
-    built += [over_time(res.utilisation_series(run)), fastapi_latency(run)]
-    for made, why in built:
+        return [], []
+    built = [latency_vs_load(host, ok), throughput_latency(host, ok), breakdown(host, ok),
+             # Triton's statistics are real even where perf_analyzer found no stable measurement
+             batch_sizes(host, measured)]
+    return [p for made, _ in built for p in made], [w for _, why in built for w in why]
+
+
+def run_plots(run: Path, rows: list[Row]) -> Built:
+    """The plots of the whole run: utilisation and GPU memory over time, the FastAPI benchmark's latency
+    (and why no plot at all, where no level was measured ok)."""
+    skipped = [] if any(r.get("status") == Status.OK and r.get("load") is not None for r in rows) \
+        else ["every plot (no level was measured ok)"]
+    plots: list[Plot] = []
+    for made, why in (over_time(res.utilisation_series(run)), fastapi_latency(run)):
         plots += made
         skipped += why
     return plots, skipped
+
+
+def specs(run: Path, rows: list[Row]) -> Built:
+    """Every plot with data, as specs; and the plots skipped with the reason: each host's
+    (:func:`host_plots`), then the run's (:func:`run_plots`)."""
+    plots: list[Plot] = []
+    skipped: list[str] = []
+    for host in sorted({r["host"] for r in rows}):
+        made, why = host_plots(host, [r for r in rows if r["host"] == host])
+        plots += made
+        skipped += why
+    made, why = run_plots(run, rows)
+    return plots + made, skipped + why

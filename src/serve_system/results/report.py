@@ -264,15 +264,24 @@ def _measurements(rows: list[Row]) -> list[str]:
 def write_report(run_dir: str | Path, partial: bool = False,
                  drawing: drawingmod.Drawing | None = None) -> dict[str, Any]:
     """Check the run folder, then write summary.csv/json, plots and report.md; return what was written.
-    The plots are drawn by ``drawing`` (default: a :class:`.drawing.Drawing` made here), given them once
-    the run is checked, while this process does the rest."""
+    The plots are drawn by ``drawing`` (default: a :class:`.drawing.Drawing` made here), given a host's
+    as soon as its rows are read, while this process reads on and does the rest; nothing is written
+    before the run is checked."""
     if drawing is None:
         with drawingmod.Drawing() as own:
             return write_report(run_dir, partial, own)
-    run, manifest, rows, gaps = runs.check_run(run_dir, partial)
+    skipped: list[str] = []
+
+    def draw_host(host: str, host_rows: list[Row]) -> None:  # drawn while the next hosts are read
+        to_draw, why = plotsmod.host_plots(host, host_rows)
+        drawing.start(to_draw)
+        skipped.extend(why)
+
+    run, manifest, rows, gaps = runs.check_run(run_dir, partial, each_host=draw_host)
     shard = shardres.read(run, manifest)
-    to_draw, skipped = plotsmod.specs(run, rows)
+    to_draw, why = plotsmod.run_plots(run, rows)
     drawing.start(to_draw)
+    skipped += why
     objectives = manifest.objectives  # checked and completed by check_run
     smallest = manifest.smallest_effect
     winners = [best(rows, o) for o in objectives]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ServeSystemError
@@ -111,10 +112,11 @@ def plan_looks(run: Path) -> sequential.Looks | None:
     return None
 
 
-def check_run(run_dir: str | Path, partial: bool = False
+def check_run(run_dir: str | Path, partial: bool = False,
+              each_host: Callable[[str, list[Row]], None] | None = None
               ) -> tuple[Path, records.Manifest, list[Row], list[str]]:
     """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is
-    written."""
+    written. ``each_host``: given each host's rows as they are read (:func:`tree.collect`)."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder; give results/<experiment>/<run-id>")
@@ -122,7 +124,7 @@ def check_run(run_dir: str | Path, partial: bool = False
     if not os.path.lexists(run / records.MANIFEST_FILE) and not res.host_dirs(run):
         raise ServeSystemError(f"{run}: empty run folder (no manifest.json, no <host>/ folder); give "
                                "results/<experiment>/<run-id> as an experiment playbook wrote it")
-    rows = res.collect(run)
+    rows = res.collect(run, each_host=each_host)
     gaps = missing(run, manifest)
     if not any(r.get("load") is not None for r in rows) and not any(r["status"] in NOT_MEASURED
                                                                    for r in rows):

@@ -22,7 +22,7 @@ import dataclasses
 import hashlib
 import os
 import stat
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -255,9 +255,15 @@ def _num(v: float) -> float | int:
     return int(v) if float(v).is_integer() else v
 
 
-def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[Row]:
+def _row_order(r: Row) -> tuple[Any, ...]:
+    return (r["host"], r["variant"], r["mode"] or "", r["load"] or 0, r["repetition"] or 0)
+
+
+def collect(run_dir: str | Path, hosts: Collection[str] | None = None,
+            each_host: Callable[[str, list[Row]], None] | None = None) -> list[Row]:
     """All rows of a run folder (refused or unavailable variants give one row with that status);
-    ``hosts``: only those hosts' rows (nothing of another host's folder is read)."""
+    ``hosts``: only those hosts' rows (nothing of another host's folder is read); ``each_host``: called
+    with a host's name and rows as soon as they are read (in their final order), host after host."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ServeSystemError(f"{run}: no such run folder (expected results/<experiment>/<run-id>)")
@@ -267,6 +273,7 @@ def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[R
     stand_in = manifest.stand_in
     rows: list[Row] = []
     for host_dir in host_dirs(run, hosts):
+        host_rows: list[Row] = []
         for vdir in subdirs(host_dir):
             vrec = read_variant(vdir)
             base: Row = {"experiment": experiment, "run_id": run_id, "host": host_dir.name,
@@ -278,11 +285,15 @@ def collect(run_dir: str | Path, hosts: Collection[str] | None = None) -> list[R
             if vrec is not None and vrec.status in NOT_MEASURED and not levels:
                 row = blank(COLUMNS, base)
                 row["status"], row["error"] = Status(vrec.status), vrec.error
-                rows.append(row)
+                host_rows.append(row)
                 continue
             for ldir in levels:
-                rows.append(level_row(ldir, base))
-    rows.sort(key=lambda r: (r["host"], r["variant"], r["mode"] or "", r["load"] or 0, r["repetition"] or 0))
+                host_rows.append(level_row(ldir, base))
+        host_rows.sort(key=_row_order)
+        if each_host is not None:
+            each_host(host_dir.name, host_rows)
+        rows += host_rows
+    rows.sort(key=_row_order)
     return rows
 
 

@@ -14,7 +14,6 @@ import io
 import multiprocessing
 import os
 import signal
-import sys
 import textwrap
 import threading
 from collections.abc import Sequence
@@ -160,10 +159,10 @@ def workers() -> int:
 
 
 def _worker_start() -> None:
-    """A drawing process leaves Ctrl-C to the command (which ends the pool), ends on SIGTERM through the
-    usual exit, and imports matplotlib at once, while the command goes on reading the run."""
+    """A drawing process leaves Ctrl-C to the command (which ends the pool, each process by SIGTERM:
+    it writes no file, so nothing is left half-written) and imports matplotlib at once, while the
+    command goes on reading the run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for module in _MATPLOTLIB:
         importlib.import_module(module)
 

@@ -77,6 +77,7 @@ def missing(run: Path, manifest: records.Manifest) -> list[str]:
         if str(h) not in hosts:
             out.append(f"{h}/ (a host of manifest.json without results)")
     for name, hdir in hosts.items():
+        done = records.done_levels(hdir)  # each level's record read once, not once a question
         plan = res.read_plan(hdir)
         if plan is not None:
             if not os.path.lexists(hdir / records.HOST_FILE):
@@ -89,14 +90,14 @@ def missing(run: Path, manifest: records.Manifest) -> list[str]:
                 if vrec is not None and vrec.status in NOT_MEASURED:
                     continue
                 for lv in v.levels:
-                    if records.level_done(vdir / lv.id):
+                    if (v.name, lv.id) in done:
                         continue
                     if start is not None and lv.repetition > start and not (vdir / lv.id).exists():
                         continue  # an extra repetition auto did not ask for
                     out.append(f"{name}/{v.name}/{lv.id}")
         for ldir in sorted(hdir.glob("*/*/")):
             if ldir.is_dir() and not ldir.name.startswith(".") and not ldir.parent.name.startswith(".") \
-                    and not records.level_done(ldir) \
+                    and (ldir.parent.name, ldir.name) not in done \
                     and any(ldir.iterdir()) and f"{name}/{ldir.parent.name}/{ldir.name}" not in out:
                 out.append(f"{name}/{ldir.parent.name}/{ldir.name} (started, no level.json)")
     return out

@@ -98,6 +98,9 @@ def _fitted(title: str, inches: float, fontsize: float) -> str:
 
 #: the resolution of every PNG (dots per inch)
 DPI = 110
+#: PNG's zlib level: 1 (the fastest) encodes a report's plots in about a third of the time of Pillow's
+#: default, 6, for files about 10 % larger
+PNG_LEVEL = 1
 #: what drawing imports (what a drawing process imports as it starts)
 _MATPLOTLIB = ("matplotlib.figure", "matplotlib.backends.backend_agg")
 
@@ -135,7 +138,7 @@ def render(plot: Plot) -> bytes:
         if p.legend is not None:
             ax.legend(**p.legend)
     out = io.BytesIO()
-    fig.savefig(out, dpi=DPI, format="png")
+    fig.savefig(out, dpi=DPI, format="png", pil_kwargs={"compress_level": PNG_LEVEL})
     return out.getvalue()
 
 

@@ -4,7 +4,9 @@ host plan (the runner reads them there; its own options only override them)."""
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import shutil
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -197,3 +199,38 @@ def test_the_host_is_planned_on_the_base_configs_its_look_printed(
         err = capsys.readouterr().err
         assert says in err and len(err.splitlines()) == 1, err
     assert (run / "n" / "plan.json").read_bytes() == before
+
+
+def test_a_call_starts_as_one_shell_line_of_its_argv_and_the_put_empties_the_folder_when_fresh(
+        tmp_path: Path) -> None:
+    """The role starts the runner with ``raw`` (no module on the node): ``start_line`` is the call's argv
+    quoted for a POSIX shell, word for word. The put writes the bundle from its stdin into the node
+    folder; with ``fresh`` (``-e fresh=true``) the folder's earlier content is gone first, and a link in
+    the folder's place is refused, its target untouched."""
+    settings = records.RunnerSettings(node_dir=str(tmp_path / "node dir; $(x)"), client_dir="/work/r 1")
+    call = runnercall.runner_call(settings, ["it's", "b"], [2], token="t", todo=3, restore_past=1.5)
+    done = subprocess.run(["sh", "-c", f"printf '%s\\n' {call.start_line}"], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.splitlines() == call.start
+    folder = tmp_path / "node dir; $(x)"
+    folder.mkdir()
+    (folder / "old.json").write_text("{}")
+    bundle = b"PK\x03\x04 a bundle"
+
+    def put(fresh: bool) -> subprocess.CompletedProcess[str]:
+        argv = runnercall.put_argv(settings, fresh)
+        return subprocess.run([sys.executable, *argv[1:]], input=base64.b64encode(bundle).decode(),
+                              capture_output=True, text=True, check=False)
+
+    assert put(False).returncode == 0
+    assert sorted(p.name for p in folder.iterdir()) == [".node.pyz", "old.json"]
+    assert put(True).returncode == 0
+    assert [p.name for p in folder.iterdir()] == [".node.pyz"]
+    assert (folder / ".node.pyz").read_bytes() == bundle
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    shutil.rmtree(folder)
+    folder.symlink_to(elsewhere)
+    assert put(True).returncode != 0
+    assert [p.name for p in elsewhere.iterdir()] == ["keep.txt"]

@@ -151,7 +151,7 @@ def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, Any] | None:
                               manifest=req.manifest, shard=shard, only=roleview.picked_names(req.only),
                               compute_capability=caps, runner=settings, facts=facts)
     if req.answer == "role":
-        return roleview.role_view(spec, run, out, list(req.only))
+        return roleview.role_view(spec, run, out, list(req.only), req.fresh)
     return None if req.answer == "none" else out
 
 

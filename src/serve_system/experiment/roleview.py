@@ -88,14 +88,16 @@ class RoleView:
                 **({"finish": self.finish} if self.finish else {})}
 
 
-def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str]) -> RoleView:
+def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str],
+              fresh: bool = False) -> RoleView:
     """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
     computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch,
     its node folder, its runner calls (:class:`~.runnercall.RunnerCall`: a Triton plan is one call, a
     FastAPI plan one per variant, its endpoint brought up with the variant's runtime first), the
     command that restores its baseline and how many more calls ``serve-system decide`` may add.
     ``only`` picks variants (``-e variants=...``); an unknown name is refused (:class:`SpecError`).
-    ``plans`` is :func:`.runfolder.write_run`'s answer."""
+    ``plans`` is :func:`.runfolder.write_run`'s answer; ``fresh``: the put empties the host's node folder
+    first (one task on the node instead of two)."""
     names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
     only = picked_names(only)
     unknown = [n for n in only if n not in names]
@@ -112,7 +114,8 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
         where = HostView(models=hplan["models"], node_dir=settings.node_dir,
                          restore=runnercall.restore_argv(settings),
                          decide=["decide", str(run), "--host", host],
-                         put=(Put(argv=runnercall.put_argv(settings), stdin_file=str(run / host / PUT_FILE))
+                         put=(Put(argv=runnercall.put_argv(settings, fresh),
+                                  stdin_file=str(run / host / PUT_FILE))
                               if (run / host / PUT_FILE).is_file() else None), calls=[], more_rounds=0)
         if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
             hosts[host] = dataclasses.replace(where, more_rounds=hplan["search"]["calls"])

@@ -11,6 +11,7 @@ left to report the end, ``explain`` (Triton's log on its stdin) after a refused 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +29,9 @@ class RunnerCall:
     runtime: str | None
     #: starts the runner in the client container, detached (its events go to its log on the node)
     start: list[str]
+    #: ``start`` as one POSIX shell line: the role runs it without a module on the node (``raw``: a
+    #: quarter of a second less a call, on the way between the controller and the next level)
+    start_line: str
     #: on the node: waits for level 1, 2, ... of the call and prints its event
     follow: list[list[str]] = field(default_factory=list)
     #: on the node: waits for the call's end
@@ -48,22 +52,28 @@ def runner_argv(settings: rec.RunnerSettings, *, detach: bool = False) -> list[s
 PUT_LIMIT = 8 * 1024 * 1024
 
 #: on the node: writes the bundle from stdin (base64) into the folder argv[1] names, under a temporary
-#: name renamed over ``.node.pyz`` (never through a link)
-_PUT = """import base64, os, sys
+#: name renamed over ``.node.pyz`` (never through a link); with ``--fresh`` the folder (the run's own on
+#: the node) is removed first, a link in its place refused
+_PUT = """import base64, os, shutil, sys
 folder = sys.argv[1]
+data = base64.b64decode(sys.stdin.read())
+if sys.argv[2:] == ["--fresh"] and os.path.lexists(folder):
+    shutil.rmtree(folder)
 os.makedirs(folder, exist_ok=True)
 tmp = os.path.join(folder, ".node.pyz.put")
 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
 with os.fdopen(fd, "wb") as out:
-    out.write(base64.b64decode(sys.stdin.read()))
+    out.write(data)
 os.replace(tmp, os.path.join(folder, ".node.pyz"))
 """
 
 
-def put_argv(settings: rec.RunnerSettings) -> list[str]:
+def put_argv(settings: rec.RunnerSettings, fresh: bool = False) -> list[str]:
     """On the node (its python3): puts the node bundle, sent base64 on its stdin, in the run's node
-    folder (one task, no transfer of its own)."""
-    return ["python3", "-c", _PUT, (settings.node_dir or settings.client_dir).rstrip("/")]
+    folder (one task, no transfer of its own); ``fresh``: what the folder held is removed first (the
+    run measured afresh: ``-e fresh=true``)."""
+    return ["python3", "-c", _PUT, (settings.node_dir or settings.client_dir).rstrip("/"),
+            *(["--fresh"] if fresh else [])]
 
 
 def restore_argv(settings: rec.RunnerSettings) -> list[str]:
@@ -83,14 +93,14 @@ def runner_call(settings: rec.RunnerSettings, variants: Sequence[str], repetitio
     log = f".progress-{token}.log"
     picked = [f"--variant={n}" for n in variants]
     node = (s.node_dir or s.client_dir).rstrip("/")
+    start = [*runner_argv(s, detach=True), *picked, *(f"--repetition={r}" for r in repetitions),
+             *(["--restore"] if restore else []),
+             *([f"--restore-past={restore_past!r}"] if restore_past is not None and not restore else []),
+             "--log", log, "--stderr", f"{log}.err"]
     follow = ["python3", f"{node}/.node.pyz", "--follow", f"{node}/{log}",
               "--stderr", f"{node}/{log}.err", "--timeout", str(s.level_wait_s())]
     return RunnerCall(
-        variants=list(variants), todo=todo, runtime=runtime,
-        start=[*runner_argv(s, detach=True), *picked, *(f"--repetition={r}" for r in repetitions),
-               *(["--restore"] if restore else []),
-               *([f"--restore-past={restore_past!r}"] if restore_past is not None and not restore else []),
-               "--log", log, "--stderr", f"{log}.err"],
+        variants=list(variants), todo=todo, runtime=runtime, start=start, start_line=shlex.join(start),
         follow=[[*follow, "--seq", str(n)] for n in range(1, todo + 1)],
         wait_end=[*follow, "--seq", "0"],
         explain=[*runner_argv(s), "--triton-log", *picked])

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .. import safeio
+from . import defaults
+
 #: VariantRecord.status values
 MEASURED, REFUSED, UNAVAILABLE = "measured", "refused", "unavailable"
 #: the statuses of a variant that measured nothing (Triton refused its config, or its runtime is missing)
@@ -36,10 +39,6 @@ NOT_MEASURED = (REFUSED, UNAVAILABLE)
 OK, FAILED = "ok", "failed"
 #: experiment kinds: the spec's ``kind`` (a Triton model measured with perf_analyzer, or the FastAPI endpoint)
 TRITON, FASTAPI = "triton", "fastapi"
-
-
-from .. import safeio
-from . import defaults
 
 
 class RecordError(safeio.UnsafeFile):

@@ -86,6 +86,25 @@ def test_a_look_that_names_no_repository_plans_on_the_spec_and_an_empty_reposito
     assert json.loads(capsys.readouterr().out)["finish"] == ["collect", "--run-dir", str(run.resolve())]
 
 
+def test_fresh_empties_the_node_folder_in_the_hosts_put_and_the_controllers_copy_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """-e fresh=true: the controller's copy of the hosts' results is removed (once, by the play's first
+    plan), and every host's put empties its folder of the run on the node (the per-host plans, which
+    remove nothing, keep that); without it the put keeps what the node holds."""
+    spec = _dynbatch_in_repo(tmp_path)
+    hosts = {"a": {"gpus": 0, "look": "os=x\n"}, "b": {"gpus": 0, "look": "os=x\n"}}
+    assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path), "hosts": hosts}) == 0
+    kept = json.loads(capsys.readouterr().out)["hosts"]
+    assert [kept[h]["put"]["argv"][-1] for h in hosts] == ["/opt/serve-system/work/dynbatch/r1"] * 2
+    earlier = tmp_path / "results" / "dynbatch" / "r1" / "a" / "earlier.txt"
+    earlier.write_text("measured before")
+    assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path, fresh="true"), "hosts": hosts}) == 0
+    fresh = json.loads(capsys.readouterr().out)["hosts"]
+    assert [fresh[h]["put"]["argv"][-2:] for h in hosts] == [["/opt/serve-system/work/dynbatch/r1",
+                                                            "--fresh"]] * 2
+    assert not earlier.exists()
+
+
 @pytest.mark.parametrize(("doc", "says"), [
     ("{not json", "plan --play (stdin):1:2: not JSON"),
     ({"inputs": {}, "hosts": {"a": {"gpus": 0}}}, "plan --play (stdin): inputs.results_dir: "),

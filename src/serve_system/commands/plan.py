@@ -207,7 +207,7 @@ def request(args: argparse.Namespace) -> planning.PlanRequest:
             progress=args.progress, client_container=args.client_container, node_dir_root=args.node_dir_root),
         only=tuple(args.only), shard=args.shard,
         shard_hosts=tuple(h for h in args.shard_hosts.split(",") if h),
-        fresh=args.fresh, manifest=not args.no_manifest,
+        fresh=args.fresh, empty_node_dirs=args.fresh, manifest=not args.no_manifest,
         lease=planning.LeasePolicy(ignore_end=args.ignore_lease_end, fit=args.fit_lease),
         answer="role" if args.role else "none" if args.quiet else "plan")
 

@@ -129,7 +129,7 @@ def request(spec: Path, i: RoleInputs, where: str) -> planning.PlanRequest:
         runner=planning.RunnerRequest(numbers=numbers, progress=f"{work.rstrip('/')}/progress.json",
                                       client_container=i.client_container,
                                       node_dir_root=f"{serve_root.rstrip('/')}/work"),
-        only=(only,) if only else (), shard=i.shard, fresh=i.fresh, answer="role",
+        only=(only,) if only else (), shard=i.shard, fresh=i.fresh, empty_node_dirs=i.fresh, answer="role",
         lease=planning.LeasePolicy(ignore_end=i.ignore_lease_end, fit=i.fit_lease))
 
 

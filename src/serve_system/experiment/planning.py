@@ -96,6 +96,9 @@ class PlanRequest:
     shard_hosts: tuple[str, ...] = ()
     #: forget these hosts' earlier results
     fresh: bool = False
+    #: the role's put empties each host's folder of the run on the node first (``-e fresh=true``: the
+    #: node's copy forgotten too); kept when ``fresh`` is not asked again, as in the role's per-host plans
+    empty_node_dirs: bool = False
     #: write the run's ``manifest.json`` and ``spec.yml``
     manifest: bool = True
     lease: LeasePolicy = LeasePolicy()
@@ -151,7 +154,7 @@ def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, Any] | None:
                               manifest=req.manifest, shard=shard, only=roleview.picked_names(req.only),
                               compute_capability=caps, runner=settings, facts=facts)
     if req.answer == "role":
-        return roleview.role_view(spec, run, out, list(req.only), req.fresh)
+        return roleview.role_view(spec, run, out, list(req.only), req.empty_node_dirs)
     return None if req.answer == "none" else out
 
 

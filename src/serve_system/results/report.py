@@ -290,6 +290,8 @@ def write_report(run_dir: str | Path, partial: bool = False,
     found = fnd.evaluate(judged, res.variant_setups(run), objectives, smallest, looks)
     ranked_by = list(dict.fromkeys(metrics.metric_of(o) for o in objectives))
     sharded = shardres.analyse(rows, shard, ranked_by, smallest) if shard else None
+    # the plots are the first files written (the summaries are not written when plots/ is refused)
+    plots = drawing.files(run / "plots")
     csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
                                                     "missing": gaps, "shard": sharded})
     stand_in = manifest.stand_in or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
@@ -324,7 +326,6 @@ def write_report(run_dir: str | Path, partial: bool = False,
                for (host, variant), setup in res.variant_setups(run).items() for n in setup.notes]
     if adapted:
         lines += ["", "## Adapted to the host", ""] + [f"- {n}" for n in adapted]
-    plots = drawing.files(run / "plots")
     if plots or skipped:
         lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
         if skipped:

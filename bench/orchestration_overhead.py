@@ -103,16 +103,25 @@ def fixed_spec(dest: Path, short: bool, shipped: bool = False) -> Path:
     return write(spec, path)
 
 
+def runner_calls(log: Path) -> int:
+    """How many times a playbook run started the runner (``repetitions: auto`` adds a call a round:
+    fixed costs compare between runs with as many calls)."""
+    return sum(1 for line in log.read_text().splitlines()
+               if line.startswith("TASK [") and ": Start the runner on the node" in line)
+
+
 def measure(label: str, repo: Path, var: str, run_id: str, args: argparse.Namespace,
-            spec: Path) -> float | None:
+            spec: Path) -> tuple[float, int] | None:
     """One playbook run of ``repo``'s engine, its times printed; its fixed cost (wall - perf_analyzer
-    - warm-ups - Triton's loads and restore; None where the records lack them)."""
+    - warm-ups - Triton's loads and restore; None where the records lack them) and its runner calls."""
     wall = run_playbook(repo, "dynbatch.yml", args.inventory.resolve(), args.limit, args.results, run_id,
                         ["-e", f"{var}_results_dir={args.results}", "-e", "fresh=true",
                          "-e", f"{var}_spec={spec}"])
     host_dir = args.results / "dynbatch" / run_id / args.limit
     perf, n, warm = perf_seconds(host_dir)
-    print(f"{label:>6} ({repo}): wall {wall:.1f} s, perf_analyzer {perf:.1f} s over {n} levels, "
+    calls = runner_calls(args.results / f"{run_id}.log")
+    print(f"{label:>6} ({repo}): wall {wall:.1f} s, {calls} runner call(s), "
+          f"perf_analyzer {perf:.1f} s over {n} levels, "
           f"overhead {wall - perf:.1f} s = {(wall - perf) / wall * 100:.1f} % of the wall time",
           flush=True)
     if warm is None:
@@ -129,7 +138,7 @@ def measure(label: str, repo: Path, var: str, run_id: str, args: argparse.Namesp
           f"{'; older records: each load taken as its variant last' if estimated else ''}) too: "
           f"orchestration {wall - perf - warm - loads:.1f} s (Ansible, the controller's commands, transfers)",
           flush=True)
-    return wall - perf - warm - loads
+    return wall - perf - warm - loads, calls
 
 
 def role_prefix(repo: Path) -> str:
@@ -157,19 +166,30 @@ def main() -> int:
     engines = ([("before", args.before_repo.resolve(), role_prefix(args.before_repo.resolve()))]
                if args.before_repo else []) + [("after", HERE, "experiment")]
     fixed: dict[str, list[float]] = {label: [] for label, _, _ in engines}
+    by_calls: dict[str, dict[int, list[float]]] = {label: {} for label, _, _ in engines}
     for pair in range(args.pairs):  # alternating: before, after, before, after, ...
         for label, repo, var in engines:
-            cost = measure(label, repo, var, f"bench-{label}-{stamp}-{pair}", args, spec)
-            if cost is not None:
-                fixed[label].append(cost)
+            got = measure(label, repo, var, f"bench-{label}-{stamp}-{pair}", args, spec)
+            if got is not None:
+                fixed[label].append(got[0])
+                by_calls[label].setdefault(got[1], []).append(got[0])
     for label, costs in fixed.items():
         if costs:
             print(f"{label:>6}: fixed cost median {statistics.median(costs):.1f} s (min {min(costs):.1f}, "
                   f"max {max(costs):.1f}; {len(costs)} run(s))")
+            for calls, some in sorted(by_calls[label].items()):
+                print(f"{'':>6}  with {calls} runner call(s): median {statistics.median(some):.1f} s "
+                      f"(min {min(some):.1f}, max {max(some):.1f}; {len(some)} run(s))")
     if all(fixed.get(k) for k in ("before", "after")):
         b, a = statistics.median(fixed["before"]), statistics.median(fixed["after"])
         print(f"fixed cost: {b:.1f} s -> {a:.1f} s ({a / b:.2f}x; target <= 8 s: "
               f"{'PASS' if a <= 8 else 'MISS'})")
+        for calls in sorted(set(by_calls["before"]) & set(by_calls["after"])):
+            b, a = (statistics.median(by_calls[k][calls]) for k in ("before", "after"))
+            print(f"  at {calls} runner call(s) on both sides: {b:.1f} s -> {a:.1f} s ({a / b:.2f}x)")
+        if not set(by_calls["before"]) & set(by_calls["after"]):
+            print("  (no runs with as many runner calls on both sides: repetitions: auto decided "
+                  "differently; each auto round adds its own fetch, decide and start)")
     return 0
 
 

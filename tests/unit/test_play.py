@@ -176,7 +176,7 @@ def test_a_bad_spec_refuses_the_play_before_any_host_is_planned(
 def test_the_bundle_travels_on_the_puts_stdin_and_a_large_one_is_copied(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The role puts the node bundle with one command (the plan's ``put``: python3 on the node, the
-    bundle in base64 on its stdin, renamed into place, never written through a link); a bundle over
+    bundle's bytes on its stdin, renamed into place, never written through a link); a bundle over
     runnercall.PUT_LIMIT has no put and the role copies it."""
     import subprocess
 
@@ -188,28 +188,25 @@ def test_the_bundle_travels_on_the_puts_stdin_and_a_large_one_is_copied(
     put = json.loads(capsys.readouterr().out)["hosts"]["a"]["put"]
     run = tmp_path / "results" / "dynbatch" / "r1"
     bundle = (run / "a" / ".node.pyz").read_bytes()
-    assert put["stdin_file"] == str(run / "a" / ".node.pyz.b64")
-    assert base64.b64decode(Path(put["stdin_file"]).read_text()) == bundle
+    assert put["stdin_file"] == str(run / "a" / ".node.pyz")
     assert put["argv"][:2] == ["python3", "-c"] and put["argv"][-1] == "/opt/serve-system/work/dynbatch/r1"
     node = tmp_path / "node" / "work"
     argv = [sys.executable, *put["argv"][1:-1], str(node)]
-    # as the command module sends it: the file's text, a newline added
-    proc = subprocess.run(argv, input=Path(put["stdin_file"]).read_text() + "\n", capture_output=True,
-                          text=True, check=False, timeout=60)
+    proc = subprocess.run(argv, input=bundle, capture_output=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (node / ".node.pyz").read_bytes() == bundle and not (node / ".node.pyz.put").exists()
     # a link where the put writes is never written through
     outside = tmp_path / "outside"
     outside.write_text("keep")
     (node / ".node.pyz.put").symlink_to(outside)
-    proc = subprocess.run(argv, input="QUJD\n", capture_output=True, text=True, check=False, timeout=60)
+    proc = subprocess.run(argv, input=b"ABC", capture_output=True, check=False, timeout=60)
     assert proc.returncode != 0 and outside.read_text() == "keep"
     assert (node / ".node.pyz").read_bytes() == bundle
-    # a bundle over the limit: no base64 beside it (an earlier one removed), no put: the role copies it
+    # a bundle over the limit: no put, the role copies it
     monkeypatch.setattr(runnercall, "PUT_LIMIT", len(bundle) - 1)
     assert _play(monkeypatch, spec, doc) == 0
     assert json.loads(capsys.readouterr().out)["hosts"]["a"]["put"] is None
-    assert not (run / "a" / ".node.pyz.b64").exists() and (run / "a" / ".node.pyz").is_file()
+    assert (run / "a" / ".node.pyz").is_file()
 
 
 def test_one_typed_request_plans_the_run_and_answers_the_roles_typed_view(tmp_path: Path) -> None:

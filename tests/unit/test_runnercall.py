@@ -162,7 +162,6 @@ def test_the_host_is_planned_on_the_base_configs_its_look_printed(
     """The role's one look at the node carries its base configs (base64, on the plan's stdin): the host is
     planned on them, they are kept in <host>/.node_base, and a missing, bad or oversized one is refused
     in one line with nothing written; a name the spec does not hold is never made a path."""
-    import base64
     import io
 
     from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-found]
@@ -201,17 +200,11 @@ def test_the_host_is_planned_on_the_base_configs_its_look_printed(
     assert (run / "n" / "plan.json").read_bytes() == before
 
 
-def test_a_call_starts_as_one_shell_line_of_its_argv_and_the_put_empties_the_folder_when_fresh(
-        tmp_path: Path) -> None:
-    """The role starts the runner with ``raw`` (no module on the node): ``start_line`` is the call's argv
-    quoted for a POSIX shell, word for word. The put writes the bundle from its stdin into the node
-    folder; with ``fresh`` (``-e fresh=true``) the folder's earlier content is gone first, and a link in
-    the folder's place is refused, its target untouched."""
+def test_the_put_writes_the_bundle_from_its_stdin_and_empties_the_folder_when_fresh(tmp_path: Path) -> None:
+    """The put writes the bundle, its bytes on its stdin, into the node folder; with ``fresh``
+    (``-e fresh=true``) the folder's earlier content is gone first, and a link in the folder's place is
+    refused, its target untouched."""
     settings = records.RunnerSettings(node_dir=str(tmp_path / "node dir; $(x)"), client_dir="/work/r 1")
-    call = runnercall.runner_call(settings, ["it's", "b"], [2], token="t", todo=3, restore_past=1.5)
-    done = subprocess.run(["sh", "-c", f"printf '%s\\n' {call.start_line}"], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.splitlines() == call.start
     folder = tmp_path / "node dir; $(x)"
     folder.mkdir()
     (folder / "old.json").write_text("{}")
@@ -219,8 +212,7 @@ def test_a_call_starts_as_one_shell_line_of_its_argv_and_the_put_empties_the_fol
 
     def put(fresh: bool) -> subprocess.CompletedProcess[str]:
         argv = runnercall.put_argv(settings, fresh)
-        return subprocess.run([sys.executable, *argv[1:]], input=base64.b64encode(bundle).decode(),
-                              capture_output=True, text=True, check=False)
+        return subprocess.run([sys.executable, *argv[1:]], input=bundle, capture_output=True, check=False)
 
     assert put(False).returncode == 0
     assert sorted(p.name for p in folder.iterdir()) == [".node.pyz", "old.json"]

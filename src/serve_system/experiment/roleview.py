@@ -2,18 +2,15 @@
 
 The node bundle (:func:`write_bundle`) is one file, a Python zip application of the package that runs on
 the node (:mod:`serve_system.node`; its layout: :mod:`serve_system.node.bundle`) with the host plan and
-its inputs; beside it, when it is small
-enough to travel on a command's stdin (:data:`~.runnercall.PUT_LIMIT`), its base64 (:data:`PUT_FILE`).
+its inputs; one small enough (:data:`~.runnercall.PUT_LIMIT`) travels on the put's stdin.
 The role's view (:func:`role_view`) is everything the role runs, so that it reads nothing of the spec
 and builds no command line.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
-import os
 import shutil
 import time
 import zipfile
@@ -29,9 +26,10 @@ from . import runnercall
 from .spec.messages import SpecError
 from .spec.models import AnySpec, FastapiSpec
 
-#: beside a host's node bundle: the bundle in base64, what the role's put sends on its stdin (a bundle
-#: over :data:`runnercall.PUT_LIMIT` has none and is copied)
-PUT_FILE = ".node.pyz.b64"
+#: a host's node bundle, beside its plan in the run folder: what the role's put sends on its stdin (a
+#: bundle over :data:`runnercall.PUT_LIMIT` is copied instead)
+BUNDLE = ".node.pyz"
+
 
 def picked_names(only: Sequence[str]) -> list[str]:
     """``--only`` as given (repeated, or comma lists) as a list of names."""
@@ -40,8 +38,8 @@ def picked_names(only: Sequence[str]) -> list[str]:
 
 @dataclass
 class Put:
-    """Puts the node bundle in one task: ``argv`` on the node, the bundle's base64 (``stdin_file``) on its
-    stdin."""
+    """Puts the node bundle in one task: ``argv`` on the node, the bundle (``stdin_file``, on the
+    controller) on its stdin."""
 
     argv: list[str]
     stdin_file: str
@@ -54,9 +52,13 @@ class HostView:
     models: list[str]
     node_dir: str
     restore: list[str]
+    #: on the node: prints the host's records archive for the role to write home (base64), or exits
+    #: ``fetch_too_large``: the role fetches it
+    fetch: list[str]
+    fetch_too_large: int
     #: serve-system's words that ask for the host's next call (repetitions: auto, a search)
     decide: list[str]
-    #: the bundle sent on the put's stdin (PUT_FILE), or None: copied (a large one)
+    #: the bundle sent on the put's stdin, or None: copied (one over runnercall.PUT_LIMIT)
     put: Put | None
     calls: list[runnercall.RunnerCall]
     #: the calls the role may add, each asked of serve-system decide
@@ -88,6 +90,12 @@ class RoleView:
                 **({"finish": self.finish} if self.finish else {})}
 
 
+def _put(settings: rec.RunnerSettings, bundle: Path, fresh: bool) -> Put | None:
+    """The put of a host's bundle, or None where it is copied instead (one over the limit)."""
+    small = bundle.is_file() and bundle.stat().st_size <= runnercall.PUT_LIMIT
+    return Put(argv=runnercall.put_argv(settings, fresh), stdin_file=str(bundle)) if small else None
+
+
 def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str],
               fresh: bool = False) -> RoleView:
     """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
@@ -112,11 +120,10 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
         adaptive = hplan.get("adaptive")
         where = HostView(models=hplan["models"], node_dir=settings.node_dir,
-                         restore=runnercall.restore_argv(settings),
+                         restore=runnercall.restore_argv(settings), fetch=runnercall.fetch_argv(settings),
+                         fetch_too_large=runnercall.FETCH_TOO_LARGE,
                          decide=["decide", str(run), "--host", host],
-                         put=(Put(argv=runnercall.put_argv(settings, fresh),
-                                  stdin_file=str(run / host / PUT_FILE))
-                              if (run / host / PUT_FILE).is_file() else None), calls=[], more_rounds=0)
+                         put=_put(settings, run / host / BUNDLE, fresh), calls=[], more_rounds=0)
         if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
             hosts[host] = dataclasses.replace(where, more_rounds=hplan["search"]["calls"])
             continue
@@ -151,8 +158,8 @@ def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
                  image: Path | None, within: Path) -> None:
     """What the role puts on the node in one task: the node bundle, a Python zip application of the
     node package with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs), as
-    ``hdir/.node.pyz``, and beside it its base64 when it travels on the put's stdin."""
-    dest = hdir / ".node.pyz"
+    ``hdir/.node.pyz``."""
+    dest = hdir / BUNDLE
     top = Path(__file__).parents[1]  # serve_system/: the package as it imports here
     node = top / "node"
     # the code: serve_system/node/ whole and what it imports of serve_system, at their package paths
@@ -173,7 +180,3 @@ def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
             with safeio.open_read(src, kind="bundle") as stream, z.open(name, "w", force_zip64=True) as out:
                 shutil.copyfileobj(stream, out, 1024 * 1024)
         z.writestr("plan.json", json.dumps(rec.to_json(hplan), indent=1) + "\n")
-    if dest.stat().st_size <= runnercall.PUT_LIMIT:  # sent on the put's stdin
-        safeio.write_text(hdir / PUT_FILE, base64.b64encode(dest.read_bytes()).decode(), within=within)
-    elif os.path.lexists(hdir / PUT_FILE):  # the tool's own, from a smaller plan: copied instead
-        os.unlink(hdir / PUT_FILE)

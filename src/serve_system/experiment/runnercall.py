@@ -11,11 +11,11 @@ left to report the end, ``explain`` (Triton's log on its stdin) after a refused 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..node import records as rec
+from ..node.archive import ARCHIVE
 
 
 @dataclass
@@ -29,9 +29,6 @@ class RunnerCall:
     runtime: str | None
     #: starts the runner in the client container, detached (its events go to its log on the node)
     start: list[str]
-    #: ``start`` as one POSIX shell line: the role runs it without a module on the node (``raw``: a
-    #: quarter of a second less a call, on the way between the controller and the next level)
-    start_line: str
     #: on the node: waits for level 1, 2, ... of the call and prints its event
     follow: list[list[str]] = field(default_factory=list)
     #: on the node: waits for the call's end
@@ -47,16 +44,21 @@ def runner_argv(settings: rec.RunnerSettings, *, detach: bool = False) -> list[s
             "python3", f"{here}/.node.pyz", "--plan", f"{here}/plan.json"]
 
 
-#: the most a node bundle may weigh to travel on a command's stdin (base64, in Ansible's module
-#: arguments); a larger one (large input data) is copied
+#: the most a node bundle may weigh to travel on a command's stdin; a larger one (large input data) is
+#: copied
 PUT_LIMIT = 8 * 1024 * 1024
+#: the most a host's records archive may weigh to come home on a command's output (base64); a larger one
+#: is fetched (the role's second way, a transfer of its own)
+FETCH_LIMIT = 64 * 1024 * 1024
+#: :func:`fetch_argv`'s exit status for an archive over :data:`FETCH_LIMIT`
+FETCH_TOO_LARGE = 3
 
-#: on the node: writes the bundle from stdin (base64) into the folder argv[1] names, under a temporary
-#: name renamed over ``.node.pyz`` (never through a link); with ``--fresh`` the folder (the run's own on
-#: the node) is removed first, a link in its place refused
-_PUT = """import base64, os, shutil, sys
+#: on the node: writes the bundle from stdin into the folder argv[1] names, under a temporary name
+#: renamed over ``.node.pyz`` (never through a link); with ``--fresh`` the folder (the run's own on the
+#: node) is removed first, a link in its place refused
+_PUT = """import os, shutil, sys
 folder = sys.argv[1]
-data = base64.b64decode(sys.stdin.read())
+data = sys.stdin.buffer.read()
 if sys.argv[2:] == ["--fresh"] and os.path.lexists(folder):
     shutil.rmtree(folder)
 os.makedirs(folder, exist_ok=True)
@@ -68,12 +70,36 @@ os.replace(tmp, os.path.join(folder, ".node.pyz"))
 """
 
 
+#: on the node: prints the regular file argv[1] names (never through a link) in base64, or exits with
+#: FETCH_TOO_LARGE when it weighs more than argv[2] bytes
+_SEND = """import base64, os, stat, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NOFOLLOW)
+st = os.fstat(fd)
+if not stat.S_ISREG(st.st_mode):
+    sys.exit(sys.argv[1] + ": not a regular file")
+if st.st_size > int(sys.argv[2]):
+    sys.exit(TOO_LARGE)
+with os.fdopen(fd, "rb") as f:
+    sys.stdout.write(base64.b64encode(f.read()).decode())
+""".replace("TOO_LARGE", str(FETCH_TOO_LARGE))
+
+
+def _node_dir(settings: rec.RunnerSettings) -> str:
+    return (settings.node_dir or settings.client_dir).rstrip("/")
+
+
 def put_argv(settings: rec.RunnerSettings, fresh: bool = False) -> list[str]:
-    """On the node (its python3): puts the node bundle, sent base64 on its stdin, in the run's node
-    folder (one task, no transfer of its own); ``fresh``: what the folder held is removed first (the
-    run measured afresh: ``-e fresh=true``)."""
-    return ["python3", "-c", _PUT, (settings.node_dir or settings.client_dir).rstrip("/"),
-            *(["--fresh"] if fresh else [])]
+    """On the node (its python3): puts the node bundle, sent on its stdin, in the run's node folder (one
+    task, no transfer of its own); ``fresh``: what the folder held is removed first (the run measured
+    afresh: ``-e fresh=true``)."""
+    return ["python3", "-c", _PUT, _node_dir(settings), *(["--fresh"] if fresh else [])]
+
+
+def fetch_argv(settings: rec.RunnerSettings) -> list[str]:
+    """On the node (its python3): prints the host's records archive in base64 (the role writes it home
+    in the same task, no transfer of its own); exits :data:`FETCH_TOO_LARGE` for one over
+    :data:`FETCH_LIMIT` (the role fetches that one)."""
+    return ["python3", "-c", _SEND, f"{_node_dir(settings)}/{ARCHIVE}", str(FETCH_LIMIT)]
 
 
 def restore_argv(settings: rec.RunnerSettings) -> list[str]:
@@ -92,7 +118,7 @@ def runner_call(settings: rec.RunnerSettings, variants: Sequence[str], repetitio
     s = settings
     log = f".progress-{token}.log"
     picked = [f"--variant={n}" for n in variants]
-    node = (s.node_dir or s.client_dir).rstrip("/")
+    node = _node_dir(s)
     start = [*runner_argv(s, detach=True), *picked, *(f"--repetition={r}" for r in repetitions),
              *(["--restore"] if restore else []),
              *([f"--restore-past={restore_past!r}"] if restore_past is not None and not restore else []),
@@ -100,7 +126,7 @@ def runner_call(settings: rec.RunnerSettings, variants: Sequence[str], repetitio
     follow = ["python3", f"{node}/.node.pyz", "--follow", f"{node}/{log}",
               "--stderr", f"{node}/{log}.err", "--timeout", str(s.level_wait_s())]
     return RunnerCall(
-        variants=list(variants), todo=todo, runtime=runtime, start=start, start_line=shlex.join(start),
+        variants=list(variants), todo=todo, runtime=runtime, start=start,
         follow=[[*follow, "--seq", str(n)] for n in range(1, todo + 1)],
         wait_end=[*follow, "--seq", "0"],
         explain=[*runner_argv(s), "--triton-log", *picked])

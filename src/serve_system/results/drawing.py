@@ -102,7 +102,7 @@ DPI = 110
 #: default, 6, for files about 10 % larger
 PNG_LEVEL = 1
 #: what drawing imports (what a drawing process imports as it starts)
-_MATPLOTLIB = ("matplotlib.figure", "matplotlib.backends.backend_agg")
+_MATPLOTLIB = ("matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.layout_engine")
 
 
 def render(plot: Plot) -> bytes:
@@ -111,9 +111,11 @@ def render(plot: Plot) -> bytes:
     # open figures), the same pixels
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-    # constrained layout: laid out within the one draw savefig makes (tight_layout draws it twice)
-    fig = Figure(figsize=plot.size, layout="constrained")
+    # no layout engine on the figure: with one, savefig draws the whole figure once unrendered to lay it
+    # out, then again; the constrained layout is run once below instead (the same pixels, byte for byte)
+    fig = Figure(figsize=plot.size, dpi=DPI)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(plot.panels), squeeze=False,
                         gridspec_kw={"width_ratios": plot.widths} if plot.widths else None)
@@ -137,6 +139,7 @@ def render(plot: Plot) -> bytes:
             ax.grid(**p.grid)
         if p.legend is not None:
             ax.legend(**p.legend)
+    ConstrainedLayoutEngine().execute(fig)
     out = io.BytesIO()
     fig.savefig(out, dpi=DPI, format="png", pil_kwargs={"compress_level": PNG_LEVEL})
     return out.getvalue()

@@ -11,8 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 # lint gate first (a second): ruff on the code and the tests
-printf '\033[1m[test]\033[0m ruff check src tests bench chi_scripts roles/*/filter_plugins\n' >&2
-.venv/bin/ruff check --quiet src tests bench chi_scripts roles/*/filter_plugins
+printf '\033[1m[test]\033[0m ruff check src tests bench chi_scripts roles/*/filter_plugins roles/*/action_plugins\n' >&2
+.venv/bin/ruff check --quiet src tests bench chi_scripts roles/*/filter_plugins roles/*/action_plugins
 # mypy on the package (pyproject.toml), beside the unit tests; its verdict is awaited below
 mypy_log=$(mktemp)
 printf '\033[1m[test]\033[0m mypy (src), beside pytest\n' >&2

@@ -64,7 +64,7 @@ class ActionModule(ActionBase):
         result.update(cmd=cmd, rc=rc, stdout=out.removesuffix("\n"), stderr=err.removesuffix("\n"),
                       changed=True)
         too_large = args.get("too_large_rc")
-        if dest is not None and too_large is not None and str(rc) == str(too_large):  # the role fetches this one on its own
+        if dest is not None and too_large is not None and str(rc) == str(too_large):  # the role fetches it
             return {**result, "stdout": "", "too_large": True, "failed": False}
         if rc:
             return {**result, "failed": True, "msg": err.strip() or f"{cmd[0]} exited {rc}"}

@@ -173,7 +173,7 @@ def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan
         files[f"image{image.suffix}"] = image
     # the one write path (a temporary name, renamed; never through a link), the one read path for every
     # file it packs (regular files only: a pipe or a device named as input data is refused, not read)
-    with safeio.open_write(dest, within=dest.parent, binary=True) as fh, \
+    with safeio.open_write(dest, within=within, binary=True) as fh, \
             zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         z.writestr(bundle.ENTRY, bundle.MAIN)
         for name, src in [*code.items(), *sorted(files.items())]:

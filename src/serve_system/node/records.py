@@ -120,6 +120,30 @@ NUMBERS: tuple[dataclasses.Field[Any], ...] = tuple(f for f in dataclasses.field
 
 
 @dataclass
+class BoundRecord:
+    """A constraint on a metric: its value at most ``max`` and at least ``min`` (either may be absent)."""
+
+    max: float | None = None
+    min: float | None = None
+
+
+@dataclass
+class ObjectiveRecord:
+    """An objective as a run keeps it (the manifest's objectives, a search's): what picks the best
+    variant, a metric to maximise or minimise, optionally at one load level. Written from the spec's
+    :class:`~serve_system.experiment.spec.models.Objective` (``record()``), read by the report and by
+    ``serve-system decide``."""
+
+    name: str
+    #: a metric of :mod:`serve_system.metrics`' table
+    metric: str
+    #: ``max`` or ``min``
+    goal: str
+    at_load: float | None = None
+    constraints: dict[str, BoundRecord] = field(default_factory=dict)
+
+
+@dataclass
 class HostPlan:
     """Everything the runner needs for one host: written by ``serve-system plan``, read on the node."""
 

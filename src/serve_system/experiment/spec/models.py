@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from ... import metrics
-from ...node import defaults
+from ...node import defaults, records
 from ...textsafe import JINJA_RE, clean
 
 #: the largest spec file read, in bytes
@@ -347,6 +347,12 @@ class Objective(_Model):
     @property
     def title(self) -> str:
         return self.name or f"{self.goal}_{self.metric}"
+
+    def record(self) -> records.ObjectiveRecord:
+        """The objective as a run keeps it (the manifest, a search plan)."""
+        return records.ObjectiveRecord(
+            name=self.title, metric=self.metric, goal=self.goal, at_load=self.at_load,
+            constraints={m: records.BoundRecord(max=b.max, min=b.min) for m, b in self.constraints.items()})
 
     def as_record(self) -> dict[str, Any]:
         """The objective as the manifest stores it (read back by the report)."""

@@ -98,11 +98,13 @@ def test_looks_levels_widen_early_and_none_is_the_fixed_interval() -> None:
 
 
 def test_halving_splits_its_level_over_the_rungs() -> None:
+    from serve_system.node import records
     from serve_system.results import searchrule as search
 
-    rec = {"rungs": [{}, {}, {}]}
+    goal = records.ObjectiveRecord(name="best", metric="throughput", goal="max", at_load=8.0)
+    rec = records.SearchPlan(strategy="halving", objective=goal, candidates=[], calls=0,
+                             rungs=[records.SearchRung([2 * k + 1, 2 * k + 2], 500) for k in range(3)])
     assert search.rung_family_level(rec) == pytest.approx(0.05 / 3)
-    assert search.rung_family_level({**rec, search.SPLIT_KEY: False}) == pytest.approx(0.05 / 3)
     assert search.drop_quantile(5, 0.05 / 3, split=False) == pytest.approx(1 - 0.05 / 3 / 4)
 
 

@@ -185,7 +185,7 @@ def _call(hplan: records.HostPlan, variants: list[str], repetitions: list[int], 
 
 
 def _sharded(hplan: records.HostPlan) -> bool:
-    return bool(hplan.search and hplan.search.get("shard"))
+    return hplan.search is not None and hplan.search.shard is not None
 
 
 #: where the controller keeps a sharded search's decision, under the run folder (its own, hidden folder)
@@ -207,7 +207,7 @@ class KeptStep:
     minutes: float
 
 
-def shared_step(run_dir: Path, rec: dict[str, Any]) -> Outcome:
+def shared_step(run_dir: Path, rec: records.SearchPlan) -> Outcome:
     """A sharded search's next batch, decided on every host's records once per state of them.
 
     Every host's ``decide`` asks it each round: the first reads all the records and keeps the outcome
@@ -217,7 +217,7 @@ def shared_step(run_dir: Path, rec: dict[str, Any]) -> Outcome:
     controller's own (a link, not a regular file, malformed) is not used: the search is decided on the
     records, as without one."""
     # the search as every host's plan holds it (each host's share of the candidates left out)
-    same = {k: v for k, v in rec.items() if k != "share"}
+    same = {k: v for k, v in records.to_json(rec).items() if k != "share"}
     key = hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = run_dir / KEPT
     path = folder / f"search-{key}.json"

@@ -438,10 +438,11 @@ def test_the_lease_guard_refuses_a_search_or_fits_its_budget(tmp_path: Path, cap
     assert not run_dir.exists()  # refused: nothing written
     assert main([*args, "--fit-lease"]) == 0
     err = capsys.readouterr().err
-    plan = json.loads((run_dir / "n" / "plan.json").read_text())
-    runs = plan["search"]["budget"]["runs"]
-    assert 56 <= runs < 150 and f"cut to {runs} perf_analyzer runs" in err
-    assert plan["estimate_s"] <= 12 * 60
+    plan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    assert plan.search is not None
+    runs = plan.search.budget.runs
+    assert runs is not None and 56 <= runs < 150 and f"cut to {runs} perf_analyzer runs" in err
+    assert plan.estimate_s <= 12 * 60
     soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
     assert main([*args[:-1], soon, "--fit-lease"]) == 1
     assert "the search's first batch needs 56" in capsys.readouterr().err
@@ -474,8 +475,9 @@ def test_picked_variants_narrow_the_search(tmp_path: Path, capsys: Any) -> None:
     assert len(err) == 1 and "no variant named 'nope'" in err[0] and not run_dir.exists()
     assert main([*args, "--only", "i4_d100,i5_d500", "--only", "i12_d100"]) == 0
     capsys.readouterr()
-    plan = json.loads((run_dir / "n" / "plan.json").read_text())
-    assert [c["name"] for c in plan["search"]["candidates"]] == ["i12_d100", "i5_d500", "i4_d100"]
+    plan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    assert plan.search is not None
+    assert [c.name for c in plan.search.candidates] == ["i12_d100", "i5_d500", "i4_d100"]
     assert main(["decide", str(run_dir), "--host", "n"]) == 0
     nxt = json.loads(capsys.readouterr().out)
     assert sorted(nxt["call"]["variants"]) == ["i12_d100", "i4_d100", "i5_d500"]

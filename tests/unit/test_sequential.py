@@ -219,9 +219,9 @@ def test_a_contended_level_is_flagged_and_measured_again_by_auto(tmp_path: Path)
     assert row["other_cpu"] == 0.6 and "stress-ng (4242)" in row["contention"]
     assert "other processes took 60 % of the node's CPU" in row["contention"]
     nxt = adaptive.next_round(run, "node-1")
-    assert not nxt["decided"] and "onnx" in nxt["call"]["variants"], nxt
-    assert "`onnx` measured under contention" in nxt["text"]
-    assert "--repetition=4" in nxt["call"]["start"]
+    assert not nxt.decided and nxt.call is not None and "onnx" in nxt.call.variants, nxt
+    assert "`onnx` measured under contention" in nxt.text
+    assert "--repetition=4" in nxt.call.start
     # below the threshold: counted like any other level
     _contend(run, "onnx", "c1_r2", 0.1)
     assert not tree.collect(run)[0].get("contention")

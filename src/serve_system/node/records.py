@@ -204,7 +204,8 @@ class SearchPlan:
     calls: int
     #: whether perf_analyzer measures by time windows (else by request count: the windows are not used)
     timed: bool = True
-    #: a sharded search: the shard, and this host's variants (the candidates it measures, the reference)
+    #: a sharded search: the shard, and how many variants this host measures (its candidates, the
+    #: reference; its estimate's); None: not sharded
     shard: SearchShard | None = None
     share: int | None = None
 

@@ -151,9 +151,10 @@ def sharded_run(root: Path, n: int, samples: int) -> Path:
     if cli(args) != 0:
         raise SystemExit("controller_scale: planning the sharded search failed")
     for k, host in enumerate(names(n)):
-        call = adaptive.next_round(run, host)["call"]
-        reps = [int(a.split("=")[1]) for a in call["start"] if a.startswith("--repetition=")]
-        for v in call["variants"]:
+        call = adaptive.next_round(run, host).call
+        assert call is not None, f"{host}: no first call"
+        reps = [int(a.split("=")[1]) for a in call.start if a.startswith("--repetition=")]
+        for v in call.variants:
             variant(run, host, v, None)
             i, d = (int(x[1:]) for x in v.split("_"))
             for r in reps:  # a hill in the instances, flat in the delay; each host a little faster

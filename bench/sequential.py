@@ -36,6 +36,7 @@ they do not depend on the machine's load, only its run time does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
@@ -52,7 +53,8 @@ sys.path.insert(0, str(HERE / "src"))
 from serve_system.experiment import perfargv, search
 from serve_system.experiment.spec.models import Budget
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.results import adaptive, searchdecide, searchrule
+from serve_system.node import records
+from serve_system.results import adaptive, searchdecide
 from serve_system.results import findings as fnd
 from serve_system.results import intervals as iv
 from serve_system.results import sequential as sq
@@ -204,13 +206,15 @@ def auto_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tuple[l
     return lines, targets
 
 
-def halving_run(rng: np.random.Generator, rec: dict[str, Any], cv: float, drift: float) -> bool:
-    """One halving search of candidates all alike: whether any was dropped."""
-    reps = max(r for rung in rec["rungs"] for r in rung["repetitions"])
+def halving_run(rng: np.random.Generator, rec: records.SearchPlan, cv: float, drift: float,
+                split: bool = True) -> bool:
+    """One halving search of candidates all alike: whether any was dropped (``split`` false: by the rule
+    before)."""
+    reps = max(r for rung in rec.rungs for r in rung.repetitions)
     shift = rng.normal(0.0, drift, reps + 1) if drift > 0 else np.zeros(reps + 1)
     rows: list[dict[str, Any]] = []
-    for _ in range(len(rec["rungs"]) + 2):
-        out = searchdecide.step(rec, rows)
+    for _ in range(len(rec.rungs) + 2):
+        out = searchdecide.step(rec, rows, split)
         if out.decided:
             return any(e.dropped is not None for e in out.path)
         for n in out.variants:
@@ -225,13 +229,14 @@ def halving_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tupl
     spec = load_spec(HERE / "experiments" / "specs" / "mnist_cpu_sweep.yml")
     base = search.plan_record(spec, perfargv.PerfSettings(), float(spec.smallest_effect))
     assert base is not None
-    plans = {"4 candidates, no runs budget": {**base, "candidates": base["candidates"][:4],
-                                              "budget": {"runs": None, "minutes": None}},
-             f"28 candidates, the plan's budget ({base['budget'].get('runs')} runs)": base,
-             "28 candidates, no runs budget (every rung can run)": {**base,
-                                                                   "budget": {"runs": None, "minutes": None}}}
-    lines = [(f"## halving (mnist_cpu_sweep.yml: {len(base['rungs'])} rungs x "
-              f"{len(base['rungs'][0]['repetitions'])} repetitions, all candidates alike, drift "
+    unbounded = records.SearchBudgetRecord()
+    plans = {"4 candidates, no runs budget": dataclasses.replace(base, candidates=base.candidates[:4],
+                                                                 budget=unbounded),
+             f"28 candidates, the plan's budget ({base.budget.runs} runs)": base,
+             "28 candidates, no runs budget (every rung can run)": dataclasses.replace(
+                 base, budget=unbounded)}
+    lines = [(f"## halving (mnist_cpu_sweep.yml: {len(base.rungs)} rungs x "
+              f"{len(base.rungs[0].repetitions)} repetitions, all candidates alike, drift "
               f"{drift * 100:g} %, {runs} runs a cell)"), ""]
     targets: list[str] = []
     for cv in cvs:
@@ -240,8 +245,8 @@ def halving_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tupl
             row = f"{name}: a tied best dropped"
             for policy, split in ((SHIPPED, True), (PER_COMPARISON, False)):
                 rng = np.random.default_rng(seed)
-                p = {**rec, searchrule.SPLIT_KEY: split}
-                _cell(cells, row, policy, (sum(halving_run(rng, p, cv, drift) for _ in range(runs)), runs))
+                _cell(cells, row, policy, (sum(halving_run(rng, rec, cv, drift, split) for _ in range(runs)),
+                                           runs))
             targets.append(error_target(f"halving, CV {cv * 100:g} %, {row}", cells[row][SHIPPED]))
         lines += _table(f"### CV {cv * 100:g} %", cells)
     return lines, targets

@@ -51,7 +51,7 @@ def test_a_short_halving_search_through_the_role(rehearsal_cluster, tmp_path: Pa
     assert "search decided" in res.flat, res.tail(80)
     run = results / "mnist_cpu_sweep" / "s1"
     plan = records.read(run / node.name / "plan.json", records.HostPlan)
-    assert plan.search is not None and [r["window_ms"] for r in plan.search["rungs"]] == [first, second]
+    assert plan.search is not None and [r.window_ms for r in plan.search.rungs] == [first, second]
     rows = json.loads((run / "summary.json").read_text())["rows"]
     measured = [(r["variant"], r["repetition"]) for r in rows]
     assert len(measured) == len(set(measured)) <= 16

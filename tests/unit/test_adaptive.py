@@ -37,9 +37,11 @@ def _plan(run: Path, adaptive_: dict[str, object] | None, host: str = "node-1") 
         adaptive=adaptive_))
 
 
-def _decision(answer: dict[str, Any]) -> dict[str, Any]:
-    """A decision without the name of its call's log (each call's own: the time it was asked)."""
-    out: dict[str, Any] = json.loads(re.sub(r"\.progress-\d{8}T\d{6}-", ".progress-", json.dumps(answer)))
+def _decision(answer: adaptive.Decision) -> dict[str, Any]:
+    """A decision as the role reads it, without the name of its call's log (each call's own: the time it
+    was asked)."""
+    text = json.dumps(records.to_json(answer))
+    out: dict[str, Any] = json.loads(re.sub(r"\.progress-\d{8}T\d{6}-", ".progress-", text))
     return out
 
 
@@ -47,24 +49,24 @@ def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(run, {"start": 3, "max": 4, "minutes": None})
     nxt = adaptive.next_round(run, "node-1")
-    assert not nxt["decided"], nxt
-    batch = nxt["call"]
+    assert not nxt.decided and nxt.call is not None, nxt
+    batch = nxt.call
     # only the variants of undecided comparisons, in the plan's 4th round order, repetition 4 only
-    assert batch["variants"] == [n for n in ROUNDS[3] if n in batch["variants"]] and batch["variants"]
-    assert set(batch["variants"]) <= set(LOADS) and len(batch["variants"]) < len(LOADS) + 1
+    assert batch.variants == [n for n in ROUNDS[3] if n in batch.variants] and batch.variants
+    assert set(batch.variants) <= set(LOADS) and len(batch.variants) < len(LOADS) + 1
     # the call as the role runs it: the runner started detached on the plan's settings, then followed
     runner = runnercall.runner_argv(records.RunnerSettings())
-    log = batch["start"][batch["start"].index("--log") + 1]
+    log = batch.start[batch.start.index("--log") + 1]
     # the plan's last round restores the baseline itself (no call can follow it)
-    assert batch["start"] == ["docker", "exec", "--detach", *runner[3:],
-                              *(f"--variant={n}" for n in batch["variants"]), "--repetition=4", "--restore",
-                              "--log", log, "--stderr", f"{log}.err"]
-    assert batch["todo"] == sum(len(LOADS[n]) for n in batch["variants"]) == len(batch["follow"])
-    assert batch["explain"] == [*runner, "--triton-log", *(f"--variant={n}" for n in batch["variants"])]
-    assert "undecided: repetition 4 of" in nxt["text"]
+    assert batch.start == ["docker", "exec", "--detach", *runner[3:],
+                           *(f"--variant={n}" for n in batch.variants), "--repetition=4", "--restore",
+                           "--log", log, "--stderr", f"{log}.err"]
+    assert batch.todo == sum(len(LOADS[n]) for n in batch.variants) == len(batch.follow)
+    assert batch.explain == [*runner, "--triton-log", *(f"--variant={n}" for n in batch.variants)]
+    assert "undecided: repetition 4 of" in nxt.text
     # the 4th repetition measured (the same noisy sample again): the plan holds no 5th, the budget is spent
     lab_run(tmp_path / "more", repetitions=4, spread=(1.0, 0.7, 1.3, 1.0))
-    for n in batch["variants"]:
+    for n in batch.variants:
         for load in LOADS[n]:
             src = tmp_path / "more" / "node-1" / n / f"c{load}_r4"
             dst = run / "node-1" / n / f"c{load}_r4"
@@ -72,41 +74,44 @@ def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path
             for f in src.iterdir():
                 (dst / f.name).write_bytes(f.read_bytes())
     nxt = adaptive.next_round(run, "node-1")
-    if not nxt["decided"]:  # whatever remains undecided has no 5th repetition planned
+    if not nxt.decided:  # whatever remains undecided has no 5th repetition planned
         raise AssertionError(nxt)
-    assert nxt["call"] is None and ("budget is spent (4 repetitions)" in nxt["text"]
-                                     or "every claim is decided" in nxt["text"])
+    assert nxt.call is None and ("budget is spent (4 repetitions)" in nxt.text
+                                 or "every claim is decided" in nxt.text)
 
 
 def test_picked_variants_are_the_only_ones_repeated(tmp_path: Path) -> None:
     """-e variants with repetitions: auto: the further repetitions are only of the variants picked."""
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(run, {"start": 3, "max": 4, "minutes": None})
-    every = adaptive.next_round(run, "node-1")["call"]["variants"]
-    assert len(every) >= 2
+    first = adaptive.next_round(run, "node-1").call
+    assert first is not None and len(first.variants) >= 2
+    every = first.variants
     _plan(run, {"start": 3, "max": 4, "minutes": None, "only": every[1:]})
-    assert adaptive.next_round(run, "node-1")["call"]["variants"] == every[1:]
+    again = adaptive.next_round(run, "node-1").call
+    assert again is not None and again.variants == every[1:]
     _plan(run, {"start": 3, "max": 4, "minutes": None, "only": ["gone"]})
     nxt = adaptive.next_round(run, "node-1")
-    assert nxt["decided"] and "no variant's repetition can decide it" in nxt["text"]
+    assert nxt.decided and "no variant's repetition can decide it" in nxt.text
 
 
 def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: object) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(run, {"start": 3, "max": 4, "minutes": 0.01})
     nxt = adaptive.next_round(run, "node-1")
-    assert nxt["decided"] and "the budget is spent" in nxt["text"] and "measured minutes" in nxt["text"]
+    assert nxt.decided and "the budget is spent" in nxt.text and "measured minutes" in nxt.text
     # the minutes decide counts are the runner's (records.measured_minutes: every level record's
     # end - start), so a call that carries the budget (--restore-past) ends the run on the node exactly
     # where decide would
     spent = records.measured_minutes(run / "node-1")
-    assert f"({spent:.1f} of 0.01 measured minutes)" in nxt["text"] and spent > 0
+    assert f"({spent:.1f} of 0.01 measured minutes)" in nxt.text and spent > 0
     _plan(run, {"start": 3, "max": 5, "minutes": spent + 1})
     hplan = records.read(run / "node-1" / "plan.json", records.HostPlan)
     hplan.rounds = [*ROUNDS, ROUNDS[0]]  # a 5th round: the 4th is not the plan's last (that restores itself)
     records.write(run / "node-1" / "plan.json", hplan)
-    call = adaptive.next_round(run, "node-1")["call"]
-    assert f"--restore-past={float(spent + 1)!r}" in call["start"] and "--restore" not in call["start"]
+    call = adaptive.next_round(run, "node-1").call
+    assert call is not None
+    assert f"--restore-past={float(spent + 1)!r}" in call.start and "--restore" not in call.start
     _plan(run, None)
     assert main(["decide", str(run), "--host", "node-1"]) == 0
     out = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
@@ -127,8 +132,7 @@ def test_fetched_records_are_collected_before_deciding(tmp_path: Path) -> None:
 def test_quiet_repetitions_decide_every_claim(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.99, 1.01))
     _plan(run, {"start": 3, "max": 4, "minutes": None})
-    assert adaptive.next_round(run, "node-1") == {"decided": True, "call": None,
-                                                  "text": "node-1: every claim is decided"}
+    assert adaptive.next_round(run, "node-1") == adaptive.Decision(True, "node-1: every claim is decided")
 
 
 def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
@@ -154,8 +158,7 @@ def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
     assert [p for _, p in seen if "/node-1/" in p and p.endswith("perf.stdout")]  # it does read its own
     others = [(e, p) for e, p in seen if "/node-2" in p or "/node-3" in p]
     assert not others, others
-    assert adaptive.next_round(run, "node-2") == {"decided": True, "call": None,
-                                                  "text": "node-2: every claim is decided"}
+    assert adaptive.next_round(run, "node-2") == adaptive.Decision(True, "node-2: every claim is decided")
     # another host's broken level and bad archive are that host's answer, not this one's
     (run / "node-2" / "baseline" / "c1_r1" / "level.json").write_text("{not json")
     bad = run / "node-3" / archive.FETCHED

@@ -4,12 +4,14 @@ fixed sequence), halving its drops over the whole search, and a look's informati
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from serve_system.node import records
 from serve_system.results import adaptive, best, searchdecide, searchrule
 from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
@@ -109,24 +111,33 @@ def test_a_looks_information_counts_both_sides() -> None:
 
 
 def test_halving_splits_its_five_percent_over_the_pairs_it_can_rank() -> None:
-    rungs = [{"repetitions": [1, 2]}, {"repetitions": [3, 4]}, {"repetitions": [5, 6]}]
-    rec = {"rungs": rungs, "budget": {"runs": 100}}
+    rec = _record(4, records.SearchBudgetRecord(runs=100))
     assert searchrule.pairs(28) == 756
     # 28 ranked: rungs 2 and 3 could rank 14 and 7 within 100 runs (56 + 28 + 14 = 98)
     assert searchrule.reachable(rec, 1, 28, 56) == [14, 7]
     assert searchrule.rung_share(rec, 1, 28, 56, 0.05) == pytest.approx(0.05 * 756 / (756 + 182 + 42))
     # a budget that no later rung fits: the first spends it all
-    assert searchrule.rung_share({**rec, "budget": {"runs": 60}}, 1, 28, 56, 0.05) == pytest.approx(0.05)
+    small = dataclasses.replace(rec, budget=records.SearchBudgetRecord(runs=60))
+    assert searchrule.rung_share(small, 1, 28, 56, 0.05) == pytest.approx(0.05)
     assert searchrule.rung_share(rec, 3, 1, 98, 0.01) == 0.0
     assert searchrule.drop_quantile(5, 0.01) == pytest.approx(1 - 0.01 / 20)
     assert searchrule.drop_quantile(5, 0.01, split=False) == pytest.approx(1 - 0.01 / 4)
-    assert searchrule.rung_family_level({"rungs": rungs}) == pytest.approx(0.05 / 3)
+    assert searchrule.rung_family_level(rec) == pytest.approx(0.05 / 3)
 
 
-def _search(rec: dict[str, object], rng: np.random.Generator) -> bool:
+def _record(n: int, budget: records.SearchBudgetRecord) -> records.SearchPlan:
+    """A halving search of ``n`` candidates at throughput, load 8: three rungs of two repetitions."""
+    goal = records.ObjectiveRecord(name="max_throughput", metric="throughput", goal="max", at_load=8.0)
+    rungs = [records.SearchRung([2 * k + 1, 2 * k + 2], 500 * 2**k) for k in range(3)]
+    return records.SearchPlan(strategy="halving", objective=goal, smallest_effect=0.05, budget=budget,
+                              candidates=[records.SearchCandidate(f"c{i}") for i in range(n)], rungs=rungs,
+                              calls=4)
+
+
+def _search(rec: records.SearchPlan, rng: np.random.Generator, split: bool = True) -> bool:
     rows: list[dict[str, object]] = []
     for _ in range(5):
-        out = searchdecide.step(rec, rows)
+        out = searchdecide.step(rec, rows, split)
         if out.decided:
             return any(e.dropped is not None for e in out.path)
         rows += [{"host": "h", "variant": n, "mode": "concurrency", "load": 8.0, "status": "ok",
@@ -139,14 +150,9 @@ def _search(rec: dict[str, object], rng: np.random.Generator) -> bool:
 def test_halving_drops_a_tied_best_rarely_over_the_whole_search() -> None:
     """Four candidates alike, 150 seeded searches: the rule before dropped one in 21 of them, the
     shipped in none."""
-    rec = {"strategy": "halving", "objective": {"metric": "throughput", "goal": "max", "at_load": 8.0},
-           "smallest_effect": 0.05, "budget": {"runs": None, "minutes": None},
-           "candidates": [{"name": f"c{i}", "params": {}} for i in range(4)],
-           "rungs": [{"repetitions": [1, 2], "window_ms": 500}, {"repetitions": [3, 4], "window_ms": 1000},
-                     {"repetitions": [5, 6], "window_ms": 2000}]}
+    rec = _record(4, records.SearchBudgetRecord())
     shipped = sum(_search(rec, np.random.default_rng(i)) for i in range(150))
-    before = sum(_search({**rec, searchrule.SPLIT_KEY: False}, np.random.default_rng(i))
-                 for i in range(150))
+    before = sum(_search(rec, np.random.default_rng(i), split=False) for i in range(150))
     assert (shipped, before) == (0, 21)
 
 

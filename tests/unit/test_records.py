@@ -54,6 +54,42 @@ def test_records_round_trip(tmp_path: Path) -> None:
         "experiment", "run_id", "variant", "level", "levels_done", "levels_total", "state", "updated"}
 
 
+def _search_plan(**kw: object) -> records.SearchPlan:
+    goal = records.ObjectiveRecord(name="best", metric="throughput", goal="max", at_load=8.0,
+                                   constraints={"p95_us": records.BoundRecord(max=5000.0)})
+    base: dict[str, object] = {
+        "strategy": "optuna", "objective": goal, "smallest_effect": 0.05, "calls": 3,
+        "candidates": [records.SearchCandidate("first"), records.SearchCandidate(
+            "i4_d100", {"count": 4, "delay": 0.5, "on": True, "kind": "gpu", "none": None})],
+        "rungs": [records.SearchRung([1, 2], 1250)], "budget": records.SearchBudgetRecord(runs=40)}
+    base.update(kw)
+    return records.SearchPlan(**base)  # type: ignore[arg-type]
+
+
+def test_a_search_plan_round_trips_and_an_older_one_reads(tmp_path: Path) -> None:
+    """A host plan's search is read back typed (a candidate's grid values keep their JSON types), is
+    written with plan.json's keys in their order (``shard`` and ``share`` null where not sharded), and
+    one written before (no shard or share, bounds without ``min``) reads with their defaults."""
+    shard = records.SearchShard("first", ["a", "b"], {"a": ["i4_d100"], "b": []})
+    sharded = _search_plan(shard=shard, share=2)
+    for search in (_search_plan(), sharded):
+        plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=[], search=search)
+        records.write(tmp_path / "plan.json", plan)
+        back = records.read(tmp_path / "plan.json", records.HostPlan)
+        assert back == plan and back.search is not None
+        params = back.search.candidates[1].params
+        assert [type(v) for v in params.values()] == [int, float, bool, str, type(None)]
+    written = json.loads((tmp_path / "plan.json").read_text())["search"]
+    assert list(written) == ["strategy", "objective", "smallest_effect", "candidates", "rungs", "budget",
+                             "seed", "startup", "batch", "calls", "timed", "shard", "share"]
+    old = {k: v for k, v in written.items() if k not in ("shard", "share")}
+    old["objective"]["constraints"] = {"p95_us": {"max": 5000.0}}
+    assert records.from_json(old, records.SearchPlan, "plan.json") == _search_plan()
+    old["rungs"][0]["window_ms"] = "long"
+    with pytest.raises(records.RecordError, match=r"^plan.json: rungs\[0\].window_ms: expected a whole"):
+        records.from_json(old, records.SearchPlan, "plan.json")
+
+
 @pytest.mark.parametrize(("edit", "field"), [
     (lambda d: d.pop("end"), "end: missing"),
     (lambda d: d.update(load="eight"), "load: expected a number"),

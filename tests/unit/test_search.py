@@ -19,6 +19,7 @@ from opened_files import watched
 from serve_system.cli import main
 from serve_system.experiment import perfargv, search
 from serve_system.experiment.spec.reader import load_spec
+from serve_system.node import records
 from serve_system.results import searchdecide, searchreport, searchrule, searchview
 
 INSTANCES = [24, 12, 5, 4]
@@ -62,7 +63,7 @@ def noise(name: str, rep: int, seed: int, cv: float) -> float:
     return random.Random(h).gauss(1.0, cv)
 
 
-def record(spec_text: str, tmp: Path, **search_: Any) -> dict[str, Any]:
+def record(spec_text: str, tmp: Path, **search_: Any) -> records.SearchPlan:
     body = ", ".join(f"{k}: {json.dumps(v)}" for k, v in search_.items())
     path = tmp / "spec.yml"
     path.write_text(spec_text + f"search: {{{body}}}\n")
@@ -77,7 +78,7 @@ def row(name: str, rep: int, true: float, seed: int = 1, cv: float = 0.03, **ext
             "throughput": true * noise(name, rep, seed, cv), "duration_s": 4.0, **extra}
 
 
-def run(rec: dict[str, Any], truth: Any = surface, rows: list[dict[str, Any]] | None = None,
+def run(rec: records.SearchPlan, truth: Any = surface, rows: list[dict[str, Any]] | None = None,
         stop_after: int | None = None, **kw: Any) -> tuple[searchrule.Outcome, list[dict[str, Any]],
                                                          list[list[tuple[str, int]]]]:
     """Measure what the search asks until it decides (or ``stop_after`` measurements: an interruption);
@@ -332,7 +333,8 @@ def test_a_tie_holds_the_runner_up_whose_lead_interval_reaches_zero() -> None:
     was left out, and the result read "a tie of `i1_d500`", one candidate."""
     fixture = Path(__file__).parent / "fixtures" / "search" / "halving_rehearsal_bench.json"
     data = json.loads(fixture.read_text())
-    out = searchdecide.step(data["search"], data["rows"])
+    # the search as a plan.json of that time kept it: read as the record (its bounds without "min")
+    out = searchdecide.step(records.from_json(data["search"], records.SearchPlan, str(fixture)), data["rows"])
     assert out.decided and out.winner is None
     assert out.tie[:2] == ["i1_d500", "i1_d100"], (out.tie, out.lead)
     assert out.lead.startswith("lead over `i1_d100` +6 % [-1 %, +14 %]")
@@ -407,8 +409,8 @@ def test_optuna_names_no_winner_on_two_samples_that_happen_to_agree(tmp_path: Pa
 
 def test_the_plan_measures_only_the_objective_load_rung_by_rung(tmp_path: Path) -> None:
     rec = record(SPEC, tmp_path, strategy="halving", repetitions=2, rungs=3, budget={"runs": 100})
-    assert [r["window_ms"] for r in rec["rungs"]] == [1250, 2500, 5000]  # the spec's 5 s, halved per rung
-    assert [r["repetitions"] for r in rec["rungs"]] == [[1, 2], [3, 4], [5, 6]]
+    assert [r.window_ms for r in rec.rungs] == [1250, 2500, 5000]  # the spec's 5 s, halved per rung
+    assert [r.repetitions for r in rec.rungs] == [[1, 2], [3, 4], [5, 6]]
     run_dir = tmp_path / "results" / "surface" / "r1"
     assert main(["plan", str(tmp_path / "spec.yml"), "--run-dir", str(run_dir), "--host", "n=0",
                  "--quiet"]) == 0
@@ -417,8 +419,10 @@ def test_the_plan_measures_only_the_objective_load_rung_by_rung(tmp_path: Path) 
     assert [lv["id"] for lv in v["levels"]] == [f"c8_r{r}" for r in range(1, 7)]
     windows = [lv["argv"][lv["argv"].index("--measurement-interval") + 1] for lv in v["levels"]]
     assert windows == ["1250", "1250", "2500", "2500", "5000", "5000"]
-    assert plan["search"]["strategy"] == "halving" and len(plan["search"]["candidates"]) == 28
-    assert plan["estimate_s"] == search.estimate_seconds(plan["search"])
+    hplan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    assert hplan.search is not None and hplan.search.strategy == "halving"
+    assert len(hplan.search.candidates) == 28 and hplan.search.shard is None
+    assert hplan.search == rec and plan["estimate_s"] == search.estimate_seconds(hplan.search)
 
 
 def test_the_lease_guard_refuses_a_search_or_fits_its_budget(tmp_path: Path, capsys: Any) -> None:
@@ -434,10 +438,11 @@ def test_the_lease_guard_refuses_a_search_or_fits_its_budget(tmp_path: Path, cap
     assert not run_dir.exists()  # refused: nothing written
     assert main([*args, "--fit-lease"]) == 0
     err = capsys.readouterr().err
-    plan = json.loads((run_dir / "n" / "plan.json").read_text())
-    runs = plan["search"]["budget"]["runs"]
-    assert 56 <= runs < 150 and f"cut to {runs} perf_analyzer runs" in err
-    assert plan["estimate_s"] <= 12 * 60
+    plan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    assert plan.search is not None
+    runs = plan.search.budget.runs
+    assert runs is not None and 56 <= runs < 150 and f"cut to {runs} perf_analyzer runs" in err
+    assert plan.estimate_s <= 12 * 60
     soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
     assert main([*args[:-1], soon, "--fit-lease"]) == 1
     assert "the search's first batch needs 56" in capsys.readouterr().err
@@ -470,8 +475,9 @@ def test_picked_variants_narrow_the_search(tmp_path: Path, capsys: Any) -> None:
     assert len(err) == 1 and "no variant named 'nope'" in err[0] and not run_dir.exists()
     assert main([*args, "--only", "i4_d100,i5_d500", "--only", "i12_d100"]) == 0
     capsys.readouterr()
-    plan = json.loads((run_dir / "n" / "plan.json").read_text())
-    assert [c["name"] for c in plan["search"]["candidates"]] == ["i12_d100", "i5_d500", "i4_d100"]
+    plan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    assert plan.search is not None
+    assert [c.name for c in plan.search.candidates] == ["i12_d100", "i5_d500", "i4_d100"]
     assert main(["decide", str(run_dir), "--host", "n"]) == 0
     nxt = json.loads(capsys.readouterr().out)
     assert sorted(nxt["call"]["variants"]) == ["i12_d100", "i4_d100", "i5_d500"]
@@ -525,27 +531,28 @@ HOST_SPEED = {"n1": 1.0, "n2": 0.7, "n3": 1.3}
 
 
 def sharded_record(tmp: Path, reference: str, hosts: list[str], best_on: str,
-                   **search_: Any) -> dict[str, Any]:
+                   **search_: Any) -> records.SearchPlan:
     """A halving search over ``hosts``, dealt by the shard's own rule, but with the known best moved to
     ``best_on`` (the assignment is the plan's data: the search reads it as given)."""
     from serve_system.experiment import shard as shardmod
 
     rec = record(SPEC, tmp, **search_)
-    names = [c["name"] for c in rec["candidates"]]
+    names = [c.name for c in rec.candidates]
     sh = shardmod.assign(names, hosts, reference, seed="surface")
     assignment = {h: [c for c in cs if c != best_name()] for h, cs in sh.assignment.items()}
     assignment[best_on].append(best_name())
-    rec["shard"] = {"reference": reference, "hosts": sh.hosts, "assignment": assignment}
-    rec["share"] = max(len(cs) for cs in assignment.values()) + 1
+    rec.shard = records.SearchShard(reference=reference, hosts=sh.hosts, assignment=assignment)
+    rec.share = max(len(cs) for cs in assignment.values()) + 1
     return rec
 
 
-def run_sharded(rec: dict[str, Any], seed: int = 1, cv: float = 0.03) -> tuple[
+def run_sharded(rec: records.SearchPlan, seed: int = 1, cv: float = 0.03) -> tuple[
         searchrule.Outcome, list[dict[str, Any]], list[dict[str, list[tuple[str, int]]]]]:
     """As :func:`run`, each host measuring its share of every batch (the reference: every host), its
     measurements scaled by the host's speed; returns each batch's asks per host."""
-    shard = rec["shard"]
-    home = {c: h for h, cs in shard["assignment"].items() for c in cs}
+    shard = rec.shard
+    assert shard is not None
+    home = {c: h for h, cs in shard.assignment.items() for c in cs}
     rows: list[dict[str, Any]] = []
     batches: list[dict[str, list[tuple[str, int]]]] = []
     for _ in range(100):
@@ -554,8 +561,8 @@ def run_sharded(rec: dict[str, Any], seed: int = 1, cv: float = 0.03) -> tuple[
             return out, rows, batches
         have = {(r["host"], r["variant"], r["repetition"]) for r in rows}
         asked: dict[str, list[tuple[str, int]]] = {}
-        for host in shard["hosts"]:
-            mine = [n for n in out.variants if n == shard["reference"] or home[n] == host]
+        for host in shard.hosts:
+            mine = [n for n in out.variants if n == shard.reference or home[n] == host]
             asked[host] = [(n, r) for n in mine for r in out.repetitions if (host, n, r) not in have]
             for n, r in asked[host]:
                 x = row(n, r, surface(n) * HOST_SPEED[host], seed=seed, cv=cv)
@@ -579,8 +586,9 @@ def test_sharded_halving_reads_each_candidate_against_its_hosts_reference(tmp_pa
     assert out.decided and out.runs == len(rows) <= 120
     best = best_name()
     assert out.winner == best or best in out.tie, (out.winner, out.tie, out.lead)
-    shard = rec["shard"]
-    home = {c: h for h, cs in shard["assignment"].items() for c in cs}
+    shard = rec.shard
+    assert shard is not None
+    home = {c: h for h, cs in shard.assignment.items() for c in cs}
     # every candidate only on its own host; the reference on every host in every rung measured
     assert all(r["host"] == home[r["variant"]] for r in rows if r["variant"] != "i24_d100")
     reps = {r["repetition"] for r in rows}
@@ -588,7 +596,7 @@ def test_sharded_halving_reads_each_candidate_against_its_hosts_reference(tmp_pa
         (h, rep) for h in hosts for rep in reps}
     assert batches[0]["n2"] and batches[0]["n3"]  # rung 1: every host measures its share
     # the same measurements without the shard (one host's): the fast host's candidates lead
-    plain = {k: v for k, v in rec.items() if k not in ("shard", "share")}
+    plain = dataclasses.replace(rec, shard=None, share=None)
     rung1 = {r["repetition"] for r in rows if r["repetition"] <= 2}
     view = searchview.SearchView(plain, [r for r in rows if r["repetition"] in rung1])
     top = searchview.best_first(view, view.names, rung1)[:3]

@@ -98,11 +98,13 @@ def test_looks_levels_widen_early_and_none_is_the_fixed_interval() -> None:
 
 
 def test_halving_splits_its_level_over_the_rungs() -> None:
+    from serve_system.node import records
     from serve_system.results import searchrule as search
 
-    rec = {"rungs": [{}, {}, {}]}
+    goal = records.ObjectiveRecord(name="best", metric="throughput", goal="max", at_load=8.0)
+    rec = records.SearchPlan(strategy="halving", objective=goal, candidates=[], calls=0,
+                             rungs=[records.SearchRung([2 * k + 1, 2 * k + 2], 500) for k in range(3)])
     assert search.rung_family_level(rec) == pytest.approx(0.05 / 3)
-    assert search.rung_family_level({**rec, search.SPLIT_KEY: False}) == pytest.approx(0.05 / 3)
     assert search.drop_quantile(5, 0.05 / 3, split=False) == pytest.approx(1 - 0.05 / 3 / 4)
 
 
@@ -217,9 +219,9 @@ def test_a_contended_level_is_flagged_and_measured_again_by_auto(tmp_path: Path)
     assert row["other_cpu"] == 0.6 and "stress-ng (4242)" in row["contention"]
     assert "other processes took 60 % of the node's CPU" in row["contention"]
     nxt = adaptive.next_round(run, "node-1")
-    assert not nxt["decided"] and "onnx" in nxt["call"]["variants"], nxt
-    assert "`onnx` measured under contention" in nxt["text"]
-    assert "--repetition=4" in nxt["call"]["start"]
+    assert not nxt.decided and nxt.call is not None and "onnx" in nxt.call.variants, nxt
+    assert "`onnx` measured under contention" in nxt.text
+    assert "--repetition=4" in nxt.call.start
     # below the threshold: counted like any other level
     _contend(run, "onnx", "c1_r2", 0.1)
     assert not tree.collect(run)[0].get("contention")

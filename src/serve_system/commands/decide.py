@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from .. import ownedtree
+from ..node import records
 from ..results import adaptive
 from ..textsafe import dumps
 
@@ -22,5 +23,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     ownedtree.check_run_folder(args.run_dir, "RUN_DIR")
-    print(dumps(adaptive.next_round(args.run_dir, args.host)))
+    print(dumps(records.to_json(adaptive.next_round(args.run_dir, args.host))))
     return 0

@@ -261,7 +261,7 @@ def _check_lease(req: PlanRequest, spec: AnySpec, plans: dict[str, list[rec.Vari
 
 
 def _search_record(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], only: list[str]
-                   ) -> dict[str, Any] | None:
+                   ) -> rec.SearchPlan | None:
     """The search a host plan would keep (:func:`search.plan_record`), or None for a grid."""
     if not isinstance(spec, TritonSpec) or spec.searching is None:
         return None
@@ -270,7 +270,7 @@ def _search_record(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], only:
     return search.plan_record(spec, perf, spec.smallest_effect, only)
 
 
-def _fit(spec_path: Path, lease_end: str, spec: AnySpec, found: dict[str, Any], now: float) -> str | None:
+def _fit(spec_path: Path, lease_end: str, spec: AnySpec, found: rec.SearchPlan, now: float) -> str | None:
     """Shrink the search's budget to the runs that end before the lease (the policy's ``fit``); why not."""
     assert isinstance(spec, TritonSpec) and spec.search is not None
     end = exp.lease_end_time(lease_end)

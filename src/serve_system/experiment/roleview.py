@@ -125,7 +125,8 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
                          decide=["decide", str(run), "--host", host],
                          put=_put(settings, run / host / BUNDLE, fresh), calls=[], more_rounds=0)
         if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
-            hosts[host] = dataclasses.replace(where, more_rounds=hplan["search"]["calls"])
+            search = rec.from_json(hplan["search"], rec.SearchPlan, f"{host}: search")
+            hosts[host] = dataclasses.replace(where, more_rounds=search.calls)
             continue
         if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
             groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]

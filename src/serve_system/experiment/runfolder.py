@@ -134,8 +134,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         hplan.rounds = interleave(variants, hplan.seed)
         if isinstance(spec, TritonSpec) and spec.searching is not None:  # decide picks every batch
             perf = perfargv.PerfSettings.of(variants[0].perf if variants else {})
-            hplan.search = search.plan_record(spec, perf, spec.smallest_effect, only,
-                                              shard.record() if shard else None, len(variants))
+            hplan.search = search.plan_record(spec, perf, spec.smallest_effect, only, shard, len(variants))
             hplan.estimate_s = search.estimate_seconds(hplan.search) if hplan.search else hplan.estimate_s
         elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()

@@ -32,7 +32,16 @@ from dataclasses import replace
 from typing import Any
 
 from ..node import defaults
+from ..node.records import (
+    ParamValue,
+    SearchBudgetRecord,
+    SearchCandidate,
+    SearchPlan,
+    SearchRung,
+    SearchShard,
+)
 from . import perfargv
+from .shard import Shard
 from .spec.models import Search, SearchBudget, TritonSpec
 from .spec.sweeps import variant_name
 
@@ -48,23 +57,23 @@ WINDOWS = defaults.STABILITY_WINDOWS
 
 # ------------------------------------------------------------------------------------ the plan side
 
-def _choice(value: Any) -> Any:
+def _choice(value: Any) -> ParamValue:
     """A grid value as optuna's categorical choice (plain values as they are, others as JSON text)."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return json.dumps(value, sort_keys=True)
 
 
-def candidates(spec: TritonSpec) -> list[dict[str, Any]]:
+def candidates(spec: TritonSpec) -> list[SearchCandidate]:
     """The spec's candidates in plan order: the listed variants (no parameters), then each sweep
     variant with its grid values (``params``)."""
-    out: list[dict[str, Any]] = [{"name": v.name, "params": {}} for v in spec.variants]
+    out = [SearchCandidate(v.name) for v in spec.variants]
     if spec.sweep is not None:
         keys = list(spec.sweep.grid)
         for values in itertools.product(*(spec.sweep.grid[k] for k in keys)):
             env = dict(zip(keys, values, strict=True))
-            out.append({"name": variant_name(spec.sweep.name, env),
-                        "params": {k: _choice(v) for k, v in env.items()}})
+            out.append(SearchCandidate(variant_name(spec.sweep.name, env),
+                                       {k: _choice(v) for k, v in env.items()}))
     return out
 
 
@@ -98,32 +107,33 @@ def schedule(spec: TritonSpec, levels: list[float], perf: perfargv.PerfSettings
 
 
 def plan_record(spec: TritonSpec, perf: perfargv.PerfSettings, smallest: float,
-                only: Collection[str] = (), shard: dict[str, Any] | None = None,
-                share: int | None = None) -> dict[str, Any] | None:
-    """What a host plan keeps of a search (``HostPlan.search``), read by :func:`step`; None for a grid.
-    ``only`` (``-e variants``) narrows the search to those candidates. ``shard`` (a shard's record): the
-    search spans every host of the shard (each host's share of the candidates, the reference on every
-    host), decided on all their records; ``share``: this host's variants (its estimate's)."""
+                only: Collection[str] = (), shard: Shard | None = None,
+                share: int | None = None) -> SearchPlan | None:
+    """What a host plan keeps of a search (``HostPlan.search``), read by
+    :func:`serve_system.results.searchdecide.step`; None for a grid. ``only`` (``-e variants``) narrows
+    the search to those candidates. ``shard``: the search spans every host of the shard (each host's
+    share of the candidates, the reference on every host), decided on all their records; ``share``:
+    this host's variants (its estimate's)."""
     search, goal = spec.searching, spec.search_objective()
     if search is None or goal is None:
         return None
-    cands = [c for c in candidates(spec) if not only or c["name"] in only]
+    cands = [c for c in candidates(spec) if not only or c.name in only]
     windows = rung_windows(search, perf)
     reps = search.repetitions
-    rungs = [{"repetitions": list(range(k * reps + 1, (k + 1) * reps + 1)), "window_ms": w}
-             for k, w in enumerate(windows)]
+    rungs = [SearchRung(list(range(k * reps + 1, (k + 1) * reps + 1)), w) for k, w in enumerate(windows)]
     budget = search.budget or SearchBudget()
     if search.strategy == HALVING:
         calls = len(rungs) + 1
     else:
         trials = len(cands) if budget.runs is None else min(len(cands), budget.runs // reps)
         calls = math.ceil(trials / search.batch) + 1
-    return {"strategy": search.strategy, "objective": goal.as_record(), "smallest_effect": smallest,
-            "candidates": cands, "rungs": rungs, "budget": budget.model_dump(),
-            "seed": search.seed, "startup": search.startup, "batch": search.batch, "calls": calls,
-            "timed": perf.timed,
-            **({"shard": {k: shard[k] for k in ("reference", "hosts", "assignment")}, "share": share}
-               if shard else {})}
+    return SearchPlan(
+        strategy=search.strategy, objective=goal.record(), smallest_effect=smallest, candidates=cands,
+        rungs=rungs, budget=SearchBudgetRecord(runs=budget.runs, minutes=budget.minutes), seed=search.seed,
+        startup=search.startup, batch=search.batch, calls=calls, timed=perf.timed,
+        shard=SearchShard(reference=shard.reference, hosts=shard.hosts,
+                          assignment={h: list(cs) for h, cs in shard.assignment.items()}) if shard else None,
+        share=share if shard else None)
 
 
 def _run_seconds(window_ms: int, timed: bool) -> float:
@@ -132,23 +142,23 @@ def _run_seconds(window_ms: int, timed: bool) -> float:
     return LOAD_OVERHEAD_S + RUN_OVERHEAD_S + window * WINDOWS
 
 
-def _worst_runs(rec: dict[str, Any]) -> list[float]:
+def _worst_runs(rec: SearchPlan) -> list[float]:
     """Each run's seconds, in order, if nothing is ever dropped (ties survive) and the budget's runs
     are all spent (sharded: this host's share)."""
-    n = int(rec.get("share") or len(rec["candidates"]))
+    n = rec.share or len(rec.candidates)
     out: list[float] = []
-    for rung in rec["rungs"]:
-        out += [_run_seconds(rung["window_ms"], rec.get("timed", True))] * (n * len(rung["repetitions"]))
-    runs = rec["budget"].get("runs")
+    for rung in rec.rungs:
+        out += [_run_seconds(rung.window_ms, rec.timed)] * (n * len(rung.repetitions))
+    runs = rec.budget.runs
     return out if runs is None else out[:runs]
 
 
-def estimate_seconds(rec: dict[str, Any]) -> float:
+def estimate_seconds(rec: SearchPlan) -> float:
     """The longest a search may take on one host (the lease guard): its budget's runs, all candidates
     surviving; with a ``minutes`` budget, those minutes plus each run's load and start-up."""
     runs = _worst_runs(rec)
     total = sum(runs)
-    minutes = rec["budget"].get("minutes")
+    minutes = rec.budget.minutes
     if minutes is not None and runs:
         mean = total / len(runs)
         measured = mean - LOAD_OVERHEAD_S - RUN_OVERHEAD_S
@@ -156,7 +166,7 @@ def estimate_seconds(rec: dict[str, Any]) -> float:
     return round(total, 1)
 
 
-def fit_runs(rec: dict[str, Any], seconds: float) -> int:
+def fit_runs(rec: SearchPlan, seconds: float) -> int:
     """The most runs of the search that end within ``seconds`` (its budget shrunk to a lease)."""
     used, n = 0.0, 0
     for s in _worst_runs(rec):
@@ -166,7 +176,7 @@ def fit_runs(rec: dict[str, Any], seconds: float) -> int:
     return n
 
 
-def first_batch_runs(rec: dict[str, Any]) -> int:
+def first_batch_runs(rec: SearchPlan) -> int:
     """The runs of the first batch: halving's first rung, or one optuna trial."""
-    reps = len(rec["rungs"][0]["repetitions"])
-    return reps * (len(rec["candidates"]) if rec["strategy"] == HALVING else 1)
+    reps = len(rec.rungs[0].repetitions)
+    return reps * (len(rec.candidates) if rec.strategy == HALVING else 1)

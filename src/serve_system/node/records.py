@@ -143,6 +143,73 @@ class ObjectiveRecord:
     constraints: dict[str, BoundRecord] = field(default_factory=dict)
 
 
+#: a grid value of a search candidate as optuna's categorical choice (a value that is none of these is
+#: kept as its JSON text); int before float, so that a whole number reads back as one
+ParamValue = str | int | float | bool | None
+
+
+@dataclass
+class SearchCandidate:
+    """One candidate of a search: a listed variant (no parameters) or a sweep variant with its grid
+    values."""
+
+    name: str
+    params: dict[str, ParamValue] = field(default_factory=dict)
+
+
+@dataclass
+class SearchRung:
+    """One rung of a search (optuna: its one): the repetitions measured in it and their window."""
+
+    repetitions: list[int]
+    window_ms: int
+
+
+@dataclass
+class SearchBudgetRecord:
+    """What a search may spend on one host (None: no bound): perf_analyzer runs, measured minutes."""
+
+    runs: int | None = None
+    minutes: float | None = None
+
+
+@dataclass
+class SearchShard:
+    """A sharded search: the reference every host measures, the hosts, every host's candidates."""
+
+    reference: str
+    hosts: list[str]
+    assignment: dict[str, list[str]]
+
+
+@dataclass(kw_only=True)
+class SearchPlan:
+    """A search as a host plan keeps it (:mod:`serve_system.experiment.search`'s ``plan_record``), read by
+    ``serve-system decide`` (:mod:`serve_system.results.searchdecide`) and the report. Keyword-only: its
+    fields in the order plan.json has always had them."""
+
+    #: ``halving`` or ``optuna``
+    strategy: str
+    objective: ObjectiveRecord
+    #: the smallest effect of interest, a share (None: the readers' defaults)
+    smallest_effect: float | None = None
+    candidates: list[SearchCandidate]
+    rungs: list[SearchRung]
+    budget: SearchBudgetRecord = field(default_factory=SearchBudgetRecord)
+    #: optuna: the TPE sampler's seed, its random trials first, the trials per runner call
+    seed: int = 0
+    startup: int = 4
+    batch: int = 4
+    #: the runner calls the role may ask ``serve-system decide`` for
+    calls: int
+    #: whether perf_analyzer measures by time windows (else by request count: the windows are not used)
+    timed: bool = True
+    #: a sharded search: the shard, and how many variants this host measures (its candidates, the
+    #: reference; its estimate's); None: not sharded
+    shard: SearchShard | None = None
+    share: int | None = None
+
+
 @dataclass
 class HostPlan:
     """Everything the runner needs for one host: written by ``serve-system plan``, read on the node."""
@@ -171,7 +238,7 @@ class HostPlan:
     adaptive: dict[str, Any] | None = None
     #: a search (halving, optuna; :mod:`serve_system.experiment.search`): its objective, candidates,
     #: rungs and budget; ``serve-system decide`` picks each batch from it; None: a grid
-    search: dict[str, Any] | None = None
+    search: SearchPlan | None = None
     #: where the runner reaches the services, as the client container sees them: ``triton`` (HTTP API),
     #: ``metrics`` (Prometheus text), ``fastapi`` (the endpoint)
     endpoints: dict[str, str] = field(default_factory=dict)

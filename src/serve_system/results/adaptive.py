@@ -78,14 +78,23 @@ def contended(rows: list[Row], start: int) -> set[str]:
     return {k[0] for k in hit if clean.get(k, 0) < start}
 
 
-def next_round(run_dir: Path, host: str) -> dict[str, Any]:
-    """The host's next runner call, or why there is none.
+@dataclass
+class Decision:
+    """``serve-system decide``'s answer for a host (the role reads it as JSON): whether it is done, what
+    the role prints, and the next runner call, as ``plan --role`` gives the first (None when decided, or
+    when a sharded search has nothing for this host in this round)."""
 
-    Returns ``{"decided": bool, "text": what the role prints, "call": the next runner call, as
-    ``plan --role`` gives the first (:class:`~serve_system.experiment.runnercall.RunnerCall`; None when
-    decided, or when a sharded search has nothing for this host in this round)}``. The host's fetched
-    archive is put into the results first (a sharded search's: every host's), and only what its
-    decision needs is read: its own records, or a sharded search's shared view (:func:`shared_step`).
+    decided: bool
+    text: str
+    call: runnercall.RunnerCall | None = None
+
+
+def next_round(run_dir: Path, host: str) -> Decision:
+    """The host's next runner call, or why there is none (:class:`Decision`).
+
+    The host's fetched archive is put into the results first (a sharded search's: every host's), and
+    only what its decision needs is read: its own records, or a sharded search's shared view
+    (:func:`shared_step`).
     """
     if host in ("", ".", "..") or "/" in host or "\0" in host:
         raise ServeSystemError(f"--host {host!r}: not a host of the run (the name of its folder under "
@@ -99,7 +108,7 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     if hplan.search:
         return search_round(run_dir, hplan)
     if not hplan.adaptive:
-        return {"decided": True, "text": f"{host}: every planned repetition is measured", "call": None}
+        return Decision(True, f"{host}: every planned repetition is measured")
     manifest = read_manifest(run_dir)
     every = tree.collect(run_dir, {host})  # the host is judged on its own levels: no other host's is read
     rows = why_.counted(every)  # a level measured under contention does not count: it is measured again
@@ -112,10 +121,9 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
     if hplan.adaptive.get("only"):  # -e variants: repetitions only of those
         undecided &= set(hplan.adaptive["only"])
     if not undecided:
-        return {"decided": True, "call": None,
-                "text": f"{host}: every claim is decided" if not open_claims else
-                        f"{host}: {', '.join(open_claims)} undecided, but no variant's repetition can decide "
-                        "it"}
+        return Decision(True, f"{host}: every claim is decided" if not open_claims else
+                        f"{host}: {', '.join(open_claims)} undecided, but no variant's repetition can "
+                        "decide it")
     done = records.done_levels(run_dir / host)
     measured = {(v.name, lv.repetition) for v in hplan.variants for lv in v.levels if (v.name, lv.id) in done}
     # every measured level spends the budget, a contended one too (counted as the runner counts it)
@@ -125,9 +133,8 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
                         + ([", ".join(f"`{n}`" for n in sorted(redo)) + " measured under contention (not "
                             "counted)"] if redo else []))
     if budget is not None and minutes >= budget:
-        return {"decided": True, "call": None,
-                "text": f"{host}: {waiting}; the budget is spent "
-                        f"({minutes:.1f} of {budget:g} measured minutes)"}
+        return Decision(True, f"{host}: {waiting}; the budget is spent "
+                              f"({minutes:.1f} of {budget:g} measured minutes)")
     for r, names in enumerate(hplan.rounds, 1):
         todo = [n for n in names if n in undecided and (n, r) not in measured]
         if not todo:
@@ -135,18 +142,15 @@ def next_round(run_dir: Path, host: str) -> dict[str, Any]:
         by_name = {v.name: v for v in hplan.variants}
         levels = [lv for n in todo for lv in by_name[n].levels if lv.repetition == r
                   and (n, lv.id) not in done]
-        return {"decided": False,
-                "text": (f"{host}: {waiting}: repetition {r} of {', '.join(todo)} "
-                         f"({minutes:.1f} measured minutes so far)"),
-                # the plan's last round: no call can follow it, so it restores the baseline itself
-                "call": _call(hplan, todo, [r], len(levels), f"r{r}", restore=r == len(hplan.rounds),
-                              restore_past=None if budget is None else float(budget))}
-    return {"decided": True, "call": None,
-            "text": f"{host}: {waiting}; the budget is spent "
-                    f"({len(hplan.rounds)} repetitions)"}
+        return Decision(False, (f"{host}: {waiting}: repetition {r} of {', '.join(todo)} "
+                                f"({minutes:.1f} measured minutes so far)"),
+                        # the plan's last round: no call can follow it, so it restores the baseline itself
+                        _call(hplan, todo, [r], len(levels), f"r{r}", restore=r == len(hplan.rounds),
+                              restore_past=None if budget is None else float(budget)))
+    return Decision(True, f"{host}: {waiting}; the budget is spent ({len(hplan.rounds)} repetitions)")
 
 
-def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
+def search_round(run_dir: Path, hplan: records.HostPlan) -> Decision:
     """A search's next batch on a host (:func:`serve_system.results.searchdecide.step` on its records).
 
     Sharded: the search is decided on every host's records (the role asks every host's ``decide``
@@ -160,7 +164,7 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
     else:
         out = search.step(hplan.search, tree.collect(run_dir, {host}))
     if out.decided:
-        return {"decided": True, "call": None, "text": f"{host}: {out.text}"}
+        return Decision(True, f"{host}: {out.text}")
     done = records.done_levels(run_dir / host)
     by_name = {v.name: v for v in hplan.variants}
     # this host's levels of the batch still to measure, per candidate (sharded: its share only)
@@ -169,23 +173,21 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> dict[str, Any]:
     mine = [n for n, k in left.items() if k]
     todo = sum(left.values())
     if not todo:
-        return {"decided": False, "text": f"{host}: {out.text}: nothing of it on this host", "call": None}
-    return {"decided": False, "text": f"{host}: {out.text} ({out.runs} run(s), {out.minutes:.1f} measured "
-                                      "minutes so far)",
-            "call": _call(hplan, mine, out.repetitions, todo, f"s{out.runs}")}
+        return Decision(False, f"{host}: {out.text}: nothing of it on this host")
+    return Decision(False, f"{host}: {out.text} ({out.runs} run(s), {out.minutes:.1f} measured minutes "
+                           "so far)", _call(hplan, mine, out.repetitions, todo, f"s{out.runs}"))
 
 
 def _call(hplan: records.HostPlan, variants: list[str], repetitions: list[int], todo: int,
-          label: str, restore: bool = False, restore_past: float | None = None) -> dict[str, Any]:
+          label: str, restore: bool = False, restore_past: float | None = None) -> runnercall.RunnerCall:
     """The runner call of a further round, as the role runs it (:func:`runnercall.runner_call`)."""
     token = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{label}"
-    call = runnercall.runner_call(hplan.runner, variants, repetitions, token=token, todo=todo,
+    return runnercall.runner_call(hplan.runner, variants, repetitions, token=token, todo=todo,
                                   restore=restore, restore_past=restore_past)
-    return records.to_json(call)
 
 
 def _sharded(hplan: records.HostPlan) -> bool:
-    return bool(hplan.search and hplan.search.get("shard"))
+    return hplan.search is not None and hplan.search.shard is not None
 
 
 #: where the controller keeps a sharded search's decision, under the run folder (its own, hidden folder)
@@ -207,7 +209,7 @@ class KeptStep:
     minutes: float
 
 
-def shared_step(run_dir: Path, rec: dict[str, Any]) -> Outcome:
+def shared_step(run_dir: Path, rec: records.SearchPlan) -> Outcome:
     """A sharded search's next batch, decided on every host's records once per state of them.
 
     Every host's ``decide`` asks it each round: the first reads all the records and keeps the outcome
@@ -217,7 +219,7 @@ def shared_step(run_dir: Path, rec: dict[str, Any]) -> Outcome:
     controller's own (a link, not a regular file, malformed) is not used: the search is decided on the
     records, as without one."""
     # the search as every host's plan holds it (each host's share of the candidates left out)
-    same = {k: v for k, v in rec.items() if k != "share"}
+    same = {k: v for k, v in records.to_json(rec).items() if k != "share"}
     key = hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = run_dir / KEPT
     path = folder / f"search-{key}.json"

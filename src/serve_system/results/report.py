@@ -188,14 +188,14 @@ def search_section(run: Path, rows: list[Row]) -> list[str]:
     for hdir in res.host_dirs(run):
         plan = res.read_plan(hdir)
         rec = None if plan is None else plan.search
-        if not isinstance(rec, dict):
+        if rec is None:
             continue
-        shard = rec.get("shard")
+        shard = rec.shard
         if shard and sharded:
             continue  # one search over every host: said once
         sharded = sharded or bool(shard)
         host_rows = rows if shard else [r for r in rows if r["host"] == hdir.name]
-        title = f"sharded over {len(shard['hosts'])} hosts" if shard else hdir.name
+        title = f"sharded over {len(shard.hosts)} hosts" if shard else hdir.name
         try:
             lines += markdown(title, rec, search.step(rec, host_rows))
         except (KeyError, TypeError, ValueError) as exc:

@@ -14,19 +14,20 @@ The strategies: :mod:`.searchhalving` and :mod:`.searchoptuna`; the rule they sh
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..experiment.search import HALVING, OPTUNA
+from ..node.records import SearchPlan
 from . import searchhalving as halving
 from . import searchoptuna as optuna_search
 from .row import Row
 from .searchrule import Outcome
 
 
-def step(rec: dict[str, Any], rows: list[Row]) -> Outcome:
-    """The search's next batch on what is measured (``rows``: the host's summary rows), or its end."""
-    if rec["strategy"] == HALVING:
-        return halving.decide(rec, rows)
-    if rec["strategy"] == OPTUNA:
+def step(rec: SearchPlan, rows: list[Row], split: bool = True) -> Outcome:
+    """The search's next batch on what is measured (``rows``: the host's summary rows), or its end.
+    ``split`` false: halving drops by the rule before issue 40 (:data:`.searchrule.FAMILY_LEVEL` over the
+    planned rungs, per candidate; ``bench/sequential.py``'s reference column)."""
+    if rec.strategy == HALVING:
+        return halving.decide(rec, rows, split)
+    if rec.strategy == OPTUNA:
         return optuna_search.decide(rec, rows)
-    raise ValueError(f"search strategy {rec['strategy']!r}: use grid, halving or optuna")
+    raise ValueError(f"search strategy {rec.strategy!r}: use grid, halving or optuna")

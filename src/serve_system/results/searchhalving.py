@@ -5,12 +5,11 @@ stops it."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
+from ..node.records import SearchPlan
 from .row import Row
 from .searchrule import (
     FAMILY_LEVEL,
-    SPLIT_KEY,
     Entry,
     Judge,
     Outcome,
@@ -24,10 +23,10 @@ from .searchrule import (
 from .searchview import SearchView, best_first
 
 
-def decide(rec: dict[str, Any], rows: list[Row]) -> Outcome:
+def decide(rec: SearchPlan, rows: list[Row], split: bool = True) -> Outcome:
     """A halving search's next rung on what is measured (``rows``: the host's summary rows), or its end
-    (the drop rule and the standing: :mod:`.searchrule`)."""
-    view = SearchView(rec, rows)
+    (the drop rule and the standing: :mod:`.searchrule`; ``split`` false: the rule before, there)."""
+    view = SearchView(rec, rows, split)
     alive = list(view.names)
     path = {n: Entry(n, 1) for n in view.names}
     seen: set[int] = set()  # the repetitions of the rungs done so far
@@ -35,9 +34,9 @@ def decide(rec: dict[str, Any], rows: list[Row]) -> Outcome:
     dropped_last: list[str] = []  # those the last rung dropped (the runner-up of a lone survivor)
     ranks: list[str] = []  # each ranked rung's critical value: the report's line
     left = FAMILY_LEVEL  # the search's level not yet spent on drops (:func:`rung_share`)
-    rungs = rec["rungs"]
+    rungs = rec.rungs
     for k, rung in enumerate(rungs, 1):
-        reps = set(rung["repetitions"])
+        reps = set(rung.repetitions)
         for n in list(alive):
             if n in view.refused:
                 alive.remove(n)
@@ -56,7 +55,7 @@ def decide(rec: dict[str, Any], rows: list[Row]) -> Outcome:
             if why is None:
                 names = list(dict.fromkeys(n for n, _ in pending))
                 out = Outcome(False, f"rung {k} of {len(rungs)}: {len(names)} candidate(s) x "
-                                     f"{len(reps)} measurement(s), {rung['window_ms']} ms windows"
+                                     f"{len(reps)} measurement(s), {rung.window_ms} ms windows"
                                      + (" (resumed)" if started else ""),
                               names, sorted({r for _, r in pending}), runs=runs, minutes=minutes)
                 out.path = [summarised(view, path[n]) for n in view.names]
@@ -91,14 +90,14 @@ def _drop(view: SearchView, alive: list[str], k: int, seen: set[int], path: dict
         else:
             keep.append(n)
     ranked = best_first(view, keep, seen)
-    split = view.rec.get(SPLIT_KEY, True) is not False
+    split = view.split
     level = (rung_share(view.rec, k, len(ranked), view.spent(set(view.names))[0], left) if split
              else rung_family_level(view.rec))
     judge = Judge(view, seen, True, level)
     ranks.append(f"rung {k}: {judge.critical(len(ranked))}")
     if not ranked:
         return [], 0.0
-    by = float(view.rec.get("smallest_effect") or 0.0) if split else 0.0
+    by = (view.rec.smallest_effect or 0.0) if split else 0.0
     leader = ranked[0]
     half = math.ceil(len(ranked) / 2)
     path[leader].why = f"leader of rung {k}"

@@ -10,27 +10,27 @@ import warnings
 from typing import Any
 
 from .. import metrics
+from ..node.records import SearchPlan
 from .row import Row
 from .searchrule import Entry, Outcome, budget_left, result_text, standing, summarised
 from .searchview import SearchView
 
 
-def _study(rec: dict[str, Any], view: SearchView, done: list[str], reps: set[int]) -> Any:
+def _study(rec: SearchPlan, view: SearchView, done: list[str], reps: set[int]) -> Any:
     """The TPE study rebuilt from the measured trials (in the order they were drawn), seeded."""
     import optuna  # the strategy's own import: plan, report and decide of other specs stay fast
 
     optuna.logging.set_verbosity(logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    keys = list(rec["candidates"][0]["params"])
-    choices = {k: list(dict.fromkeys(c["params"][k] for c in rec["candidates"])) for k in keys}
+    keys = list(rec.candidates[0].params)
+    choices = {k: list(dict.fromkeys(c.params[k] for c in rec.candidates)) for k in keys}
     dists: dict[str, optuna.distributions.BaseDistribution] = {
         str(k): optuna.distributions.CategoricalDistribution(v) for k, v in choices.items()}
-    goal = metrics.goal_of(view.goal)
-    sampler = optuna.samplers.TPESampler(seed=int(rec.get("seed") or 0), constant_liar=True,
-                                         n_startup_trials=int(rec.get("startup") or 4))
+    goal = view.goal.goal
+    sampler = optuna.samplers.TPESampler(seed=rec.seed, constant_liar=True, n_startup_trials=rec.startup)
     study = optuna.create_study(direction="maximize" if metrics.wants_higher(goal) else "minimize",
                                 sampler=sampler)
-    params = {c["name"]: c["params"] for c in rec["candidates"]}
+    params = {c.name: c.params for c in rec.candidates}
     for n in done:
         xs = view.samples(n, reps)
         ok = bool(xs) and view.violated(n, reps) is None
@@ -40,13 +40,13 @@ def _study(rec: dict[str, Any], view: SearchView, done: list[str], reps: set[int
     return study, dists, keys
 
 
-def _draw(rec: dict[str, Any], view: SearchView, done: list[str], reps: set[int], k: int) -> list[str]:
+def _draw(rec: SearchPlan, view: SearchView, done: list[str], reps: set[int], k: int) -> list[str]:
     """``k`` new candidates drawn by TPE (a drawn point measured already is drawn again; after many
     tries the first unmeasured ones in plan order)."""
     import optuna
 
     study, dists, keys = _study(rec, view, done, reps)
-    by_point = {tuple(c["params"][x] for x in keys): c["name"] for c in rec["candidates"]}
+    by_point = {tuple(c.params[x] for x in keys): c.name for c in rec.candidates}
     picked: list[str] = []
     for _ in range(50 * k):
         if len(picked) == k:
@@ -61,13 +61,13 @@ def _draw(rec: dict[str, Any], view: SearchView, done: list[str], reps: set[int]
     return picked + rest[:k - len(picked)]
 
 
-def decide(rec: dict[str, Any], rows: list[Row]) -> Outcome:
+def decide(rec: SearchPlan, rows: list[Row]) -> Outcome:
     """An optuna search's next batch on what is measured (``rows``: the host's summary rows), or its end
     (the standing: :mod:`.searchrule`)."""
     view = SearchView(rec, rows)
-    reps = set(rec["rungs"][0]["repetitions"])
-    batch = int(rec.get("batch") or 4)
-    budget = rec["budget"]
+    reps = set(rec.rungs[0].repetitions)
+    batch = rec.batch
+    budget = rec.budget
     done: list[str] = []
     path: dict[str, Entry] = {}
     spent_runs, spent_min = 0, 0.0
@@ -77,12 +77,12 @@ def decide(rec: dict[str, Any], rows: list[Row]) -> Outcome:
         per_trial = len(reps)
         left = len(view.names) - len(done)
         k = min(batch, left)
-        if budget.get("runs") is not None:
-            k = min(k, (budget["runs"] - spent_runs) // per_trial)
+        if budget.runs is not None:
+            k = min(k, (budget.runs - spent_runs) // per_trial)
         runs_done = spent_runs
         per_run = spent_min / runs_done if runs_done else None
-        if budget.get("minutes") is not None and per_run is not None:
-            k = min(k, int((budget["minutes"] - spent_min) / (per_run * per_trial)))
+        if budget.minutes is not None and per_run is not None:
+            k = min(k, int((budget.minutes - spent_min) / (per_run * per_trial)))
         why = None
         if k < 1:
             why = budget_left(view, spent_runs, spent_min, per_trial, per_run) or "the budget is spent"

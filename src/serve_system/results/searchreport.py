@@ -3,31 +3,31 @@ winner with its interval, or the tie."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..experiment.search import OPTUNA
+from ..node.records import SearchPlan
 from .searchrule import Outcome, result_text
 
 
-def markdown(host: str, rec: dict[str, Any], out: Outcome) -> list[str]:
+def markdown(host: str, rec: SearchPlan, out: Outcome) -> list[str]:
     """A host's ``### Search`` lines: the path (each candidate, its rung, value, why dropped or kept),
     then the winner with its interval, or the tie."""
-    goal = rec["objective"]
-    metric = goal["metric"]
-    cons = goal.get("constraints") or {}
-    bound = "; ".join(f"{m} {k} {v:g}" for m, b in cons.items() for k, v in b.items())
-    budget = ", ".join(f"{v:g} {k}" for k, v in (rec.get("budget") or {}).items() if v is not None)
-    unit = "batch" if rec["strategy"] == OPTUNA else "rung"
-    lines = [f"### {host}: {rec['strategy']}", "",
-             f"{goal['goal']} {metric} at load {float(goal['at_load']):g}"
+    goal = rec.objective
+    metric = goal.metric
+    bound = "; ".join(f"{m} {k} {v:g}" for m, b in goal.constraints.items()
+                      for k, v in (("max", b.max), ("min", b.min)) if v is not None)
+    budget = ", ".join(f"{v:g} {k}" for k, v in (("runs", rec.budget.runs), ("minutes", rec.budget.minutes))
+                       if v is not None)
+    unit = "batch" if rec.strategy == OPTUNA else "rung"
+    lines = [f"### {host}: {rec.strategy}", "",
+             f"{goal.goal} {metric} at load {float(goal.at_load or 0):g}"
              + (f" subject to {bound}" if bound else "") + f"; budget {budget or 'none'}; "
-             f"{len(rec['candidates'])} candidates; used {out.runs} perf_analyzer run(s), "
+             f"{len(rec.candidates)} candidates; used {out.runs} perf_analyzer run(s), "
              f"{out.minutes:.1f} measured minutes. "
              + ("Status: **decided**." if out.decided else f"Status: under way ({out.text})."), "",
              *([out.rule, ""] if out.rule else [])]
-    shard = rec.get("shard")
+    shard = rec.shard
     if shard:
-        lines += [(f"Each candidate measured on one host, the reference `{shard['reference']}` on every "
+        lines += [(f"Each candidate measured on one host, the reference `{shard.reference}` on every "
                    f"host in every rung; a candidate's {metric} is read relative to its own host's reference "
                    "(on the log scale, scaled to the reference's mean over the hosts), and a comparison "
                    "across hosts carries the two references' uncertainty too."), ""]

@@ -36,7 +36,7 @@ the earlier rungs left, and ``k_2, ...`` the candidates the later rungs could ra
 (half of each rung's, rounded up) counted only while the runs budget could pay for them and they
 rank two or more (:func:`reachable`): a rung that can never run spends nothing, and the last that can
 spends all that is left. Bonferroni is conservative (the comparisons share the leader and the pool),
-but valid whatever their correlation. (``split_over_rungs: false`` in a search record drops by the
+but valid whatever their correlation. (``split=False`` to :func:`.searchdecide.step` drops by the
 rule before: 5 % over the planned rungs, over the k - 1 comparisons with the leader, no smallest
 effect: per candidate, not per search; ``bench/sequential.py``'s reference column.) Where the interval
 reaches within the smallest effect the candidate survives (a tie). A candidate whose constraint is
@@ -59,9 +59,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import metrics
+from ..node.records import SearchPlan
 from . import intervals as iv
 from .intervals import Effect, Pool
 from .searchview import SearchView, best_first
@@ -116,17 +116,14 @@ def summarised(view: SearchView, e: Entry, reps: set[int] | None = None) -> Entr
 #: the drop rule's familywise level over the whole search: the chance of dropping a candidate tied
 #: for the best, at most
 FAMILY_LEVEL = 0.05
-#: a search record's key that, set false, drops by the rule before issue 40 (5 % split over the planned
-#: rungs, Bonferroni over the k - 1 comparisons with the leader: per candidate, not per search;
-#: bench/sequential.py's reference column)
-SPLIT_KEY = "split_over_rungs"
 
 
-def rung_family_level(rec: dict[str, Any]) -> float:
+def rung_family_level(rec: SearchPlan) -> float:
     """0.05 split over ``rec``'s planned rungs (:func:`serve_system.results.sequential.rung_level`): the
-    level the end's standing reads a tie at, and a rung's drops where ``rec[SPLIT_KEY]`` is false (the
-    rule before, per candidate; the shipped drops spend :func:`rung_share`)."""
-    return rung_level(len(rec.get("rungs") or [None]), FAMILY_LEVEL)
+    level the end's standing reads a tie at, and a rung's drops where the view's ``split`` is false (the
+    rule before issue 40: 5 % over the planned rungs, Bonferroni over the k - 1 comparisons with the
+    leader, per candidate; the shipped drops spend :func:`rung_share`)."""
+    return rung_level(len(rec.rungs) or 1, FAMILY_LEVEL)
 
 
 def pairs(k: int) -> int:
@@ -134,22 +131,22 @@ def pairs(k: int) -> int:
     return k * (k - 1)
 
 
-def reachable(rec: dict[str, Any], rung: int, k: int, runs_spent: int) -> list[int]:
+def reachable(rec: SearchPlan, rung: int, k: int, runs_spent: int) -> list[int]:
     """The candidates each later rung could still rank after rung ``rung`` (1-based) ranks ``k``: at
     most half of them survive a rung (the fewest, the cheapest), and a rung counts only when the
     search's runs budget could pay for it that way and it ranks two or more."""
-    budget = (rec.get("budget") or {}).get("runs")
+    budget = rec.budget.runs
     out, spent = [], runs_spent
-    for later in (rec.get("rungs") or [])[rung:]:
+    for later in rec.rungs[rung:]:
         k = math.ceil(k / 2)
-        spent += k * len(later.get("repetitions") or [1])
+        spent += k * (len(later.repetitions) or 1)
         if k < 2 or (budget is not None and spent > budget):
             break
         out.append(k)
     return out
 
 
-def rung_share(rec: dict[str, Any], rung: int, k: int, runs_spent: int, left: float) -> float:
+def rung_share(rec: SearchPlan, rung: int, k: int, runs_spent: int, left: float) -> float:
     """The familywise level rung ``rung`` spends on its drops among ``k`` ranked candidates, ``left``
     of the search's 5 % not yet spent: its share of the pairs still to be compared (its own, and those
     of the later rungs that could run: :func:`reachable`), so that the 5 % is split over what is
@@ -181,7 +178,7 @@ class Judge:
         #: the familywise level of one rung's drops (:func:`rung_share`; the standing's tie:
         #: :func:`rung_family_level`)
         self.level = rung_family_level(view.rec) if level is None else level
-        self.split = view.rec.get(SPLIT_KEY, True) is not False
+        self.split = view.split
         self.pool: Pool | None = None
         #: candidates whose own spread is far larger than the pool's: why (the F test)
         self.wide: dict[str, str] = {}
@@ -218,7 +215,7 @@ class Judge:
         if not e.has_interval:
             return False, text
         assert e.low is not None and e.high is not None
-        better = metrics.goal_direction(metrics.goal_of(self.view.goal))
+        better = metrics.goal_direction(self.view.goal.goal)
         # on the log scale, so that worse by more than ``by`` reads alike for max and min goals
         low, high = (math.log1p(x) if x > -1 else -math.inf for x in (e.low, e.high))
         return metrics.oriented(better, low, high)[1] < -math.log1p(by), text
@@ -275,13 +272,13 @@ def standing(view: SearchView, alive: list[str], reps: set[int] | None, out: Out
         return judge
     best, runner = ranked[0], others[0]
     e, why = judge.effect(runner, best, iv.TWO_SIDED)
-    v = iv.lead(e, metrics.goal_of(view.goal), float(view.rec.get("smallest_effect") or 0.05))
+    v = iv.lead(e, view.goal.goal, view.rec.smallest_effect or 0.05)
     out.lead = f"lead over `{runner}` {iv.effect_text(e)}" + (f" ({why})" if why else "")
     if v.word == iv.HELD:
         out.winner = best
     elif v.word == iv.NOT_HELD:  # decided, but by less than the smallest effect of interest
         out.tie = [best, runner]
-        out.lead += f": they differ by less than the smallest effect ({view.rec.get('smallest_effect')})"
+        out.lead += f": they differ by less than the smallest effect ({view.rec.smallest_effect})"
     else:
         k = len(others) + 1
         out.tie = [best] + [n for n in others if not judge.worse(best, n, k, iv.TWO_SIDED)[0]]
@@ -291,8 +288,7 @@ def standing(view: SearchView, alive: list[str], reps: set[int] | None, out: Out
 def budget_left(view: SearchView, spent_runs: int, spent_min: float, need: int, per_run_min: float | None
                  ) -> str | None:
     """Why a batch of ``need`` runs does not fit the budget (None: it does)."""
-    budget = view.rec["budget"]
-    runs, minutes = budget.get("runs"), budget.get("minutes")
+    runs, minutes = view.rec.budget.runs, view.rec.budget.minutes
     if runs is not None and spent_runs + need > runs:
         return f"it needs {need} run(s), {runs - spent_runs} of {runs} are left"
     if minutes is not None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
 
 from .. import metrics
+from ..node.records import SearchPlan
 from . import intervals as iv
 from .row import Row, value
 from .status import Status
@@ -18,7 +18,7 @@ class SearchView:
     """The measurements of the search's candidates at its load level: one host's, or a sharded
     search's over all its hosts (each candidate on its own host, the reference on every host).
 
-    **Sharded** (``rec["shard"]``): the objective's samples of a candidate on host h are read relative
+    **Sharded** (``rec.shard``): the objective's samples of a candidate on host h are read relative
     to h's reference, on the log scale: ``log x - (r_h - R)``, with ``r_h`` the mean log of the
     reference's samples on h (in the repetitions judged) and ``R`` the mean of the ``r_h`` over the
     hosts; the reference's own samples alike (so its mean is ``R``). Two candidates of one host are
@@ -26,21 +26,24 @@ class SearchView:
     candidate's host's reference samples; two candidates of different hosts A and B on corrected
     samples, with the two corrections' variance ``s**2 (1/m_A + 1/m_B)`` added (``m``: the reference's
     samples on that host). The pool is the spread within a host: every candidate's samples, and the
-    reference's per host."""
+    reference's per host. ``split`` false: halving drops by the rule before (:mod:`.searchrule`)."""
 
-    def __init__(self, rec: dict[str, Any], rows: list[Row]) -> None:
+    def __init__(self, rec: SearchPlan, rows: list[Row], split: bool = True) -> None:
         self.rec = rec
-        self.goal = rec["objective"]
-        self.names = [c["name"] for c in rec["candidates"]]
-        at = float(self.goal["at_load"])
+        self.split = split
+        self.goal = rec.objective
+        self.names = [c.name for c in rec.candidates]
+        if self.goal.at_load is None:
+            raise ValueError(f"search objective {self.goal.name!r}: no at_load")
+        at = self.goal.at_load
         self.rows: dict[str, dict[int, Row]] = {n: {} for n in self.names}
         self.refused: dict[str, str] = {}  # never measured: why (refused by Triton, or it did not answer)
-        shard = rec.get("shard") or None
-        self.reference: str | None = shard["reference"] if shard else None
+        shard = rec.shard
+        self.reference: str | None = shard.reference if shard else None
         #: a sharded search: each candidate's host; the reference's rows per host
-        self.home: dict[str, str] = ({c: h for h, cs in shard["assignment"].items() for c in cs}
+        self.home: dict[str, str] = ({c: h for h, cs in shard.assignment.items() for c in cs}
                                      if shard else {})
-        self.ref_rows: dict[str, dict[int, Row]] = {h: {} for h in shard["hosts"]} if shard else {}
+        self.ref_rows: dict[str, dict[int, Row]] = {h: {} for h in shard.hosts} if shard else {}
         known = set(self.names)
         for r in rows:
             name = r.get("variant")
@@ -92,7 +95,7 @@ class SearchView:
     def raw(self, name: str, reps: set[int] | None = None, metric: str | None = None,
             host: str | None = None) -> list[float]:
         """The samples as measured (``host``: the reference's on that host only)."""
-        m = metric or self.goal["metric"]
+        m = metric or self.goal.metric
         return [float(value(r, m)) for h, rep, r in self._rows_of(name)
                 if (host is None or h == host) and (reps is None or rep in reps)
                 and r.get("status") == Status.OK and value(r, m) is not None]
@@ -110,8 +113,8 @@ class SearchView:
     def samples(self, name: str, reps: set[int] | None = None, metric: str | None = None) -> list[float]:
         """The samples the search ranks by: as measured, or (sharded, the objective's metric) each
         relative to its host's reference."""
-        m = metric or self.goal["metric"]
-        if not self.sharded or m != self.goal["metric"]:
+        m = metric or self.goal.metric
+        if not self.sharded or m != self.goal.metric:
             return self.raw(name, reps, m)
         off = self.offsets(reps)
         return [float(value(r, m)) * math.exp(-off.get(h or "", 0.0)) for h, rep, r in self._rows_of(name)
@@ -151,19 +154,19 @@ class SearchView:
 
     def violated(self, name: str, reps: set[int] | None) -> str | None:
         """A constraint the candidate decidedly breaks: the metric's 95 % interval beyond the bound."""
-        for metric, bound in (self.goal.get("constraints") or {}).items():
+        for metric, bound in self.goal.constraints.items():
             s = iv.summarize(self.raw(name, reps, metric), floor=iv.METRIC_FLOOR)
             if s.ci_low is None or s.ci_high is None:
                 continue
-            if bound.get("max") is not None and s.ci_low > float(bound["max"]):
-                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies above its max {bound['max']:g}"
-            if bound.get("min") is not None and s.ci_high < float(bound["min"]):
-                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies below its min {bound['min']:g}"
+            if bound.max is not None and s.ci_low > bound.max:
+                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies above its max {bound.max:g}"
+            if bound.min is not None and s.ci_high < bound.min:
+                return f"{metric} [{s.ci_low:,.1f}, {s.ci_high:,.1f}] lies below its min {bound.min:g}"
         return None
 
 
 def best_first(view: SearchView, names: list[str], reps: set[int] | None) -> list[str]:
     """Names with measurements, best mean first (ties in plan order)."""
     means = {n: statistics.fmean(xs) for n in names if (xs := view.samples(n, reps))}
-    sign = -metrics.sign(metrics.goal_direction(metrics.goal_of(view.goal)))  # best first
+    sign = -metrics.sign(metrics.goal_direction(view.goal.goal))  # best first
     return sorted(means, key=lambda n: (sign * means[n], view.names.index(n)))

@@ -51,7 +51,7 @@ from serve_system.node import records
 from serve_system.results import adaptive
 
 GOAL = 2.0
-AUTO = {"start": 3, "max": 4, "minutes": None}
+AUTO = records.AdaptivePlan(start=3, max=4)
 #: a CPU model whose candidates vary instances and queue delay (a grid of 4 per host)
 SPEC = """\
 name: scale

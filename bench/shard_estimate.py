@@ -24,7 +24,6 @@ node count).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -52,8 +51,7 @@ def main() -> int:
     ap.add_argument("--nodes", default="1,2,5,10,20")
     ap.add_argument("--candidates", type=int, default=0, help="scale the sweep to this many candidates")
     args = ap.parse_args()
-    manifest = json.loads((args.run / "manifest.json").read_text())
-    shard = shardmod.from_record(manifest.get("shard"))
+    shard = shardmod.from_record(records.read(args.run / records.MANIFEST_FILE, records.Manifest).shard)
     if shard is None:
         print(f"{args.run}: not a sharded run (no shard in manifest.json)", file=sys.stderr)
         return 1

@@ -80,7 +80,7 @@ def test_a_run_measured_wholly_under_contention_says_so(tmp_path: Path) -> None:
     from serve_system.results import findings, report
 
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 1.0, 1.0))
-    _plan(run, {"start": 3, "max": 4, "minutes": None})
+    _plan(run, records.AdaptivePlan(start=3, max=4))
     for path in sorted(run.glob("node-1/*/*/level.json")):
         data = json.loads(path.read_text())
         data["contention"] = {"seconds": 9.0, "cpus": 2, "busy": 1.0, "steal": 0.0, "pressure": 0.9,

@@ -173,7 +173,7 @@ def test_a_contended_report_says_so_once(tmp_path: Path) -> None:
         data["contention"] = {"seconds": 9.0, "cpus": 2, "busy": 0.99, "steal": 0.0, "pressure": 0.8,
                               "others": 0.6, "measuring": 0.5, "top": ["stress-ng (4242) 9.0 CPU-s"]}
         path.write_text(json.dumps(data))
-    _plan(run, {"start": 3, "max": 5, "minutes": None})
+    _plan(run, records.AdaptivePlan(start=3, max=5))
     report.write_report(run, partial=True)
     md = (run / "report.md").read_text()
     head = md.split("\n## ", 1)[0]

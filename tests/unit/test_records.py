@@ -90,6 +90,37 @@ def test_a_search_plan_round_trips_and_an_older_one_reads(tmp_path: Path) -> Non
         records.from_json(old, records.SearchPlan, "plan.json")
 
 
+def test_the_adaptive_plan_and_the_shard_records_round_trip_and_older_ones_read(tmp_path: Path) -> None:
+    """``repetitions: auto`` and a sharded run's records are read back typed, are written with their keys
+    in plan.json's and manifest.json's order (the manifest's shard without a host's candidates, ``only``
+    null without ``-e variants``), and ones written before (no ``only``, no ``rule``) read with their
+    defaults."""
+    shard = records.HostShard(reference="base", hosts=["n1", "n2"], assignment={"n1": ["a"], "n2": ["b"]},
+                              rule="dealt", candidates=["a"])
+    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=[], shard=shard,
+                            adaptive=records.AdaptivePlan(start=3, max=5, minutes=2.5, only=["a"]))
+    records.write(tmp_path / "plan.json", plan)
+    assert records.read(tmp_path / "plan.json", records.HostPlan) == plan
+    written = json.loads((tmp_path / "plan.json").read_text())
+    assert list(written["adaptive"]) == ["start", "max", "minutes", "only"]
+    assert list(written["shard"]) == ["reference", "hosts", "assignment", "rule", "candidates"]
+    man = records.Manifest(experiment="e", shard=records.ShardRecord(reference="base", hosts=["n1"],
+                                                                     assignment={"n1": ["a"]}, rule="dealt"))
+    records.write(tmp_path / "manifest.json", man)
+    assert records.read(tmp_path / "manifest.json", records.Manifest) == man
+    assert list(json.loads((tmp_path / "manifest.json").read_text())["shard"]) == [
+        "reference", "hosts", "assignment", "rule"]
+    old = {"start": 3, "max": 4, "minutes": None}
+    assert records.from_json(old, records.AdaptivePlan, "plan.json") == records.AdaptivePlan(start=3, max=4)
+    old_shard = {"reference": "base", "hosts": ["n1"], "assignment": {"n1": []}}
+    assert records.from_json(old_shard, records.ShardRecord, "manifest.json").rule == ""
+    with pytest.raises(records.RecordError, match=r"^plan.json: adaptive.start: expected a whole number"):
+        records.from_json({**written, "adaptive": {**old, "start": "3"}}, records.HostPlan, "plan.json")
+    with pytest.raises(records.RecordError, match=r"^plan.json: shard.assignment.n1: expected a list"):
+        records.from_json({**written, "shard": {**old_shard, "assignment": {"n1": "a"}}}, records.HostPlan,
+                          "plan.json")
+
+
 @pytest.mark.parametrize(("edit", "field"), [
     (lambda d: d.pop("end"), "end: missing"),
     (lambda d: d.update(load="eight"), "load: expected a number"),

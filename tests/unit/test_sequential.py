@@ -92,7 +92,8 @@ def test_looks_levels_widen_early_and_none_is_the_fixed_interval() -> None:
     assert 0.90 < claim[0] < claim[1] < claim[2] < looks.level(3)
     assert sq.Looks(3, 5, sq.NONE).level(3, sq.CLAIM) == pytest.approx(0.90)
     assert "O'Brien-Fleming" in looks.text() and "3 to 5" in looks.text()
-    assert sq.looks_of({"start": 3, "max": 5}) == looks and sq.looks_of(None) is None
+    assert sq.looks_of(records.AdaptivePlan(start=3, max=5)) == looks and sq.looks_of(None) is None
+    assert sq.looks_of(records.AdaptivePlan(start=0, max=5)) is None  # no plan of looks: the fixed interval
     with pytest.raises(ValueError, match="sequential method"):
         sq.Looks(3, 5, "bonferroni")
 
@@ -213,7 +214,7 @@ def _contend(run: Path, variant: str, level: str, others: float) -> None:
 
 def test_a_contended_level_is_flagged_and_measured_again_by_auto(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 1.0, 1.0))
-    _plan(run, {"start": 3, "max": 4, "minutes": None})
+    _plan(run, records.AdaptivePlan(start=3, max=4))
     _contend(run, "onnx", "c1_r2", 0.6)
     row = next(r for r in tree.collect(run) if r["variant"] == "onnx" and r["repetition"] == 2)
     assert row["other_cpu"] == 0.6 and "stress-ng (4242)" in row["contention"]
@@ -257,7 +258,7 @@ def test_the_report_of_an_auto_run_judges_at_its_look(tmp_path: Path) -> None:
     report.write_report(run)
     assert json.loads((run / "summary.json").read_text())["findings"][-1]["verdict"] == iv.HELD
     fixed = (run / "report.md").read_text()
-    _plan(run, {"start": 3, "max": 5, "minutes": None})
+    _plan(run, records.AdaptivePlan(start=3, max=5))
     report.write_report(run, partial=True)
     text = (run / "report.md").read_text()
     assert "repeated confidence intervals" not in fixed and "repeated confidence intervals" in text

@@ -15,6 +15,7 @@ from serve_system.cli import main
 from serve_system.experiment import shard as shardmod
 from serve_system.experiment.spec.messages import SpecError
 from serve_system.experiment.spec.reader import load_spec
+from serve_system.node import records
 from serve_system.results import intervals as iv
 from serve_system.results import report
 from serve_system.results import shard as shardres
@@ -67,7 +68,12 @@ def test_more_hosts_than_candidates_and_bad_input() -> None:
     with pytest.raises(ValueError, match="not one of the variants"):
         shardmod.assign(VARIANTS, ["n1"], "nope")
     assert shardmod.reference_of("first", VARIANTS) == "base" and shardmod.reference_of("c", VARIANTS) == "c"
-    assert shardmod.from_record(s.record()) == s and shardmod.from_record({"reference": 1}) is None
+    assert shardmod.from_record(s.record()) == s == shardmod.from_record(s.host_record("n2"))
+    assert shardmod.from_record(None) is None
+    # a shard record from disk is checked as it is read: one line naming the file and the field
+    with pytest.raises(records.RecordError, match=r"^manifest.json: shard.reference: expected str"):
+        records.from_json({"shard": {"reference": 1, "hosts": [], "assignment": {}}}, records.Manifest,
+                          "manifest.json")
 
 
 def test_a_run_resharded_over_other_hosts_is_refused() -> None:
@@ -120,22 +126,25 @@ def test_plan_deals_the_sweep_over_the_hosts(tmp_path: Path, capsys: pytest.Capt
     assert main(["plan", str(spec), "--run-dir", str(run), "--host", "n2=0", "--host", "n1=0", "--role"]) == 0
     view = json.loads(capsys.readouterr().out)
     assert view["shard_args"] == ["--shard-hosts=n1,n2"]
-    plans = {h: json.loads((run / h / "plan.json").read_text()) for h in ("n1", "n2")}
+    plans = {h: records.read(run / h / "plan.json", records.HostPlan) for h in ("n1", "n2")}
     # each host's variants in the spec's order: the reference and its candidates
-    got = {h: [v["name"] for v in p["variants"] if v["name"] != "d1000"] for h, p in plans.items()}
-    assert all("d1000" in [v["name"] for v in p["variants"]] for p in plans.values())
+    got = {h: [v.name for v in p.variants if v.name != "d1000"] for h, p in plans.items()}
+    assert all("d1000" in [v.name for v in p.variants] for p in plans.values())
     assert sorted(n for names in got.values() for n in names) == ["baseline", "d100", "d2000", "d4000",
                                                                   "d500"]
     assert sorted(map(len, got.values())) == [2, 3]
     for h, p in plans.items():
-        assert p["shard"]["candidates"] == got[h] and p["shard"]["hosts"] == ["n1", "n2"]
-        assert view["hosts"][h]["calls"][0]["variants"] == [v["name"] for v in p["variants"]]
+        assert p.shard is not None and p.shard.candidates == got[h] and p.shard.hosts == ["n1", "n2"]
+        assert p.shard.rule == shardmod.RULE
+        assert view["hosts"][h]["calls"][0]["variants"] == [v.name for v in p.variants]
         assert not any((run / h / v).exists() for v in got["n1" if h == "n2" else "n2"])
-    assert json.loads((run / "manifest.json").read_text())["shard"]["assignment"] == got
+    man = records.read(run / "manifest.json", records.Manifest).shard
+    assert man is not None and man.assignment == got and not isinstance(man, records.HostShard)
     # one host's own plan (the role's second call) deals the same way, given every host of the play
     assert main(["plan", str(spec), "--run-dir", str(run), "--host", "n2=0", "--no-manifest", "--quiet",
                  "--shard-hosts", "n1,n2"]) == 0
-    assert json.loads((run / "n2" / "plan.json").read_text())["shard"]["candidates"] == got["n2"]
+    n2 = records.read(run / "n2" / "plan.json", records.HostPlan).shard
+    assert n2 is not None and n2.candidates == got["n2"]
     # ... and without them it would deal over itself alone: refused, nothing written
     before = (run / "n2" / "plan.json").read_text()
     assert main(["plan", str(spec), "--run-dir", str(run), "--host", "n2=0", "--no-manifest"]) == 1
@@ -151,12 +160,13 @@ def test_dash_e_shard_and_its_refusals(tmp_path: Path, capsys: pytest.CaptureFix
     run = tmp_path / "results" / "sweep" / "r2"
     args = ["plan", str(spec), "--run-dir", str(run), "--host", "n1=0", "--host", "n2=0", "--quiet"]
     assert main(args) == 0
-    assert json.loads((run / "n1" / "plan.json").read_text())["shard"] is None  # not sharded: all on each
-    assert len(json.loads((run / "n1" / "plan.json").read_text())["variants"]) == 6
+    n1 = records.read(run / "n1" / "plan.json", records.HostPlan)
+    assert n1.shard is None and len(n1.variants) == 6  # not sharded: all on each
     run3 = tmp_path / "results" / "sweep" / "r3"
     assert main(["plan", str(spec), "--run-dir", str(run3), "--host", "n1=0", "--host", "n2=0", "--quiet",
                  "--shard"]) == 0
-    assert json.loads((run3 / "manifest.json").read_text())["shard"]["reference"] == "baseline"  # first
+    man = records.read(run3 / "manifest.json", records.Manifest).shard
+    assert man is not None and man.reference == "baseline"  # first
     auto = _spec(tmp_path, repetitions="auto")
     assert main(["plan", str(auto), "--run-dir", str(tmp_path / "results" / "sweep" / "r4"), "--host",
                  "n1=0", "--shard"]) == 1
@@ -181,7 +191,7 @@ def _sharded_run(tmp_path: Path) -> tuple[Path, shardmod.Shard]:
     run = tmp_path / "results" / "sharded" / "r1"
     shard = shardmod.Shard("base", {h: [c for c, (hh, _) in CAND.items() if hh == h] for h in NODE})
     manifest(run, "sharded", [{"name": "most", "metric": "throughput", "goal": "max", "at_load": 4}],
-             shard=shard.record(), smallest_effect=0.05)
+             shard=records.to_json(shard.record()), smallest_effect=0.05)
     for h, speeds in NODE.items():
         for name, factor in [("base", 1.0)] + [(c, f) for c, (hh, f) in CAND.items() if hh == h]:
             variant(run, h, name, None)

@@ -118,7 +118,8 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     for host, hplan in plans.items():
         settings = rec.from_json(hplan.get("runner") or {}, rec.RunnerSettings, f"{host}: runner")
         chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
-        adaptive = hplan.get("adaptive")
+        adaptive = (rec.from_json(hplan["adaptive"], rec.AdaptivePlan, f"{host}: adaptive")
+                    if hplan.get("adaptive") else None)
         where = HostView(models=hplan["models"], node_dir=settings.node_dir,
                          restore=runnercall.restore_argv(settings), fetch=runnercall.fetch_argv(settings),
                          fetch_too_large=runnercall.FETCH_TOO_LARGE,
@@ -137,7 +138,7 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
                       for r, names in enumerate(rounds, 1) for n in names if n in by_name]
         calls = []
         for i, (group, rep) in enumerate(groups):
-            reps = [rep] if rep else list(range(1, adaptive["start"] + 1)) if adaptive else []
+            reps = [rep] if rep else list(range(1, adaptive.start + 1)) if adaptive else []
             levels = [lv for v in group for lv in v["levels"] if not reps or lv["repetition"] in reps]
             calls.append(runnercall.runner_call(
                 settings, [v["name"] for v in group], reps, token=f"{token}-{i}",
@@ -145,13 +146,13 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
                 # the last call restores the baseline (auto: the role's restore, once it is decided, or
                 # the call itself once it has spent the budget's minutes)
                 restore=i == len(groups) - 1 and not adaptive,
-                restore_past=(float(adaptive["minutes"]) if i == len(groups) - 1 and adaptive
-                              and adaptive.get("minutes") is not None else None)))
+                restore_past=adaptive.minutes if i == len(groups) - 1 and adaptive else None))
         hosts[host] = dataclasses.replace(  # auto: the calls the role may add
-            where, calls=calls, more_rounds=adaptive["max"] - adaptive["start"] if adaptive else 0)
-    shards = [p["shard"] for p in plans.values() if p.get("shard")]
+            where, calls=calls, more_rounds=adaptive.max - adaptive.start if adaptive else 0)
+    shards = [rec.from_json(p["shard"], rec.HostShard, f"{h}: shard") for h, p in plans.items()
+              if p.get("shard")]
     return RoleView(experiment=spec.name, kind=kind, run_dir=str(run),
-                    shard_hosts=list(shards[0]["hosts"]) if shards else [],
+                    shard_hosts=list(shards[0].hosts) if shards else [],
                     run_subdir=f"{spec.name}/{run.name}", hosts=hosts)
 
 

@@ -129,7 +129,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints(),
             runner=dataclasses.replace(runner or rec.RunnerSettings(), client_dir=targets.node_work_dir),
             facts=(facts or {}).get(host, {}))
-        hplan.shard = shard.record() | {"candidates": shard.assignment[host]} if shard else None
+        hplan.shard = shard.host_record(host) if shard else None
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)
         if isinstance(spec, TritonSpec) and spec.searching is not None:  # decide picks every batch
@@ -138,10 +138,9 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             hplan.estimate_s = search.estimate_seconds(hplan.search) if hplan.search else hplan.estimate_s
         elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()
-            hplan.adaptive = {"start": min(AUTO_START, budget.repetitions), "max": budget.repetitions,
-                              "minutes": budget.minutes}
-            if only:  # -e variants: the further repetitions only of these
-                hplan.adaptive["only"] = list(only)
+            hplan.adaptive = rec.AdaptivePlan(  # -e variants: the further repetitions only of these
+                start=min(AUTO_START, budget.repetitions), max=budget.repetitions, minutes=budget.minutes,
+                only=list(only) if only else None)
         rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
         roleview.write_bundle(hdir, hplan, variants, targets.fastapi_image, within=run)
         out[host] = rec.to_json(hplan)

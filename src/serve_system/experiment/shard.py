@@ -24,8 +24,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ..node.records import HostShard, SearchShard, ShardRecord
 from .spec.messages import SpecError
 
 #: how the report names the rule; kept in the plan's and the manifest's shard record
@@ -53,10 +53,14 @@ class Shard:
     def host_of(self, candidate: str) -> str | None:
         return next((h for h, cs in self.assignment.items() if candidate in cs), None)
 
-    def record(self) -> dict[str, Any]:
-        """The shard as the manifest and every host's plan.json keep it."""
-        return {"reference": self.reference, "hosts": self.hosts,
-                "assignment": {h: list(cs) for h, cs in self.assignment.items()}, "rule": RULE}
+    def record(self) -> ShardRecord:
+        """The shard as the manifest keeps it."""
+        return ShardRecord(reference=self.reference, hosts=self.hosts,
+                           assignment={h: list(cs) for h, cs in self.assignment.items()}, rule=RULE)
+
+    def host_record(self, host: str) -> HostShard:
+        """The shard as ``host``'s plan.json keeps it: the manifest's record and the host's candidates."""
+        return HostShard(**vars(self.record()), candidates=list(self.assignment[host]))
 
 
 def assign(variants: Sequence[str], hosts: Sequence[str], reference: str,
@@ -93,17 +97,17 @@ def reference_of(setting: str, variants: Sequence[str]) -> str:
     return variants[0] if setting == "first" else setting
 
 
-def from_record(data: Any) -> Shard | None:
-    """A shard record (plan.json, manifest.json) read back; None when it is not one."""
-    if not isinstance(data, dict) or not isinstance(data.get("reference"), str) \
-            or not isinstance(data.get("assignment"), dict):
+def from_record(data: SearchShard | None) -> Shard | None:
+    """A shard record (plan.json's, manifest.json's, a search's) as a :class:`Shard`; None when there is
+    none, or when its fields are not of their types (read records are checked as they are read; one
+    built otherwise is checked here: a host's candidates that are not a list are left out)."""
+    if data is None or not isinstance(data.reference, str) or not isinstance(data.assignment, dict):
         return None
-    assignment = {str(h): [str(c) for c in cs] for h, cs in data["assignment"].items()
-                  if isinstance(cs, list)}
-    return Shard(data["reference"], assignment)
+    assignment = {str(h): [str(c) for c in cs] for h, cs in data.assignment.items() if isinstance(cs, list)}
+    return Shard(data.reference, assignment)
 
 
-def check_same_hosts(earlier: Any, shard: Shard, where: str) -> None:
+def check_same_hosts(earlier: SearchShard | None, shard: Shard, where: str) -> None:
     """Refuse a plan that would deal the run's candidates over other hosts than its earlier plan did
     (a candidate would then be measured twice, or its first host's results orphaned)."""
     old = from_record(earlier)

@@ -175,11 +175,41 @@ class SearchBudgetRecord:
 
 @dataclass
 class SearchShard:
-    """A sharded search: the reference every host measures, the hosts, every host's candidates."""
+    """A sharded search (``SearchPlan.shard``): the reference every host measures, the hosts, every host's
+    candidates (``assignment``, the reference not included). Every shard record starts with these."""
 
     reference: str
     hosts: list[str]
     assignment: dict[str, list[str]]
+
+
+@dataclass
+class ShardRecord(SearchShard):
+    """A sharded run as its manifest keeps it (:mod:`serve_system.experiment.shard`'s ``Shard.record()``):
+    the assignment and the rule that dealt it, in words."""
+
+    rule: str = ""
+
+
+@dataclass
+class HostShard(ShardRecord):
+    """A sharded run as a host plan keeps it: the run's shard and this host's candidates."""
+
+    candidates: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AdaptivePlan:
+    """``repetitions: auto`` as a host plan keeps it (``HostPlan.adaptive``), read by ``serve-system
+    decide`` (:mod:`serve_system.results.adaptive`) and the report."""
+
+    #: the repetitions every variant gets first, and the most (the rounds planned)
+    start: int
+    max: int
+    #: the measured minutes after which no repetition is added (None: no bound)
+    minutes: float | None = None
+    #: ``-e variants``: the variants further repetitions are only of (None: every variant)
+    only: list[str] | None = None
 
 
 @dataclass(kw_only=True)
@@ -232,10 +262,9 @@ class HostPlan:
     #: in that order, then r + 1), shuffled per repetition from ``seed``; empty: each variant once in order
     rounds: list[list[str]] = field(default_factory=list)
     seed: int | None = None
-    #: ``repetitions: auto``: the repetitions every variant gets first (``start``), the most
-    #: (``max``: the rounds planned) and the measured minutes after which none is added (or None);
+    #: ``repetitions: auto``: the repetitions every variant gets first, the most, the minutes' bound;
     #: None: every planned repetition is measured
-    adaptive: dict[str, Any] | None = None
+    adaptive: AdaptivePlan | None = None
     #: a search (halving, optuna; :mod:`serve_system.experiment.search`): its objective, candidates,
     #: rungs and budget; ``serve-system decide`` picks each batch from it; None: a grid
     search: SearchPlan | None = None
@@ -243,9 +272,9 @@ class HostPlan:
     #: ``metrics`` (Prometheus text), ``fastapi`` (the endpoint)
     endpoints: dict[str, str] = field(default_factory=dict)
     #: a sharded run (serve_system.experiment.shard): the reference every host measures, the hosts,
-    #: every host's candidates (``assignment``), this host's (``candidates``) and the rule; None: every
+    #: every host's candidates (``assignment``), the rule and this host's (``candidates``); None: every
     #: variant on every host
-    shard: dict[str, Any] | None = None
+    shard: HostShard | None = None
     #: the runner's settings (timeouts, memory cap, metrics interval) and where it runs
     runner: RunnerSettings = field(default_factory=RunnerSettings)
     #: what the runner records of the host beside what it reads itself: its OS, the images the stack
@@ -447,7 +476,7 @@ class Manifest:
     #: the objectives as :meth:`Objective.as_record` keeps them (checked by the spec's own rules where read)
     objectives: Any = None
     #: the shard record of a sharded run (:mod:`serve_system.experiment.shard`)
-    shard: Any = None
+    shard: ShardRecord | None = None
     smallest_effect: Any = None
 
 

@@ -113,13 +113,13 @@ def next_round(run_dir: Path, host: str) -> Decision:
     every = tree.collect(run_dir, {host})  # the host is judged on its own levels: no other host's is read
     rows = why_.counted(every)  # a level measured under contention does not count: it is measured again
     setups = tree.variant_setups(run_dir, {host})
-    redo = contended(every, int(hplan.adaptive.get("start") or 1)) & {v.name for v in hplan.variants}
+    redo = contended(every, max(1, hplan.adaptive.start)) & {v.name for v in hplan.variants}
     found = fnd.evaluate(rows, setups, manifest.objectives, manifest.smallest_effect,
                          sequential.looks_of(hplan.adaptive))
     open_claims, undecided = still_open(found, {v.name for v in hplan.variants})
     undecided |= redo
-    if hplan.adaptive.get("only"):  # -e variants: repetitions only of those
-        undecided &= set(hplan.adaptive["only"])
+    if hplan.adaptive.only:  # -e variants: repetitions only of those
+        undecided &= set(hplan.adaptive.only)
     if not undecided:
         return Decision(True, f"{host}: every claim is decided" if not open_claims else
                         f"{host}: {', '.join(open_claims)} undecided, but no variant's repetition can "
@@ -128,7 +128,7 @@ def next_round(run_dir: Path, host: str) -> Decision:
     measured = {(v.name, lv.repetition) for v in hplan.variants for lv in v.levels if (v.name, lv.id) in done}
     # every measured level spends the budget, a contended one too (counted as the runner counts it)
     minutes = records.measured_minutes(run_dir / host)
-    budget = hplan.adaptive.get("minutes")
+    budget = hplan.adaptive.minutes
     waiting = "; ".join(([f"{', '.join(open_claims)} undecided"] if open_claims else [])
                         + ([", ".join(f"`{n}`" for n in sorted(redo)) + " measured under contention (not "
                             "counted)"] if redo else []))

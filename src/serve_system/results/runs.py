@@ -83,7 +83,7 @@ def missing(run: Path, manifest: records.Manifest) -> list[str]:
             if not os.path.lexists(hdir / records.HOST_FILE):
                 out.append(f"{name}/host.json (the host never finished)")
             # a search measures the levels it picks; what it did not pick is not missing
-            start = int(plan.adaptive.get("start") or 0) if plan.adaptive else None
+            start = plan.adaptive.start if plan.adaptive else None
             for v in [] if plan.search else plan.variants:
                 vdir = hdir / v.name
                 vrec = res.read_variant(vdir)

@@ -55,11 +55,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from .intervals import pct_level
+
+if TYPE_CHECKING:
+    from ..node.records import AdaptivePlan
 
 #: the error budget per verdict: the chance that a claim's verdict, or a named best, is wrong
 ALPHA = 0.05
@@ -278,15 +282,12 @@ def rung_level(rungs: int, alpha: float = ALPHA) -> float:
     return alpha / max(1, rungs)
 
 
-def looks_of(adaptive: object, method: str | None = None) -> Looks | None:
-    """The looks of a host plan's ``adaptive`` record (``{"start", "max", "method"?}``: ``repetitions:
-    auto``), or None for a plan without it or one that cannot be read; ``method`` overrides the
-    record's (the default: :data:`DEFAULT_METHOD`)."""
-    if not isinstance(adaptive, dict):
+def looks_of(adaptive: AdaptivePlan | None, method: str = DEFAULT_METHOD) -> Looks | None:
+    """The looks of a host plan's ``adaptive`` record (``repetitions: auto``: from its ``start`` to its
+    ``max``), by ``method``; None for a plan without it or one whose numbers are no plan of looks."""
+    if adaptive is None:
         return None
     try:
-        first, last = int(adaptive["start"]), int(adaptive["max"])
-        how = method or str(adaptive.get("method") or DEFAULT_METHOD)
-        return Looks(min(first, last), last, how)
-    except (KeyError, TypeError, ValueError):
+        return Looks(min(adaptive.start, adaptive.max), adaptive.max, method)
+    except ValueError:
         return None

@@ -236,3 +236,8 @@ def test_one_typed_request_plans_the_run_and_answers_the_roles_typed_view(tmp_pa
         planning.plan_run(dataclasses.replace(req, hosts=(late,)))
     ignored = dataclasses.replace(req, hosts=(late,), lease=planning.LeasePolicy(ignore_end=True))
     assert isinstance(planning.plan_run(ignored), RoleView)
+    # answer="plan": each host's plan, typed, as written to its plan.json (no JSON in between)
+    plans = planning.plan_run(dataclasses.replace(req, answer="plan"))
+    assert isinstance(plans, dict) and isinstance(plans["a"], records.HostPlan)
+    assert plans["a"] == records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json",
+                                      records.HostPlan)

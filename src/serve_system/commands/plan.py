@@ -34,7 +34,7 @@ from ..experiment import planning
 from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import check_name
-from ..node.records import NUMBERS, RunnerSettings
+from ..node.records import NUMBERS, RunnerSettings, to_json
 from ..textsafe import dumps, echo
 from . import play
 
@@ -222,5 +222,6 @@ def _run(args: argparse.Namespace) -> int:
             echo(line, file=sys.stderr)
         return 1
     if answer is not None:
-        print(dumps(answer.as_json() if isinstance(answer, RoleView) else answer))
+        print(dumps(answer.as_json() if isinstance(answer, RoleView)
+                    else {h: to_json(p) for h, p in answer.items()}))
     return 0

@@ -112,8 +112,8 @@ _CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
-def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, Any] | None:
-    """Check, then write the run folder as ``req`` says; what to print (the plan, the role's typed
+def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, rec.HostPlan] | None:
+    """Check, then write the run folder as ``req`` says; what to print (each host's plan, the role's
     view, or None). Any problem is a :class:`SpecError`, raised before anything is written."""
     if req.run_dir is None and req.results_dir is None:
         raise SpecError(["plan: give the run folder: --run-dir DIR, or --results-dir DIR --run-id NAME"])
@@ -186,7 +186,7 @@ def number_setting(text: str) -> float | None:
 def runner_settings(given: RunnerRequest, spec_name: str, run_id: str) -> rec.RunnerSettings:
     """The runner's settings ``given``, the others :class:`~.records.RunnerSettings`' defaults; a bad
     one is refused (:class:`SpecError`)."""
-    out: dict[str, Any] = dict(given.numbers)
+    out: dict[str, Any] = dict(given.numbers)  # RunnerSettings' keyword arguments (fields of mixed types)
     for opt, key, value in (("progress", "progress", given.progress),
                             ("node-dir-root", "node_dir", given.node_dir_root)):
         if value and (not value.startswith("/") or "\0" in value or ".." in value.split("/")):

@@ -17,7 +17,6 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import safeio
 from ..node import bundle
@@ -80,8 +79,8 @@ class RoleView:
     #: serve-system's words that end the play (``plan --play``; empty: none)
     finish: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, Any]:
-        """The view as the role reads it (JSON)."""
+    def as_json(self) -> dict[str, object]:
+        """The view as the role reads it: JSON, for printing only."""
         return {"experiment": self.experiment, "kind": self.kind, "run_dir": self.run_dir,
                 "shard_args": [f"--shard-hosts={','.join(self.shard_hosts)}"] if self.shard_hosts else [],
                 "run_subdir": self.run_subdir,
@@ -96,7 +95,7 @@ def _put(settings: rec.RunnerSettings, bundle: Path, fresh: bool) -> Put | None:
     return Put(argv=runnercall.put_argv(settings, fresh), stdin_file=str(bundle)) if small else None
 
 
-def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: list[str],
+def role_view(spec: AnySpec, run: Path, plans: dict[str, rec.HostPlan], only: list[str],
               fresh: bool = False) -> RoleView:
     """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
     computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch,
@@ -104,8 +103,8 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     FastAPI plan one per variant, its endpoint brought up with the variant's runtime first), the
     command that restores its baseline and how many more calls ``serve-system decide`` may add.
     ``only`` picks variants (``-e variants=...``); an unknown name is refused (:class:`SpecError`).
-    ``plans`` is :func:`.runfolder.write_run`'s answer; ``fresh``: the put empties the host's node folder
-    first (one task on the node instead of two)."""
+    ``plans`` is :func:`.runfolder.write_run`'s answer (each host's plan as written); ``fresh``: the put
+    empties the host's node folder first (one task on the node instead of two)."""
     names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
     only = picked_names(only)
     unknown = [n for n in only if n not in names]
@@ -116,41 +115,37 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, dict[str, Any]], only: 
     token = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     hosts: dict[str, HostView | str] = {}
     for host, hplan in plans.items():
-        settings = rec.from_json(hplan.get("runner") or {}, rec.RunnerSettings, f"{host}: runner")
-        chosen = [v for v in hplan["variants"] if not only or v["name"] in only]
-        adaptive = (rec.from_json(hplan["adaptive"], rec.AdaptivePlan, f"{host}: adaptive")
-                    if hplan.get("adaptive") else None)
-        where = HostView(models=hplan["models"], node_dir=settings.node_dir,
+        settings, adaptive = hplan.runner, hplan.adaptive
+        chosen = [v for v in hplan.variants if not only or v.name in only]
+        where = HostView(models=list(hplan.models), node_dir=settings.node_dir,
                          restore=runnercall.restore_argv(settings), fetch=runnercall.fetch_argv(settings),
                          fetch_too_large=runnercall.FETCH_TOO_LARGE,
                          decide=["decide", str(run), "--host", host],
                          put=_put(settings, run / host / BUNDLE, fresh), calls=[], more_rounds=0)
-        if hplan.get("search"):  # a search: serve-system decide picks every call, the first one too
-            search = rec.from_json(hplan["search"], rec.SearchPlan, f"{host}: search")
-            hosts[host] = dataclasses.replace(where, more_rounds=search.calls)
+        if hplan.search is not None:  # a search: serve-system decide picks every call, the first one too
+            hosts[host] = dataclasses.replace(where, more_rounds=hplan.search.calls)
             continue
         if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
-            groups: list[tuple[list[dict[str, Any]], int | None]] = [(chosen, None)]
+            groups: list[tuple[list[rec.VariantPlan], int | None]] = [(chosen, None)]
         else:  # one call per load: the endpoint is brought up with the variant's runtime first
-            by_name = {v["name"]: v for v in chosen}
-            rounds = hplan["rounds"] or [list(by_name)]
+            by_name = {v.name: v for v in chosen}
+            rounds = hplan.rounds or [list(by_name)]
             groups = [([by_name[n]], r if len(rounds) > 1 else None)
                       for r, names in enumerate(rounds, 1) for n in names if n in by_name]
         calls = []
         for i, (group, rep) in enumerate(groups):
             reps = [rep] if rep else list(range(1, adaptive.start + 1)) if adaptive else []
-            levels = [lv for v in group for lv in v["levels"] if not reps or lv["repetition"] in reps]
+            levels = [lv for v in group for lv in v.levels if not reps or lv.repetition in reps]
             calls.append(runnercall.runner_call(
-                settings, [v["name"] for v in group], reps, token=f"{token}-{i}",
-                todo=sum(not lv["done"] for lv in levels), runtime=group[0]["runtime"] if group else None,
+                settings, [v.name for v in group], reps, token=f"{token}-{i}",
+                todo=sum(not lv.done for lv in levels), runtime=group[0].runtime if group else None,
                 # the last call restores the baseline (auto: the role's restore, once it is decided, or
                 # the call itself once it has spent the budget's minutes)
                 restore=i == len(groups) - 1 and not adaptive,
                 restore_past=adaptive.minutes if i == len(groups) - 1 and adaptive else None))
         hosts[host] = dataclasses.replace(  # auto: the calls the role may add
             where, calls=calls, more_rounds=adaptive.max - adaptive.start if adaptive else 0)
-    shards = [rec.from_json(p["shard"], rec.HostShard, f"{h}: shard") for h, p in plans.items()
-              if p.get("shard")]
+    shards = [p.shard for p in plans.values() if p.shard is not None]
     return RoleView(experiment=spec.name, kind=kind, run_dir=str(run),
                     shard_hosts=list(shards[0].hosts) if shards else [],
                     run_subdir=f"{spec.name}/{run.name}", hosts=hosts)

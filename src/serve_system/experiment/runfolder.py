@@ -76,7 +76,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
               shard: shardmod.Shard | None = None, only: Sequence[str] = (),
               compute_capability: dict[str, float] | None = None,
               runner: rec.RunnerSettings | None = None,
-              facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+              facts: dict[str, dict[str, Any]] | None = None) -> dict[str, rec.HostPlan]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
@@ -85,7 +85,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
     repetitions only of these. ``compute_capability``: the lowest of each host's GPUs, where known.
     ``runner``: the runner's settings and place (its client folder is always ``targets.node_work_dir``);
     ``facts``: per host, what the runner records of it (OS, images, GPUs' compute capabilities).
-    Returns each host's plan as JSON."""
+    Returns each host's plan as written."""
     ccs = compute_capability or {}
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
@@ -106,7 +106,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             shard=shard.record() if shard else None,
         )
         safeio.write_json(manifest_path, rec.to_json(doc), within=run, default=str)
-    out = {}
+    out: dict[str, rec.HostPlan] = {}
     prov = provenance(spec_path)
     for (host, gpus) in hosts:
         hdir = hdirs[host]
@@ -143,7 +143,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
                 only=list(only) if only else None)
         rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
         roleview.write_bundle(hdir, hplan, variants, targets.fastapi_image, within=run)
-        out[host] = rec.to_json(hplan)
+        out[host] = hplan
     return out
 
 

@@ -73,16 +73,18 @@ def test_a_long_title_is_wrapped_to_its_panel() -> None:
     assert _fitted("short", 6.0, 10) == "short"
 
 
-#: draws a run's plots in forked processes (a process of its own: pytest's may have threads, and a
-#: process with threads draws in itself)
+#: draws a run's plots in forked processes (a process of its own: pytest's has threads, and a process
+#: with threads draws in itself), made before reading the run imports numpy (its BLAS starts threads),
+#: as the report command makes them
 FORKED = """
 import sys
 from pathlib import Path
-from serve_system.results import drawing, plots, tree
+from serve_system.results import drawing
 run = Path(sys.argv[1])
-made, _ = plots.specs(run, tree.collect(run))
 with drawing.Drawing(3) as d:
     assert d.forked
+    from serve_system.results import plots, tree
+    made, _ = plots.specs(run, tree.collect(run))
     d.start(made)
     print("\\n".join(str(p) for p in d.files(Path(sys.argv[2]))))
 """
@@ -120,6 +122,10 @@ def test_a_process_with_threads_draws_in_itself_and_nothing_is_written_before_fi
     child); and nothing is written until files() is asked for, however the plots are drawn."""
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3)
     made, _ = plots.specs(run, tree.collect(run))
+    import numpy  # noqa: F401  (its BLAS's threads, which threading does not count, are threads too)
+
+    with drawing.Drawing(2) as d:
+        assert not d.forked
     release = threading.Event()
     other = threading.Thread(target=release.wait)
     other.start()

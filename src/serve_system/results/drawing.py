@@ -173,6 +173,16 @@ def _worker_start() -> None:
         importlib.import_module(module)
 
 
+def _one_thread() -> bool:
+    """Whether this process runs a single thread, a library's own threads counted: threading does not
+    see them (numpy's BLAS starts its pool at import), and a lock one of them holds at the fork stays
+    held in the child, which then hangs."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no /proc: what threading knows
+        return threading.active_count() == 1
+
+
 class Drawing:
     """The processes that draw a report's plots while the command does the rest of its work.
 
@@ -180,14 +190,15 @@ class Drawing:
     import matplotlib while the command imports and reads the run; :meth:`start` hands them the plots
     and returns at once; :meth:`files` waits for their PNG bytes and writes them, in the plots' order,
     through safeio: nothing is written before then, so a run refused on the way leaves no file. A
-    process is only forked from a process with no other thread (a lock another thread held would stay
-    held in the child): with threads, one CPU, or no ``fork``, :meth:`files` draws here. Leaving the
+    process is only forked from a process with no other thread, native ones counted (a lock another
+    thread held would stay held in the child): with threads, one CPU, or no ``fork``, :meth:`files`
+    draws here. Leaving the
     ``with`` block ends the processes."""
 
     def __init__(self, processes: int | None = None) -> None:
         n = processes or workers()
         self._pool: Any = None
-        if n > 1 and "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        if n > 1 and "fork" in multiprocessing.get_all_start_methods() and _one_thread():
             self._pool = multiprocessing.get_context("fork").Pool(n, initializer=_worker_start)
         self._plots: list[Plot] = []
         self._pending: list[Any] = []

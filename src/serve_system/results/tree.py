@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from .. import metrics, safeio
 from ..errors import ServeSystemError
@@ -37,6 +37,8 @@ from . import stats as statsmod
 from .row import Row, blank, put, value
 from .setups import VariantSetup
 from .status import NOT_MEASURED, Status
+
+_T = TypeVar("_T")
 
 #: summary columns, in order
 COLUMNS: tuple[str, ...] = (
@@ -109,7 +111,7 @@ def level_stats(rows: list[Row]) -> list[LevelStat]:
     """Per (host, variant, mode, load) and metric of :data:`STAT_METRICS`: n, mean, sd, the 95 %
     interval of the mean (Student's t, :func:`intervals.summarize`), the coefficient of variation and
     whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
-    groups: dict[tuple[Any, ...], list[Row]] = {}
+    groups: dict[tuple[str, str, str, str, str, float], list[Row]] = {}
     for r in rows:
         if r.get("status") == Status.OK and r.get("load") is not None:
             key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
@@ -400,18 +402,19 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
     run = Path(run_dir)
     out: dict[tuple[str, str], VariantSetup] = {}
     for host_dir in host_dirs(run, hosts):
-        plan: records.HostPlan | None = _quiet(lambda h=host_dir: read_plan(h))
+        plan: records.HostPlan | None = _quiet(read_plan, host_dir)
         for vdir in subdirs(host_dir):
-            vrec: records.VariantRecord | None = _quiet(lambda v=vdir: read_variant(v))
+            vrec: records.VariantRecord | None = _quiet(read_variant, vdir)
             cfg = vdir / records.CONFIG_FILE
-            config = _quiet(lambda c=cfg: _read_text(c) if os.path.lexists(c) else None)
+            config = _quiet(_read_text, cfg) if os.path.lexists(cfg) else None
             setup = VariantSetup(config_pbtxt=config, host_gpus=None if plan is None else plan.gpus)
             if vrec is not None:
                 setup.runtime, setup.status, setup.error = vrec.runtime, vrec.status, vrec.error
                 setup.notes = vrec.notes
             for ldir in subdirs(vdir):
-                lrec = _quiet(lambda d=ldir: records.read(d / records.LEVEL_FILE, records.LevelRecord)
-                              if os.path.lexists(d / records.LEVEL_FILE) else None)
+                path = ldir / records.LEVEL_FILE
+                lrec = _quiet(lambda p: records.read(p, records.LevelRecord), path) \
+                    if os.path.lexists(path) else None
                 if lrec is None:
                     continue
                 setup.batch_size = lrec.batch_size or 1
@@ -427,9 +430,9 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
     return out
 
 
-def _quiet(read: Any) -> Any:
-    """``read()``, or None where the file is not what the tool wrote (its rows already say so)."""
+def _quiet(read: Callable[[Path], _T], path: Path) -> _T | None:
+    """``read(path)``, or None where the file is not what the tool wrote (its rows already say so)."""
     try:
-        return read()
+        return read(path)
     except ServeSystemError:
         return None

@@ -38,8 +38,6 @@ from .row import Row, blank, put, value
 from .setups import VariantSetup
 from .status import NOT_MEASURED, Status
 
-_T = TypeVar("_T")
-
 #: summary columns, in order
 COLUMNS: tuple[str, ...] = (
     "experiment", "run_id", "host", "variant", "model", "mode", "load", "repetition", "status", "error",
@@ -428,6 +426,9 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
                 break
             out[(host_dir.name, vdir.name)] = setup
     return out
+
+
+_T = TypeVar("_T")
 
 
 def _quiet(read: Callable[[Path], _T], path: Path) -> _T | None:

@@ -126,8 +126,8 @@ def test_benchmark_experiment_measures_onnx_and_reports_pytorch_unavailable(
         assert meta.requests == n
         assert meta.attempts[0].argv[:2] == ["python3", f"/work/fastapi/{RUN_ID}/fastapi_bench.py"]
         fields = bench_fields(host_dir / "onnx" / level)
-        assert fields is not None and fields["status"] == "ok" and fields["errors"] == 0
-        assert fields["throughput"] > 0 and 0 < fields["p50_us"] <= fields["p95_us"] <= fields["p99_us"]
+        assert fields is not None and fields.status == "ok" and fields.errors == 0
+        assert fields.throughput > 0 and 0 < fields.p50_us <= fields.p95_us <= fields.p99_us
         bench = json.loads((host_dir / "onnx" / level / "bench.json").read_text())
         assert len(bench["phases"][0]["latencies_s"]) == n
     # the summary (same schema as the Triton experiments) has the rows

@@ -30,29 +30,29 @@ def test_a_measured_level_maps_to_the_summary_columns(tmp_path: Path) -> None:
     lat = [0.010, 0.020, 0.030, 0.040]
     f = bench_fields(_write(tmp_path / "c16_r1", [_phase(lat, ["HTTP 500: boom"], wall=0.5)]))
     assert f is not None
-    assert f["status"] == "ok" and f["errors"] == 1 and f["error"] == "1 of 5 requests failed: HTTP 500: boom"
-    assert f["throughput"] == pytest.approx(5 / 0.5)
-    assert f["p50_us"] == pytest.approx(25_000.0) and f["latency_avg_us"] == pytest.approx(25_000.0)
-    assert f["p99_us"] == pytest.approx(fb.percentile([x * 1e6 for x in lat], 99), abs=0.1)
-    assert f["duration_s"] == 0.5 and f["tool"] == fb.TOOL
+    assert f.status == "ok" and f.errors == 1 and f.error == "1 of 5 requests failed: HTTP 500: boom"
+    assert f.throughput == pytest.approx(5 / 0.5)
+    assert f.p50_us == pytest.approx(25_000.0) and f.latency_avg_us == pytest.approx(25_000.0)
+    assert f.p99_us == pytest.approx(fb.percentile([x * 1e6 for x in lat], 99), abs=0.1)
+    assert f.duration_s == 0.5 and f.tool == fb.TOOL
 
 
 def test_sequential_throughput_is_over_summed_latencies(tmp_path: Path) -> None:
     f = bench_fields(_write(tmp_path / "c1_r1", [_phase([0.1, 0.1, 0.2, 0.1], [], senders=1, wall=9.0)]))
-    assert f is not None and f["throughput"] == pytest.approx(4 / 0.5) and f["error"] is None
+    assert f is not None and f.throughput == pytest.approx(4 / 0.5) and f.error is None
 
 
 def test_a_level_where_every_request_failed_is_failed_with_the_reason(tmp_path: Path) -> None:
     f = bench_fields(_write(tmp_path / "c16_r1", [_phase([], ["ConnectionError: refused"] * 3)]))
-    assert f is not None and f["status"] == "failed" and f["errors"] == 3
-    assert f["error"] == "all 3 requests failed: ConnectionError: refused" and f["p50_us"] is None
+    assert f is not None and f.status == "failed" and f.errors == 3
+    assert f.error == "all 3 requests failed: ConnectionError: refused" and f.p50_us is None
 
 
 def test_missing_or_broken_output(tmp_path: Path) -> None:
     assert bench_fields(tmp_path) is None
     (tmp_path / "bench.json").write_text("{not json")
     f = bench_fields(tmp_path)
-    assert f is not None and f["status"] == "failed" and "bench.json:1:2: not JSON" in f["error"]
+    assert f is not None and f.status == "failed" and "bench.json:1:2: not JSON" in f.error
 
 
 def test_the_clients_real_output_is_read(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_the_clients_real_output_is_read(tmp_path: Path) -> None:
                          timeout=120)
     assert out.returncode == 1
     f = bench_fields(level)
-    assert f is not None and f["status"] == "failed" and f["errors"] == 3 and "ConnectionError" in f["error"]
+    assert f is not None and f.status == "failed" and f.errors == 3 and "ConnectionError" in f.error
 
 
 def test_the_summary_holds_fastapi_rows_in_the_triton_schema(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from serve_system import safeio
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 from serve_system.results import drawing, plots, tree
+from serve_system.results.stats import CpuSample, GpuSample, Sample
 
 
 def test_latency_against_load_is_one_series_per_variant_and_percentile_in_ms(tmp_path: Path) -> None:
@@ -142,3 +143,24 @@ def test_a_process_with_threads_draws_in_itself_and_nothing_is_written_before_fi
         d.start([])
         assert d.files(tmp_path / "none" / "plots") == []
     assert not (tmp_path / "none").exists()
+
+
+def test_utilisation_and_memory_over_time_from_typed_samples() -> None:
+    """Per GPU: utilisation in %, memory used in MiB with the total as a line, each variant's span
+    shaded; a host whose samples report no GPU gets its CPU's utilisation instead."""
+
+    def gpu(t: float, util: float, used: float) -> Sample:
+        return Sample(t, {"GPU-a": GpuSample(util, used, memory_total=2**31)}, CpuSample(0.1))
+
+    made, skipped = plots.over_time({("n1", "v1"): [gpu(100.0, 0.5, 2**30), gpu(101.0, 0.25, 2**29)],
+                                     ("n1", "v2"): [gpu(102.0, 1.0, 2**30)],
+                                     ("n2", "v1"): [Sample(50.0, {}, CpuSample(0.75))]})
+    by_name = {p.name: p.panels[0].series for p in made}
+    assert sorted(by_name) == ["n1_gpu_memory.png", "n1_gpu_utilisation.png", "n2_cpu_utilisation.png"]
+    util, *spans = by_name["n1_gpu_utilisation.png"]
+    assert (util.label, util.x, util.y) == ("GPU-a", [0.0, 1.0, 2.0], [50.0, 25.0, 100.0])
+    assert [(s.label, s.x) for s in spans] == [("v1", [0.0, 1.0]), ("v2", [2.0, 2.0])]
+    used, total = by_name["n1_gpu_memory.png"][:2]
+    assert used.y == [1024.0, 512.0, 1024.0] and (total.kind, total.y) == ("hline", [2048.0])
+    (cpu, _) = by_name["n2_cpu_utilisation.png"]
+    assert (cpu.x, cpu.y) == ([0.0], [75.0]) and not skipped

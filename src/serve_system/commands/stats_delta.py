@@ -28,8 +28,7 @@ def _run(args: argparse.Namespace) -> int:
         print(dumps([d.to_json() for d in deltas], indent=1))
         return 0
     for d in deltas:
-        j = d.to_json()
-        avg = "-" if j["avg_batch_size"] is None else f"{j['avg_batch_size']:.2f}"
+        avg = "-" if d.avg_batch_size is None else f"{round(d.avg_batch_size, 4):.2f}"  # as --json rounds it
         echo(f"{d.name} v{d.version}: {d.inference_count} inferences in {d.execution_count} executions "
              f"(avg batch {avg}){RESET_NOTE if d.reset else ''}")
         for size, n in sorted(d.histogram.items()):

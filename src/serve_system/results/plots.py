@@ -17,9 +17,9 @@ Aggregates are the mean over the repetitions, with the 95 % interval as error ba
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 from .. import metrics
 from ..errors import ServeSystemError
@@ -30,6 +30,7 @@ from . import tree as res
 from .cells import cell
 from .drawing import Panel, Plot, Series
 from .row import Row, value
+from .stats import GpuSample, Sample
 from .status import Status
 
 #: how every aggregate plot's bars read
@@ -183,11 +184,11 @@ def batch_sizes(host: str, hr: list[Row]) -> Built:
         grid={"alpha": 0.3, "axis": "y"}, legend={"fontsize": 7})])], []
 
 
-def _spans(samples: dict[str, list[dict[str, Any]]], t0: float) -> list[Series]:
+def _spans(samples: dict[str, list[Sample]], t0: float) -> list[Series]:
     """Each variant's time span on a time axis, shaded and named."""
-    return [Series("span", [ss[0]["t"] - t0, ss[-1]["t"] - t0], label=variant,
+    return [Series("span", [ss[0].t - t0, ss[-1].t - t0], label=variant,
                    style={"color": "grey", "alpha": 0.08 if i % 2 else 0.16})
-            for i, (variant, ss) in enumerate(sorted(samples.items(), key=lambda kv: kv[1][0]["t"]))]
+            for i, (variant, ss) in enumerate(sorted(samples.items(), key=lambda kv: kv[1][0].t))]
 
 
 def _gapped(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -206,26 +207,31 @@ def _gapped(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def _trace(samples: list[dict[str, Any]], t0: float, gpu: str, key: str,
+def _trace(samples: list[Sample], t0: float, gpu: str, metric: Callable[[GpuSample], float | None],
            scale: float) -> list[tuple[float, float]]:
-    """One GPU's metric over time (seconds since ``t0``), scaled."""
-    return [(s["t"] - t0, s["gpus"][gpu][key] * scale) for s in samples if key in s["gpus"].get(gpu, {})]
+    """One GPU's metric over time (seconds since ``t0``), scaled; the samples without it left out."""
+    out = []
+    for s in samples:
+        g = s.gpus.get(gpu)
+        v = None if g is None else metric(g)
+        if v is not None:
+            out.append((s.t - t0, v * scale))
+    return out
 
 
 _LINE = {"lw": 1.2, "marker": ".", "markersize": 3}
 
 
-def _utilisation(host: str, samples: list[dict[str, Any]], spans: list[Series], t0: float) -> Built:
-    gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_utilization" in m})
+def _utilisation(host: str, samples: list[Sample], spans: list[Series], t0: float) -> Built:
+    gpus = sorted({gpu for s in samples for gpu, g in s.gpus.items() if g.util is not None})
     if gpus:
-        lines = [Series("line", *_gapped(_trace(samples, t0, g, "nv_gpu_utilization", 100)), g, style=_LINE)
+        lines = [Series("line", *_gapped(_trace(samples, t0, g, lambda m: m.util, 100)), g, style=_LINE)
                  for g in gpus]
         return [Plot(f"{host}_gpu_utilisation.png", (9, 4.2), [Panel(
             f"{host}: utilisation per GPU (sampled from :8002/metrics)", _TIME, "GPU utilisation (%)",
             lines + spans, title_style={"pad": 14}, ylim={"bottom": 0, "top": 105},
             legend={"fontsize": 7})])], []
-    cpu = [(s["t"] - t0, s["cpu"]["nv_cpu_utilization"] * 100) for s in samples
-           if "nv_cpu_utilization" in s["cpu"]]
+    cpu = [(s.t - t0, s.cpu.util * 100) for s in samples if s.cpu.util is not None]
     if not cpu:
         return [], [f"{host}: utilisation (its metrics samples report neither GPU nor CPU utilisation)"]
     return [Plot(f"{host}_cpu_utilisation.png", (9, 4.2), [Panel(
@@ -234,17 +240,17 @@ def _utilisation(host: str, samples: list[dict[str, Any]], spans: list[Series], 
         ylim={"bottom": 0, "top": 105})])], []
 
 
-def _memory(host: str, samples: list[dict[str, Any]], spans: list[Series], t0: float) -> list[Plot]:
-    mem_gpus = sorted({g for s in samples for g, m in s["gpus"].items() if "nv_gpu_memory_used_bytes" in m})
+def _memory(host: str, samples: list[Sample], spans: list[Series], t0: float) -> list[Plot]:
+    mem_gpus = sorted({gpu for s in samples for gpu, g in s.gpus.items() if g.memory_used is not None})
     if not mem_gpus:
         return []
     series = []
     for i, g in enumerate(mem_gpus):
         colour = f"C{i % 10}"
-        series.append(Series("line", *_gapped(_trace(samples, t0, g, "nv_gpu_memory_used_bytes", 2**-20)),
+        series.append(Series("line", *_gapped(_trace(samples, t0, g, lambda m: m.memory_used, 2**-20)),
                              f"{g} used", style={**_LINE, "color": colour}))
-        totals = [s["gpus"][g]["nv_gpu_memory_total_bytes"] / 2**20 for s in samples
-                  if "nv_gpu_memory_total_bytes" in s["gpus"].get(g, {})]
+        totals = [total / 2**20 for s in samples
+                  if g in s.gpus and (total := s.gpus[g].memory_total) is not None]
         if totals:
             series.append(Series("hline", y=[max(totals)], label=f"{g} total",
                                  style={"color": colour, "ls": ":", "lw": 1}))
@@ -253,7 +259,7 @@ def _memory(host: str, samples: list[dict[str, Any]], spans: list[Series], t0: f
         ylim={"bottom": 0}, legend={"fontsize": 7})])]
 
 
-def over_time(series: dict[tuple[str, str], list[dict[str, Any]]]) -> Built:
+def over_time(series: res.UtilisationSeries) -> Built:
     """Utilisation (per GPU, else the host's CPU) and GPU memory over the run, per host."""
     plots: list[Plot] = []
     skipped: list[str] = []
@@ -261,8 +267,8 @@ def over_time(series: dict[tuple[str, str], list[dict[str, Any]]]) -> Built:
         per_v = {v: ss for (h, v), ss in series.items() if h == host and ss}
         if not per_v:
             continue
-        t0 = min(ss[0]["t"] for ss in per_v.values())
-        samples = sorted((s for ss in per_v.values() for s in ss), key=lambda s: s["t"])
+        t0 = min(ss[0].t for ss in per_v.values())
+        samples = sorted((s for ss in per_v.values() for s in ss), key=lambda s: s.t)
         made, why = _utilisation(host, samples, _spans(per_v, t0), t0)
         plots += made + _memory(host, samples, _spans(per_v, t0), t0)
         skipped += why

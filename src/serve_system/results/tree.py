@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 from .. import metrics, safeio
 from ..errors import ServeSystemError
@@ -54,6 +54,26 @@ COLUMNS: tuple[str, ...] = (
 STAT_METRICS: tuple[str, ...] = metrics.PER_LEVEL
 
 
+class StatRow(TypedDict):
+    """A :class:`LevelStat` as a row of summary_stats.csv and summary.json's ``stats`` (its fields, in
+    order)."""
+
+    experiment: str
+    run_id: str
+    host: str
+    variant: str
+    mode: str
+    load: float
+    metric: str
+    n: int
+    mean: float | None
+    sd: float | None
+    ci_low: float | None
+    ci_high: float | None
+    cv: float | None
+    noisy: bool
+
+
 @dataclass(frozen=True)
 class LevelStat:
     """One metric over a level's ok repetitions (a row of summary_stats.csv: one per host x variant x load
@@ -74,9 +94,11 @@ class LevelStat:
     cv: float | None
     noisy: bool
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> StatRow:
         """The row as summary_stats.csv and summary.json's ``stats`` keep it (columns in order)."""
-        return dataclasses.asdict(self)
+        return StatRow(experiment=self.experiment, run_id=self.run_id, host=self.host, variant=self.variant,
+                       mode=self.mode, load=self.load, metric=self.metric, n=self.n, mean=self.mean,
+                       sd=self.sd, ci_low=self.ci_low, ci_high=self.ci_high, cv=self.cv, noisy=self.noisy)
 
 
 #: summary_stats.csv's columns
@@ -87,7 +109,7 @@ def level_stats(rows: list[Row]) -> list[LevelStat]:
     """Per (host, variant, mode, load) and metric of :data:`STAT_METRICS`: n, mean, sd, the 95 %
     interval of the mean (Student's t, :func:`intervals.summarize`), the coefficient of variation and
     whether it is noisy (cv >= 10 %), over the level's ok repetitions."""
-    groups: dict[tuple[Any, ...], list[Row]] = {}
+    groups: dict[tuple[str, str, str, str, str, float], list[Row]] = {}
     for r in rows:
         if r.get("status") == Status.OK and r.get("load") is not None:
             key = (r["experiment"], r["run_id"], r["host"], r["variant"], r.get("mode") or "concurrency",
@@ -187,9 +209,9 @@ def _raw_fields(level_dir: Path, lrec: records.LevelRecord, row: Row) -> Row:
     mode, load = lrec.mode, float(lrec.load)
     bench = fastapi_results.bench_fields(level_dir)  # the FastAPI experiment's client output
     if bench is not None or lrec.tool == "fastapi_bench":
-        bench = bench or {"status": Status.FAILED,
-                          "error": lrec.error or "the benchmark client wrote no bench.json"}
-        put(row, {k: v for k, v in bench.items() if k in COLUMNS})
+        bench = bench or fastapi_results.BenchFields(
+            Status.FAILED, lrec.error or "the benchmark client wrote no bench.json")
+        bench.fill(row)
         return row
     stdout = _read_text(level_dir / records.PERF_STDOUT_FILE)
     csv_text = _read_text(level_dir / records.PERF_CSV_FILE)
@@ -349,10 +371,14 @@ def read_manifest(run: Path) -> records.Manifest:
                         fix="restore it from the experiment's run or delete it")
 
 
-def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
+#: (host, variant) -> its metrics samples over the run, in time order
+UtilisationSeries = dict[tuple[str, str], list[statsmod.Sample]]
+
+
+def utilisation_series(run_dir: str | Path) -> UtilisationSeries:
     """(host, variant) -> metrics samples over the run, in time order (for the utilisation plot)."""
     run = Path(run_dir)
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    out: UtilisationSeries = {}
     for host_dir in host_dirs(run):
         for vdir in subdirs(host_dir):
             for ldir in subdirs(vdir):
@@ -363,7 +389,7 @@ def utilisation_series(run_dir: str | Path) -> dict[tuple[str, str], list[dict[s
                     continue  # said once, as the level's error (level_row)
                 out.setdefault((host_dir.name, vdir.name), []).extend(samples)
     for v in out.values():
-        v.sort(key=lambda s: s["t"])
+        v.sort(key=lambda s: s.t)
     return out
 
 
@@ -374,18 +400,19 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
     run = Path(run_dir)
     out: dict[tuple[str, str], VariantSetup] = {}
     for host_dir in host_dirs(run, hosts):
-        plan: records.HostPlan | None = _quiet(lambda h=host_dir: read_plan(h))
+        plan: records.HostPlan | None = _quiet(read_plan, host_dir)
         for vdir in subdirs(host_dir):
-            vrec: records.VariantRecord | None = _quiet(lambda v=vdir: read_variant(v))
+            vrec: records.VariantRecord | None = _quiet(read_variant, vdir)
             cfg = vdir / records.CONFIG_FILE
-            config = _quiet(lambda c=cfg: _read_text(c) if os.path.lexists(c) else None)
+            config = _quiet(_read_text, cfg) if os.path.lexists(cfg) else None
             setup = VariantSetup(config_pbtxt=config, host_gpus=None if plan is None else plan.gpus)
             if vrec is not None:
                 setup.runtime, setup.status, setup.error = vrec.runtime, vrec.status, vrec.error
                 setup.notes = vrec.notes
             for ldir in subdirs(vdir):
-                lrec = _quiet(lambda d=ldir: records.read(d / records.LEVEL_FILE, records.LevelRecord)
-                              if os.path.lexists(d / records.LEVEL_FILE) else None)
+                path = ldir / records.LEVEL_FILE
+                lrec = _quiet(lambda p: records.read(p, records.LevelRecord), path) \
+                    if os.path.lexists(path) else None
                 if lrec is None:
                     continue
                 setup.batch_size = lrec.batch_size or 1
@@ -401,9 +428,12 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
     return out
 
 
-def _quiet(read: Any) -> Any:
-    """``read()``, or None where the file is not what the tool wrote (its rows already say so)."""
+_T = TypeVar("_T")
+
+
+def _quiet(read: Callable[[Path], _T], path: Path) -> _T | None:
+    """``read(path)``, or None where the file is not what the tool wrote (its rows already say so)."""
     try:
-        return read()
+        return read(path)
     except ServeSystemError:
         return None

@@ -78,7 +78,7 @@ class Dynbatch:
                                                    distribution="constant")
                        for v in spec.variants}
         self.names = [v.name for v in spec.variants]
-        self.objectives = [o.as_record() if hasattr(o, "as_record") else vars(o) for o in spec.objectives]
+        self.objectives = [o.record() for o in spec.goals()]
         budget = getattr(spec, "budget", None) or Budget()
         self.looks = sq.Looks(min(3, budget.repetitions), budget.repetitions)
         self.smallest = float(spec.smallest_effect)
@@ -170,7 +170,7 @@ def auto_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tuple[l
     scenarios: dict[str, tuple[Truth, Callable[[list[fnd.Finding]], bool]]] = {
         "A/A, both objectives at load 8: a best named for either (false best)": (
             {(v, 8.0): {"throughput": 100.0, "p95_us": 80_000.0} for v in d.names},
-            lambda f: any(_best(f, o["name"]) for o in d.objectives)),
+            lambda f: any(_best(f, o.name) for o in d.objectives)),
         f"dynamic_batching at loads 8 and 16, batch and throughput +{s * 100:g} % at both: did not hold "
         "(false did not hold)": (
             {(v, load): {"throughput": 100.0 * (1 + s if v == dyn else 1),
@@ -180,11 +180,11 @@ def auto_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tuple[l
         "+10 % throughput at load 8, p95 -9.1 %: the better named best on throughput (power)": (
             {(v, 8.0): {"throughput": 100.0 * (1.1 if v == dyn else 1),
                         "p95_us": 80_000.0 / (1.1 if v == dyn else 1)} for v in d.names},
-            lambda f: _best(f, d.objectives[0]["name"]) == dyn),
+            lambda f: _best(f, d.objectives[0].name) == dyn),
         "+10 % throughput at load 8, p95 unchanged: the better named best on throughput (power)": (
             {(v, 8.0): {"throughput": 100.0 * (1.1 if v == dyn else 1), "p95_us": 80_000.0}
              for v in d.names},
-            lambda f: _best(f, d.objectives[0]["name"]) == dyn),
+            lambda f: _best(f, d.objectives[0].name) == dyn),
     }
     lines = [(f"## repetitions: auto (dynbatch.yml: looks after {d.looks.first}..{d.looks.last} "
               f"repetitions, smallest effect {s * 100:g} %, drift {drift * 100:g} %, {runs} runs a cell)"),

@@ -103,7 +103,7 @@ def test_a_variant_whose_levels_were_all_contended_is_not_counted_not_failed() -
             for v in ("a", "b") for rep in (1, 2, 3)]
     judged = reasons.set_aside(rows)
     assert {r["status"] for r in judged if r["variant"] == "b"} == {reasons.CONTENDED}
-    objective = {"metric": "throughput", "at_load": 8}
+    objective = records.ObjectiveRecord("max_throughput", "throughput", "max", at_load=8)
     text = reasons.unqualified(objective, judged, {"a"})
     assert text.startswith(" (`b`: not counted at load 8: measured under contention, not counted (the cause: "
                            "`contention` in summary.csv)"), text

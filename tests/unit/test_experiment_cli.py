@@ -199,10 +199,12 @@ def test_best_respects_constraints() -> None:
     rows = [{"host": "h", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t,
              "p95_us": p}
             for v, t, p in (("x", 100.0, 9000.0), ("y", 300.0, 60000.0), ("z", 200.0, 20000.0))]
-    assert report.best(rows, {"metric": "throughput", "goal": "max"})["variant"] == "y"  # type: ignore[index]
-    b = report.best(rows, {"metric": "throughput", "goal": "max", "constraints": {"p95_us": {"max": 50000}}})
-    assert b["variant"] == "z"  # type: ignore[index]
-    assert report.best(rows, {"metric": "p95_us", "goal": "min", "at_load": 16}) is None
+    most = records.ObjectiveRecord("most", "throughput", "max")
+    top = report.best(rows, most)
+    assert top is not None and top.variant == "y"
+    b = report.best(rows, dataclasses.replace(most, constraints={"p95_us": records.BoundRecord(max=50000)}))
+    assert b is not None and b.variant == "z"
+    assert report.best(rows, records.ObjectiveRecord("fast", "p95_us", "min", at_load=16)) is None
 
 
 def _todo(variant: dict) -> int:  # type: ignore[type-arg]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from serve_system.node import records
+from serve_system.node.records import ObjectiveRecord
 from serve_system.results import adaptive, best, searchdecide, searchrule
 from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
@@ -65,8 +66,7 @@ def _rows(values: dict[str, dict[str, list[float]]]) -> list[dict[str, object]]:
             for v, ms in values.items() for r in range(1, 1 + len(next(iter(ms.values()))))]
 
 
-OBJ = [{"name": "thr", "metric": "throughput", "goal": "max", "at_load": 8.0},
-       {"name": "p95", "metric": "p95_us", "goal": "min", "at_load": 8.0}]
+OBJ = [ObjectiveRecord("thr", "throughput", "max", 8.0), ObjectiveRecord("p95", "p95_us", "min", 8.0)]
 
 
 def test_the_later_objectives_are_judged_only_after_the_first_named_a_winner() -> None:

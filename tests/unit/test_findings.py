@@ -172,7 +172,7 @@ def _rows(values: dict[str, list[float]]) -> list[dict[str, object]]:
              "repetition": i + 1} for v, ts in values.items() for i, t in enumerate(ts)]
 
 
-MOST = [{"name": "most", "metric": "throughput", "goal": "max"}]
+MOST = [records.ObjectiveRecord("most", "throughput", "max")]
 
 
 def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
@@ -197,7 +197,7 @@ def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
 def test_a_lower_is_better_objective_names_the_lowest() -> None:
     rows = [{**r, "p99_us": 1e6 / float(r["throughput"])}  # type: ignore[arg-type]
             for r in _rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]})]
-    f = best.best_variant(rows, [{"name": "fast", "metric": "p99_us", "goal": "min"}])
+    f = best.best_variant(rows, [records.ObjectiveRecord("fast", "p99_us", "min")])
     assert f.verdict == "held" and f.evidence[0]["winner"] == "a" and "lead -18 % [" in f.detail
 
 

@@ -52,4 +52,4 @@ def test_a_run_without_its_manifest_is_judged_by_the_default_objectives(tmp_path
     out = write_report(run)
     text = (run / "report.md").read_text()
     assert out["rows"] == 7 and text.startswith("# lab: run r1\n")
-    assert [b["objective"] for b in out["best"] if b] == ["max_throughput"]
+    assert [b.objective for b in out["best"] if b] == ["max_throughput"]

@@ -140,7 +140,7 @@ def test_the_sequential_decision_on_a_recorded_tree(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.9, 1.1))
     rows = tree.collect(run)
     setups = tree.variant_setups(run)
-    objectives = [{"name": "most", "metric": "throughput", "goal": "max"}]
+    objectives = [records.ObjectiveRecord("most", "throughput", "max")]
     looks = sq.Looks(3, 5)
     fixed = findings.evaluate(rows, setups, objectives, 0.05)
     seq = findings.evaluate(rows, setups, objectives, 0.05, looks)

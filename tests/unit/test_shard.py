@@ -227,8 +227,8 @@ def test_one_repetition_flags_unconfirmed_and_two_nodes_flag_both() -> None:
     rows = [{"host": h, "variant": "base", "mode": "concurrency", "load": 4.0, "status": "ok",
              "throughput": t} for h, t in (("n1", 100.0), ("n2", 80.0))]
     view = shardres.analyse(rows, shardmod.Shard("base", {"n1": [], "n2": []}), ["throughput"], 0.05)
-    assert view["out_of_line"] == ["n1", "n2"] and not any(n["confirmed"] for n in view["nodes"])
-    assert [round(n["factor"], 3) for n in view["nodes"]] == [round(100 / 90, 3), round(80 / 90, 3)]
+    assert view.out_of_line == ["n1", "n2"] and not any(n.confirmed for n in view.nodes)
+    assert [round(n.factor or 0.0, 3) for n in view.nodes] == [round(100 / 90, 3), round(80 / 90, 3)]
 
 
 def test_cross_node_effect_adds_the_four_variances() -> None:

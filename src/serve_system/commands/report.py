@@ -38,8 +38,8 @@ def _run(args: argparse.Namespace) -> int:
     echo(f"{out['rows']} row(s) -> {out['report']} ({len(out['plots'])} plot(s))")
     for b in out["best"]:
         if b:
-            echo(f"best {b['objective']}: {b['variant']} on {b['host']} at {b['mode']} {b['load']:g} "
-                 f"({b['metric']} = {b['value']:.1f})")
+            echo(f"best {b.objective}: {b.variant} on {b.host} at {b.mode} {b.load:g} "
+                 f"({b.metric} = {b.value:.1f})")
     for f in out["findings"]:
         echo(f"finding: {f.claim}: {f.verdict}")
     if out["missing"]:

@@ -102,10 +102,10 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             description=spec.description, spec_file=str(spec_path), spec=spec.data,
             stand_in=spec.stand_in if isinstance(spec, TritonSpec) else None,
             hosts=sorted(set(earlier.hosts) | {h for h, _ in hosts}),
-            objectives=[o.as_record() for o in objectives_of(spec)],
+            objectives=[o.record() for o in objectives_of(spec)],
             shard=shard.record() if shard else None,
         )
-        safeio.write_json(manifest_path, rec.to_json(doc), within=run, default=str)
+        safeio.write_json(manifest_path, doc.to_json(), within=run, default=str)
     out: dict[str, rec.HostPlan] = {}
     prov = provenance(spec_path)
     for (host, gpus) in hosts:

@@ -126,6 +126,10 @@ class BoundRecord:
     max: float | None = None
     min: float | None = None
 
+    def to_json(self) -> dict[str, float]:
+        """As a manifest keeps it: the bounds given, none null."""
+        return {k: v for k, v in (("max", self.max), ("min", self.min)) if v is not None}
+
 
 @dataclass
 class ObjectiveRecord:
@@ -141,6 +145,11 @@ class ObjectiveRecord:
     goal: str
     at_load: float | None = None
     constraints: dict[str, BoundRecord] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        """As a manifest keeps it (its bounds without the null ones)."""
+        return {"name": self.name, "metric": self.metric, "goal": self.goal, "at_load": self.at_load,
+                "constraints": {m: b.to_json() for m, b in self.constraints.items()}}
 
 
 #: a grid value of a search candidate as optuna's categorical choice (a value that is none of these is
@@ -457,6 +466,15 @@ class Progress:
     updated: float
 
 
+def _read_objectives(data: Any, where: str) -> list[ObjectiveRecord]:
+    """A manifest's objectives, checked by the spec's own rules (names, metrics, goals, loads,
+    constraints): a :class:`~serve_system.experiment.spec.messages.SpecError` of one line naming the
+    field; none (an empty list, null): the default objectives."""
+    from ..experiment.spec.reader import read_objectives  # the spec's model: the controller reads manifests
+
+    return [o.record() for o in read_objectives(data, where)]
+
+
 @dataclass
 class Manifest:
     """The run's ``manifest.json`` (written by ``serve-system plan``): what was run, where, and how it is
@@ -473,11 +491,16 @@ class Manifest:
     spec: dict[str, Any] = field(default_factory=dict)
     stand_in: str | None = None
     hosts: list[str] = field(default_factory=list)
-    #: the objectives as :meth:`Objective.as_record` keeps them (checked by the spec's own rules where read)
-    objectives: Any = None
+    #: what picks the best variant, read through the spec's own rules (:func:`_read_objectives`); empty in
+    #: a manifest without the field (the report then judges by the default objectives)
+    objectives: list[ObjectiveRecord] = field(default_factory=list, metadata={"read": _read_objectives})
     #: the shard record of a sharded run (:mod:`serve_system.experiment.shard`)
     shard: ShardRecord | None = None
     smallest_effect: Any = None
+
+    def to_json(self) -> dict[str, object]:
+        """manifest.json's text: the record, its objectives as :meth:`ObjectiveRecord.to_json` keeps them."""
+        return {**to_json(self), "objectives": [o.to_json() for o in self.objectives]}
 
 
 #: the files of a run folder, named once (see the module's docstring for the layout)
@@ -542,7 +565,8 @@ def from_json(data: Any, cls: type[R], where: str, prefix: str = "") -> R:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise RecordError(f"{where}: {fld}: missing")
             continue
-        kwargs[name] = _convert(data[name], hints[name], where, fld)
+        read = f.metadata.get("read")  # a field read by rules of its own (a manifest's objectives)
+        kwargs[name] = read(data[name], where) if read else _convert(data[name], hints[name], where, fld)
     return cls(**kwargs)
 
 

@@ -14,10 +14,12 @@ and the report's best-variant lines (:mod:`.report`).
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 from .. import metrics
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
+from ..node import records
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
@@ -26,12 +28,42 @@ from .row import Row, value
 from .status import Status
 
 
-def rank(rows: list[Row], objective: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Ranked:
+    """A measured (host, variant, mode, load) that qualifies for an objective: the mean of the
+    objective's metric over its ok repetitions (``value``), each repetition's value (``samples``), and
+    the objective it was ranked by (its name, metric, goal, load and constraints)."""
+
+    objective: str
+    metric: str
+    goal: str
+    host: str
+    variant: str
+    mode: str | None
+    #: the level's load, as its rows give it
+    load: float
+    value: float
+    repetitions: int
+    samples: list[float]
+    at_load: float | None
+    constraints: dict[str, records.BoundRecord]
+
+    def to_json(self) -> dict[str, object]:
+        """As summary.json and a finding's evidence keep it."""
+        return {"objective": self.objective, "metric": self.metric, "goal": self.goal, "host": self.host,
+                "variant": self.variant, "mode": self.mode, "load": self.load, "value": self.value,
+                "repetitions": self.repetitions, "samples": list(self.samples), "at_load": self.at_load,
+                "constraints": {m: b.to_json() for m, b in self.constraints.items()}}
+
+
+def _within(b: records.BoundRecord, v: float) -> bool:
+    return not (b.max is not None and v > b.max) and not (b.min is not None and v < b.min)
+
+
+def rank(rows: list[Row], objective: records.ObjectiveRecord) -> list[Ranked]:
     """Every (host, variant, mode, load) that qualifies for an objective, best first (by the mean over
     the repetitions; ``samples`` keeps each repetition's value)."""
-    metric, goal = metrics.metric_of(objective), metrics.goal_of(objective)
-    at_load = objective.get("at_load")
-    cons = objective.get("constraints") or {}
+    metric, at_load, cons = objective.metric, objective.at_load, objective.constraints
     groups: dict[tuple[str, str, Any, Any], list[Row]] = {}
     for r in rows:
         if r.get("status") != Status.OK or r.get("load") is None:
@@ -48,15 +80,12 @@ def rank(rows: list[Row], objective: dict[str, Any]) -> list[dict[str, Any]]:
                 vals[m] = statistics.fmean(nums)
         if metric not in vals:
             continue
-        if all(m in vals and not ("max" in b and vals[m] > b["max"])
-               and not ("min" in b and vals[m] < b["min"]) for m, b in cons.items()):
-            cands.append({"objective": objective.get("name", f"{goal}_{metric}"), "metric": metric,
-                          "goal": goal, "host": key[0], "variant": key[1], "mode": key[2], "load": key[3],
-                          "value": vals[metric],
-                          "repetitions": len(rs), "samples": [float(value(r, metric)) for r in rs
-                                                              if value(r, metric) is not None],
-                          "at_load": at_load, "constraints": cons})
-    cands.sort(key=lambda c: c["value"], reverse=metrics.wants_higher(goal))
+        if all(m in vals and _within(b, vals[m]) for m, b in cons.items()):
+            cands.append(Ranked(objective.name, metric, objective.goal, key[0], key[1], key[2], key[3],
+                                vals[metric], len(rs),
+                                [float(value(r, metric)) for r in rs if value(r, metric) is not None],
+                                at_load, cons))
+    cands.sort(key=lambda c: c.value, reverse=metrics.wants_higher(objective.goal))
     return cands
 
 
@@ -64,17 +93,17 @@ def _fmt_metric(metric: str, v: float) -> str:
     return ms(v) if metrics.is_time(metric) else f"{v:,.2f}"
 
 
-def standing(ranked: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
+def standing(ranked: list[Ranked], smallest: float = DEFAULT_SMALLEST_EFFECT,
              looks: sq.Looks | None = None, k: int = 1
-             ) -> tuple[dict[str, Any], dict[str, Any], iv.Effect, iv.Verdict] | None:
+             ) -> tuple[Ranked, Ranked, iv.Effect, iv.Verdict] | None:
     """(best, next variant, the best's lead over it, the lead's verdict: held = a winner), or None
     when fewer than two variants qualify; ``k``: the lead's error divided by ``k``."""
     top = ranked[0] if ranked else None
-    second = next((c for c in ranked if top and c["variant"] != top["variant"]), None)
+    second = next((c for c in ranked if top and c.variant != top.variant), None)
     if top is None or second is None:
         return None
-    e = compare(second["samples"], top["samples"], looks, sq.BEST, k)
-    return top, second, e, iv.lead(e, top["goal"], smallest)
+    e = compare(second.samples, top.samples, looks, sq.BEST, k)
+    return top, second, e, iv.lead(e, top.goal, smallest)
 
 
 #: an objective's verdict when the ones before it named no winner: its lead is shown, not judged
@@ -83,7 +112,7 @@ NOT_JUDGED = "not judged"
 NOT_JUDGED_WHY = "an objective before it named no winner: the objectives are judged in the spec's order"
 
 
-def best_variant(rows: list[Row], objectives: list[dict[str, Any]],
+def best_variant(rows: list[Row], objectives: list[records.ObjectiveRecord],
                  smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None,
                  split: Split | None = None, control: bool = True) -> Finding:
     """The ``best_variant`` claim: for each objective, the best variant and its lead over the next one,
@@ -104,27 +133,27 @@ def best_variant(rows: list[Row], objectives: list[dict[str, Any]],
     gate: str | None = None  # the first judged objective that named no winner: the later ones are not judged
     for o in objectives:
         ranked = rank(rows, o)
-        name = o.get("name") or f"{o.get('goal', 'max')}_{o.get('metric', 'throughput')}"
+        name = o.name
         found = standing(ranked, smallest, looks)
         if found is None:
             parts.append(f"**{name}**: " + ("no measured level qualifies" if not ranked else
-                                              f"only `{ranked[0]['variant']}` qualifies, nothing to compare")
-                         + why_.unqualified(o, rows, {c["variant"] for c in ranked}))
+                                              f"only `{ranked[0].variant}` qualifies, nothing to compare")
+                         + why_.unqualified(o, rows, {c.variant for c in ranked}))
             continue
         top, second, e, v = found
-        where = "" if o.get("at_load") is not None else f" at {top['mode']} {top['load']:g}"
-        head = (f"**{name}** ({o.get('goal', 'max')} {top['metric']}): `{top['variant']}`{where} "
-                f"{_fmt_metric(top['metric'], top['value'])} vs next `{second['variant']}` "
-                f"{_fmt_metric(second['metric'], second['value'])}: lead {iv.effect_text(e)}: ")
+        where = "" if o.at_load is not None else f" at {top.mode} {top.load:g}"
+        head = (f"**{name}** ({o.goal} {top.metric}): `{top.variant}`{where} "
+                f"{_fmt_metric(top.metric, top.value)} vs next `{second.variant}` "
+                f"{_fmt_metric(second.metric, second.value)}: lead {iv.effect_text(e)}: ")
         if gate is not None:
             parts.append(head + f"not judged (**{gate}**, before it, named no winner)")
-            evidence.append({"objective": name, "best": top, "next": second, "lead": as_evidence(e),
-                             "verdict": NOT_JUDGED, "winner": None})
+            evidence.append({"objective": name, "best": top.to_json(), "next": second.to_json(),
+                             "lead": as_evidence(e), "verdict": NOT_JUDGED, "winner": None})
             continue
         if control and v.word != iv.HELD:
             gate = name
         verdicts.append(v)
-        outcome = {iv.HELD: f"`{top['variant']}` is the best",
+        outcome = {iv.HELD: f"`{top.variant}` is the best",
                    iv.NOT_HELD: "a tie: they differ by less than the smallest effect "
                                 f"({smallest * 100:g} %)"}.get(
             v.word, "a tie: the lead's interval includes zero"
@@ -132,8 +161,9 @@ def best_variant(rows: list[Row], objectives: list[dict[str, Any]],
         if v.word == iv.INCONCLUSIVE and v.reason == iv.ONE_REPETITION:
             outcome = "no winner named: one repetition gives no interval"
         parts.append(head + outcome)
-        evidence.append({"objective": name, "best": top, "next": second, "lead": as_evidence(e),
-                         "verdict": v.word, "winner": top["variant"] if v.word == iv.HELD else None})
+        evidence.append({"objective": name, "best": top.to_json(), "next": second.to_json(),
+                         "lead": as_evidence(e), "verdict": v.word,
+                         "winner": top.variant if v.word == iv.HELD else None})
     if not verdicts:
         if not why_.measured(rows):
             return Finding("best_variant", claim, iv.NOT_MEASURABLE, why_.nothing_measured(rows))

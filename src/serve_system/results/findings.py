@@ -45,6 +45,7 @@ from typing import Any
 
 from .. import metrics
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
+from ..node import records
 from . import best
 from . import intervals as iv
 from . import reasons as why_
@@ -492,7 +493,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
 
 
 def evaluate(rows: list[Row], raw_setups: dict[tuple[str, str], VariantSetup],
-             objectives: list[dict[str, Any]], smallest: float = DEFAULT_SMALLEST_EFFECT,
+             objectives: list[records.ObjectiveRecord], smallest: float = DEFAULT_SMALLEST_EFFECT,
              looks: sq.Looks | None = None, control: bool = True) -> list[Finding]:
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's
     smallest effect of interest).

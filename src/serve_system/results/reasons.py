@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from ..node import records
 from .row import Row
 from .setups import Setup, is_shim
 from .status import Status
@@ -301,13 +301,11 @@ def apart(pairs: list[tuple[Setup, Setup, list[str]]], what: str) -> str:
             + (": " + "; ".join(shown) + more if shown else "") + ".")
 
 
-def unqualified(objective: dict[str, Any], rows: list[Row], qualified: set[str]) -> str:
+def unqualified(objective: records.ObjectiveRecord, rows: list[Row], qualified: set[str]) -> str:
     """`` (`b`: why)`` for each variant of the run that does not qualify for an objective: failed at its
     load (the failure's reason), not measured at its load (where it was), without its metric, or
     outside its constraints."""
-    at = objective.get("at_load")
-    metric = objective.get("metric", "throughput")
-    cons = objective.get("constraints") or {}
+    at, metric, cons = objective.at_load, objective.metric, objective.constraints
     parts = []
     for v in dict.fromkeys(r["variant"] for r in rows if r["variant"] not in qualified):
         mine = [r for r in rows if r["variant"] == v and r.get("load") is not None]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
@@ -67,8 +67,31 @@ def _csv(path: Path, columns: tuple[str, ...], rows: Sequence[Mapping[str, objec
                         for k, v in r.items() if k in columns})
 
 
-def write_summary(run_dir: Path, rows: list[Row],
-                  extra: dict[str, Any] | None = None) -> tuple[Path, Path]:
+class Outcome(TypedDict):
+    """summary.json's fields beside the rows and their statistics: JSON, as written."""
+
+    best: list[dict[str, object] | None]
+    findings: list[dict[str, object]]
+    missing: list[str]
+    shard: dict[str, object] | None
+
+
+class Reported(TypedDict):
+    """What :func:`write_report` wrote: the row count, the files, the plots not drawn and why, and what
+    the report judged (the best per objective, None where no level qualifies; the findings)."""
+
+    rows: int
+    summary_csv: str
+    summary_json: str
+    report: str
+    plots: list[str]
+    skipped: list[str]
+    best: list[bestmod.Ranked | None]
+    findings: list[fnd.Finding]
+    missing: list[str]
+
+
+def write_summary(run_dir: Path, rows: list[Row], extra: Outcome | None = None) -> tuple[Path, Path]:
     """summary.csv (the rows: one per repetition), summary_stats.csv (per level and metric: n, mean, sd,
     95 % interval, cv, noisy; :func:`tree.level_stats`) and summary.json ({experiment, run_id, rows,
     stats, best, findings, ...})."""
@@ -76,13 +99,14 @@ def write_summary(run_dir: Path, rows: list[Row],
     stats = [s.as_row() for s in res.level_stats(rows)]
     _csv(csv_path, res.COLUMNS, rows)
     _csv(run_dir / "summary_stats.csv", res.STAT_COLUMNS, stats)
-    doc = {"experiment": rows[0]["experiment"] if rows else None,
-           "run_id": rows[0]["run_id"] if rows else None, "rows": rows, "stats": stats, **(extra or {})}
+    doc: dict[str, object] = {"experiment": rows[0]["experiment"] if rows else None,
+                              "run_id": rows[0]["run_id"] if rows else None, "rows": rows, "stats": stats}
+    doc.update(extra or {})
     safeio.write_text(json_path, textsafe.dumps(doc, indent=1, default=str) + "\n", within=run_dir)
     return csv_path, json_path
 
 
-def best(rows: list[Row], objective: dict[str, Any]) -> dict[str, Any] | None:
+def best(rows: list[Row], objective: records.ObjectiveRecord) -> bestmod.Ranked | None:
     """The best (host, variant, load) by an objective, averaging repetitions; None if no row qualifies."""
     ranked = bestmod.rank(rows, objective)
     return ranked[0] if ranked else None
@@ -91,29 +115,29 @@ def best(rows: list[Row], objective: dict[str, Any]) -> dict[str, Any] | None:
 # -- report.md ----------------------------------------------------------------------------------
 
 
-def _rule(o: dict[str, Any]) -> str:
-    rule = f"{metrics.goal_of(o)} {metrics.metric_of(o)}"
-    if o.get("at_load") is not None:
-        rule += f" at load {float(o['at_load']):g}"
-    if o.get("constraints"):
-        rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o["constraints"].items()
-                                     for k, b in bd.items())
+def _rule(o: records.ObjectiveRecord) -> str:
+    rule = f"{o.goal} {o.metric}"
+    if o.at_load is not None:
+        rule += f" at load {float(o.at_load):g}"
+    if o.constraints:
+        rule += " with " + ", ".join(f"{m} {k} {b}" for m, bd in o.constraints.items()
+                                     for k, b in bd.to_json().items())
     return rule
 
 
-def _standing(ranked: list[dict[str, Any]], smallest: float, looks: sequential.Looks | None = None) -> str:
+def _standing(ranked: list[bestmod.Ranked], smallest: float, looks: sequential.Looks | None = None) -> str:
     """After the best variant: whether its lead over the next variant is decided, or a tie (at a
     sequential look: its repeated interval, as the findings judge it)."""
     found = bestmod.standing(ranked, smallest, looks)
     if found is None:
         return ""
     _, second, e, v = found
-    lead = f"lead over `{second['variant']}` {iv.effect_text(e)}"
+    lead = f"lead over `{second.variant}` {iv.effect_text(e)}"
     if v.word == iv.HELD:
         return f"; {lead}"
     if v.reason == iv.ONE_REPETITION:
         return f"; {lead}: not a clear best ({iv.ONE_REPETITION})"
-    return f"; **tied** with `{second['variant']}` ({lead}: the interval includes zero)"
+    return f"; **tied** with `{second.variant}` ({lead}: the interval includes zero)"
 
 
 def _interval(s: res.LevelStat | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -262,7 +286,7 @@ def _measurements(rows: list[Row]) -> list[str]:
 
 
 def write_report(run_dir: str | Path, partial: bool = False,
-                 drawing: drawingmod.Drawing | None = None) -> dict[str, Any]:
+                 drawing: drawingmod.Drawing | None = None) -> Reported:
     """Check the run folder, then write summary.csv/json, plots and report.md; return what was written.
     The plots are drawn by ``drawing`` (default: a :class:`.drawing.Drawing` made here), given a host's
     as soon as its rows are read, while this process reads on and does the rest; nothing is written
@@ -288,12 +312,14 @@ def write_report(run_dir: str | Path, partial: bool = False,
     looks = runs.plan_looks(run)
     judged = why_.set_aside(rows) if looks is not None else rows  # auto measured contended levels again
     found = fnd.evaluate(judged, res.variant_setups(run), objectives, smallest, looks)
-    ranked_by = list(dict.fromkeys(metrics.metric_of(o) for o in objectives))
+    ranked_by = list(dict.fromkeys(o.metric for o in objectives))
     sharded = shardres.analyse(rows, shard, ranked_by, smallest) if shard else None
     # the plots are the first files written (the summaries are not written when plots/ is refused)
     plots = drawing.files(run / "plots")
-    csv_path, json_path = write_summary(run, rows, {"best": winners, "findings": [f.to_json() for f in found],
-                                                    "missing": gaps, "shard": sharded})
+    outcome: Outcome = {"best": [None if w is None else w.to_json() for w in winners],
+                           "findings": [f.to_json() for f in found], "missing": gaps,
+                           "shard": None if sharded is None else sharded.to_json()}
+    csv_path, json_path = write_summary(run, rows, outcome)
     stand_in = manifest.stand_in or next((r["stand_in"] for r in rows if r.get("stand_in")), None)
     lines = _header(run, manifest, rows, gaps, stand_in)
     lines += contention_note(rows, looks is not None)
@@ -303,13 +329,13 @@ def write_report(run_dir: str | Path, partial: bool = False,
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:
-            lines.append(f"- **{o.get('name', _rule(o))}** ({_rule(o)}): no measured level qualifies"
+            lines.append(f"- **{o.name}** ({_rule(o)}): no measured level qualifies"
                          + why_.unqualified(o, rows, set()))
         else:
-            lines.append(f"- **{w['objective']}** ({_rule(o)}): `{w['variant']}` on {w['host']} at "
-                         f"{w['mode']} {w['load']:g} -> {w['metric']} = {cell(w['value'])} "
-                         f"(mean of {w['repetitions']})"
-                         + (f"; not judged ({bestmod.NOT_JUDGED_WHY})" if w["objective"] in unjudged
+            lines.append(f"- **{w.objective}** ({_rule(o)}): `{w.variant}` on {w.host} at "
+                         f"{w.mode} {w.load:g} -> {w.metric} = {cell(w.value)} "
+                         f"(mean of {w.repetitions})"
+                         + (f"; not judged ({bestmod.NOT_JUDGED_WHY})" if w.objective in unjudged
                             else _standing(bestmod.rank(judged, o), smallest, looks)))
     if shard and sharded:
         lines += ["", ("(Sharded run: these compare raw numbers across nodes; see the normalised ranking "

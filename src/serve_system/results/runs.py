@@ -17,25 +17,26 @@ from pathlib import Path
 from ..errors import ServeSystemError
 from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
-from ..experiment.spec.reader import read_objectives
 from ..node import records
 from . import sequential
 from . import tree as res
 from .row import Row
 from .status import NOT_MEASURED
 
-DEFAULT_OBJECTIVES = [o.as_record() for o in _DEFAULT]
+
+def default_objectives() -> list[records.ObjectiveRecord]:
+    """The objectives of a run whose manifest names none."""
+    return [o.record() for o in _DEFAULT]
 
 
 def read_manifest(run: Path) -> records.Manifest:
-    """The run's manifest.json (:class:`records.Manifest`), its ``objectives`` (a list of objective
-    records) and ``smallest_effect`` (a float) checked; the defaults where there is none."""
+    """The run's manifest.json (:class:`records.Manifest`), its ``objectives`` (checked by the spec's own
+    rules as it is read) and ``smallest_effect`` (a float) checked; the defaults where there is none."""
     path = run / records.MANIFEST_FILE
     if not os.path.lexists(path):
-        return records.Manifest(objectives=list(DEFAULT_OBJECTIVES), smallest_effect=DEFAULT_SMALLEST_EFFECT)
+        return records.Manifest(objectives=default_objectives(), smallest_effect=DEFAULT_SMALLEST_EFFECT)
     man = res.read_manifest(run)  # typed: one line naming the field
-    # the spec's own rules for objectives (names, metrics, goals, loads, constraints); none: the default
-    return dataclasses.replace(man, objectives=[o.as_record() for o in read_objectives(man.objectives, path)],
+    return dataclasses.replace(man, objectives=man.objectives or default_objectives(),
                                smallest_effect=_smallest_effect(man, path))
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from .. import metrics
 from ..experiment import shard as shardmod
@@ -93,12 +93,89 @@ def cross_node(ref_a: Sequence[float], a: Sequence[float], ref_b: Sequence[float
                      var_a, var_b)
 
 
-def analyse(rows: list[Row], shard: shardmod.Shard, metrics: Sequence[str],
-            smallest: float) -> dict[str, Any]:
-    """The merged view of a sharded run (see the module's text), as JSON-ready data."""
+@dataclass(frozen=True)
+class NodeReference:
+    """The reference on one node, for one metric at one load: its mean and 95 % interval, its factor
+    (over the median node's reference), its difference from the median node (None on the median node)
+    and from how many of the other nodes it differs by more than the smallest effect."""
+
+    host: str
+    metric: str
+    mode: str
+    load: float
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    factor: float | None
+    vs_median_node: iv.Effect | None
+    differs_from: int
+    others: int
+    #: differs from more than half of the other nodes
+    out_of_line: bool
+    #: out of line, each of those differences with an interval
+    confirmed: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {**_fields(self), "vs_median_node": _effect_json(self.vs_median_node)}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate on its node, for one metric at one load: its mean and 95 % interval, its effect
+    against its node's reference (None where the reference was not measured there) and that as on
+    the median node (``normalised``)."""
+
+    variant: str
+    host: str
+    metric: str
+    mode: str
+    load: float
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    vs_reference: iv.Effect | None
+    normalised: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {**_fields(self), "vs_reference": _effect_json(self.vs_reference)}
+
+
+@dataclass(frozen=True)
+class View:
+    """The merged view of a sharded run (see the module's text)."""
+
+    reference: str
+    hosts: list[str]
+    assignment: dict[str, list[str]]
+    rule: str
+    smallest_effect: float
+    nodes: list[NodeReference]
+    #: host -> metric -> the node's factor (geometric mean over the loads)
+    node_factor: dict[str, dict[str, float]]
+    out_of_line: list[str]
+    candidates: list[Candidate]
+    #: (variant, host) of each candidate measured
+    measured: list[tuple[str, str]]
+
+    def to_json(self) -> dict[str, object]:
+        """As summary.json keeps it (``shard``)."""
+        return {**_fields(self), "nodes": [n.to_json() for n in self.nodes],
+                "candidates": [c.to_json() for c in self.candidates],
+                "measured": [{"variant": v, "host": h} for v, h in self.measured]}
+
+
+def _fields(rec: NodeReference | Candidate | View) -> dict[str, object]:
+    """A record's fields by name, in order (not copied)."""
+    return {f.name: getattr(rec, f.name) for f in fields(rec)}
+
+
+def analyse(rows: list[Row], shard: shardmod.Shard, metrics: Sequence[str], smallest: float) -> View:
+    """The merged view of a sharded run (see the module's text)."""
     ref = shard.reference
-    nodes: list[dict[str, Any]] = []
-    candidates: list[dict[str, Any]] = []
+    nodes: list[NodeReference] = []
+    candidates: list[Candidate] = []
     medians: dict[str, dict[Key, float]] = {}
     for metric in metrics:
         data = _samples(rows, metric)
@@ -118,12 +195,10 @@ def analyse(rows: list[Row], shard: shardmod.Shard, metrics: Sequence[str],
                 s = iv.summarize(xs, floor=iv.METRIC_FLOOR)
                 # out of line: its reference differs by more than the smallest effect from most other nodes
                 out = bool(gaps) and len(beyond) * 2 > len(gaps)
-                nodes.append({"host": h, "metric": metric, "mode": k[0], "load": k[1], "n": s.n,
-                              "mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high,
-                              "factor": (s.mean or 0.0) / med if med else None,
-                              "vs_median_node": _effect_json(iv.effect(per[middle], xs)) if h != middle
-                              else None, "differs_from": len(beyond), "others": len(gaps),
-                              "out_of_line": out, "confirmed": out and all(beyond)})
+                nodes.append(NodeReference(h, metric, k[0], k[1], s.n, s.mean, s.ci_low, s.ci_high,
+                                           (s.mean or 0.0) / med if med else None,
+                                           iv.effect(per[middle], xs) if h != middle else None,
+                                           len(beyond), len(gaps), out, out and all(beyond)))
         for host in shard.hosts:
             for c in shard.assignment[host]:
                 for k in sorted({k for (h, v, k) in data if (h, v) == (host, c)}):
@@ -133,21 +208,18 @@ def analyse(rows: list[Row], shard: shardmod.Shard, metrics: Sequence[str],
                     mid = medians[metric].get(k)
                     norm = (mid * (1 + e.change) if mid is not None and e is not None
                             and e.change is not None else None)
-                    candidates.append({"variant": c, "host": host, "metric": metric, "mode": k[0],
-                                       "load": k[1], "n": s.n, "mean": s.mean, "ci_low": s.ci_low,
-                                       "ci_high": s.ci_high, "vs_reference": _effect_json(e),
-                                       "normalised": norm})
+                    candidates.append(Candidate(c, host, metric, k[0], k[1], s.n, s.mean, s.ci_low, s.ci_high,
+                                                e, norm))
     factors: dict[str, dict[str, float]] = {}
     for h in shard.hosts:
         for metric in metrics:
-            fs = [n["factor"] for n in nodes if n["host"] == h and n["metric"] == metric and n["factor"]]
+            fs = [n.factor for n in nodes if n.host == h and n.metric == metric and n.factor]
             if fs:
                 factors.setdefault(h, {})[metric] = math.exp(_mean([math.log(f) for f in fs]))
-    flagged = sorted({n["host"] for n in nodes if n["out_of_line"]})
-    measured = sorted({(c["variant"], c["host"]) for c in candidates})
-    return {"reference": ref, "hosts": shard.hosts, "assignment": shard.assignment, "rule": shardmod.RULE,
-            "smallest_effect": smallest, "nodes": nodes, "node_factor": factors, "out_of_line": flagged,
-            "candidates": candidates, "measured": [{"variant": v, "host": h} for v, h in measured]}
+    flagged = sorted({n.host for n in nodes if n.out_of_line})
+    measured = sorted({(c.variant, c.host) for c in candidates})
+    return View(ref, shard.hosts, shard.assignment, shardmod.RULE, smallest, nodes, factors, flagged,
+                candidates, measured)
 
 
 def _gap(e: iv.Effect, smallest: float) -> bool | None:
@@ -161,28 +233,26 @@ def _gap(e: iv.Effect, smallest: float) -> bool | None:
     return False if abs(e.change) > smallest else None
 
 
-def _effect_json(e: iv.Effect | None) -> dict[str, Any] | None:
+def _effect_json(e: iv.Effect | None) -> dict[str, object] | None:
     if e is None:
         return None
     return {"change": e.change, "low": e.low, "high": e.high, "n_reference": e.n_a, "n": e.n_b,
             "reason": e.reason}
 
 
-def _effect(e: dict[str, Any] | None) -> str:
-    if e is None or e.get("change") is None:
-        return "-"
-    return iv.effect_text(iv.Effect(e["n_reference"], e["n"], e["change"], e["low"], e["high"], e["reason"]))
+def _effect(e: iv.Effect | None) -> str:
+    return "-" if e is None or e.change is None else iv.effect_text(e)
 
 
-def ranking(rows: list[Row], shard: shardmod.Shard, objective: dict[str, Any],
+def ranking(rows: list[Row], shard: shardmod.Shard, objective: records.ObjectiveRecord,
             smallest: float) -> str | None:
     """One line: the best variant by an objective across nodes, each variant divided by its own node's
     reference (the reference itself: 1), and its lead over the next with its interval."""
-    metric, goal = metrics.metric_of(objective), metrics.goal_of(objective)
+    metric, goal = objective.metric, objective.goal
     data = _samples(rows, metric)
     ref = shard.reference
     loads = sorted({k for (_, v, k) in data if v == ref}, key=lambda k: k[1])
-    at = objective.get("at_load")
+    at = objective.at_load
     key = next((k for k in loads if at is not None and k[1] == float(at)), loads[-1] if loads else None)
     if key is None:
         return None
@@ -198,7 +268,7 @@ def ranking(rows: list[Row], shard: shardmod.Shard, objective: dict[str, Any],
     if not entries:
         return None
     entries.sort(key=lambda t: t[0], reverse=metrics.wants_higher(goal))
-    name = objective.get("name", f"{goal}_{metric}")
+    name = objective.name
     ratio, best, host, rs, xs = entries[0]
     where = "every node" if best == ref else host
     line = (f"- **{name}** ({goal} {metric} at {key[0][:4]} {key[1]:g}, each variant over its node's "
@@ -214,15 +284,15 @@ def ranking(rows: list[Row], shard: shardmod.Shard, objective: dict[str, Any],
     return line
 
 
-def markdown(view: dict[str, Any], rows: list[Row], shard: shardmod.Shard,
-             objectives: list[dict[str, Any]]) -> list[str]:
+def markdown(view: View, rows: list[Row], shard: shardmod.Shard,
+             objectives: list[records.ObjectiveRecord]) -> list[str]:
     """## Sharded over N nodes: the rule, the reference per node, the flags, the merged table."""
-    smallest = float(view["smallest_effect"])
-    hosts = view["hosts"]
-    n_c = sum(len(cs) for cs in view["assignment"].values())
+    smallest = float(view.smallest_effect)
+    hosts = view.hosts
+    n_c = sum(len(cs) for cs in view.assignment.values())
     lines = [f"## Sharded over {len(hosts)} nodes", "",
-             (f"{n_c} candidates, each measured on one node; the reference `{view['reference']}` on every "
-             f"node ({view['rule']}). A candidate is compared with its own node's reference (node "
+             (f"{n_c} candidates, each measured on one node; the reference `{view.reference}` on every "
+             f"node ({view.rule}). A candidate is compared with its own node's reference (node "
              "differences cancel) and normalised to the median node (its ratio to the reference times the "
              "median reference); that interval carries the reference's repetitions too, so it is wider "
              "than the raw one. A comparison of candidates on different nodes divides each by its node's "
@@ -235,31 +305,31 @@ def markdown(view: dict[str, Any], rows: list[Row], shard: shardmod.Shard,
              "beyond it). With two nodes a gap flags both."), "",
              ("| node | metric | load | reference [95 %] | factor | vs the median node | differs from | "
              "out of line |"), "|---|---|---|---|---|---|---|---|"]
-    for n in view["nodes"]:
-        flag = ("**yes**" if n["confirmed"] else "unconfirmed") if n["out_of_line"] else ""
-        vs = _effect(n["vs_median_node"]) if n["vs_median_node"] else "(the median node)"
-        lines.append(f"| {n['host']} | {n['metric']} | {n['mode'][:4]} {n['load']:g} | {_ci(n)} | "
-                     f"{cell(n['factor'], 2)} | {vs} | {n['differs_from']} of {n['others']} | {flag} |")
+    for n in view.nodes:
+        flag = ("**yes**" if n.confirmed else "unconfirmed") if n.out_of_line else ""
+        vs = _effect(n.vs_median_node) if n.vs_median_node else "(the median node)"
+        lines.append(f"| {n.host} | {n.metric} | {n.mode[:4]} {n.load:g} | {_ci(n)} | "
+                     f"{cell(n.factor, 2)} | {vs} | {n.differs_from} of {n.others} | {flag} |")
     factors = "; ".join(f"{h}: " + ", ".join(f"{m} {f:.2f}" for m, f in fs.items())
-                        for h, fs in view["node_factor"].items())
+                        for h, fs in view.node_factor.items())
     lines += ["", f"Node factors: {factors or '-'}."]
-    if view["out_of_line"]:
-        lines += ["", (f"> **Out of line:** {', '.join(view['out_of_line'])}: compare its candidates through "
+    if view.out_of_line:
+        lines += ["", (f"> **Out of line:** {', '.join(view.out_of_line)}: compare its candidates through "
                       "the normalised column, or re-run them on another node.")]
     lines += ["", "### Every candidate, merged", "",
               ("| candidate | node | metric | load | measured [95 %] | vs its node's reference | "
               "normalised |"), "|---|---|---|---|---|---|---|"]
-    for c in sorted(view["candidates"], key=lambda c: (c["metric"], c["variant"], c["load"])):
-        lines.append(f"| {c['variant']} | {c['host']} | {c['metric']} | {c['mode'][:4]} {c['load']:g} | "
-                     f"{_ci(c)} | {_effect(c['vs_reference'])} | {cell(c['normalised'])} |")
+    for c in sorted(view.candidates, key=lambda c: (c.metric, c.variant, c.load)):
+        lines.append(f"| {c.variant} | {c.host} | {c.metric} | {c.mode[:4]} {c.load:g} | "
+                     f"{_ci(c)} | {_effect(c.vs_reference)} | {cell(c.normalised)} |")
     ranked = [r for o in objectives if (r := ranking(rows, shard, o, smallest))]
     if ranked:
         lines += ["", "### Best across nodes (normalised)", "", *ranked]
     return lines + [""]
 
 
-def _ci(d: dict[str, Any]) -> str:
-    text = cell(d["mean"])
-    if d.get("ci_low") is not None:
-        text += f" [{cell(d['ci_low'])}, {cell(d['ci_high'])}]"
+def _ci(d: NodeReference | Candidate) -> str:
+    text = cell(d.mean)
+    if d.ci_low is not None:
+        text += f" [{cell(d.ci_low)}, {cell(d.ci_high)}]"
     return text

@@ -354,10 +354,9 @@ class Objective(_Model):
             name=self.title, metric=self.metric, goal=self.goal, at_load=self.at_load,
             constraints={m: records.BoundRecord(max=b.max, min=b.min) for m, b in self.constraints.items()})
 
-    def as_record(self) -> dict[str, Any]:
-        """The objective as the manifest stores it (read back by the report)."""
-        return {"name": self.title, "metric": self.metric, "goal": self.goal, "at_load": self.at_load,
-                "constraints": {m: b.model_dump(exclude_none=True) for m, b in self.constraints.items()}}
+    def as_record(self) -> dict[str, object]:
+        """The objective as JSON, as a run writes it (:meth:`record`'s ``to_json``)."""
+        return self.record().to_json()
 
 
 DEFAULT_OBJECTIVES = [Objective(name="max_throughput", metric="throughput", goal="max")]

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from serve_system.experiment import shard as shardmod
+from serve_system.experiment.manifest import Manifest
 from serve_system.node import records
 
 
@@ -51,7 +52,7 @@ def main() -> int:
     ap.add_argument("--nodes", default="1,2,5,10,20")
     ap.add_argument("--candidates", type=int, default=0, help="scale the sweep to this many candidates")
     args = ap.parse_args()
-    shard = shardmod.from_record(records.read(args.run / records.MANIFEST_FILE, records.Manifest).shard)
+    shard = shardmod.from_record(records.read(args.run / records.MANIFEST_FILE, Manifest).shard)
     if shard is None:
         print(f"{args.run}: not a sharded run (no shard in manifest.json)", file=sys.stderr)
         return 1

@@ -29,6 +29,7 @@ from report_trees import (
 
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
+from serve_system.experiment.manifest import Manifest
 from serve_system.node import records
 from serve_system.results import best, runs
 from serve_system.results import findings as fnd
@@ -294,15 +295,15 @@ def test_an_auto_run_that_decided_early_is_not_interrupted(tmp_path: Path) -> No
           adaptive={"start": 2, "max": 3, "minutes": 1.5})
     (run / "node-1" / "host.json").write_text(json.dumps({"end": "2026-11-22T05:00:00Z"}))
     # c8_r1 is measured (lab_run); c8_r2, one of the first repetitions, is not: that one is missing
-    assert runs.missing(run, records.Manifest()) == ["node-1/dynbatch/c8_r2"]
+    assert runs.missing(run, Manifest()) == ["node-1/dynbatch/c8_r2"]
     shutil.copytree(run / "node-1" / "dynbatch" / "c8_r1", run / "node-1" / "dynbatch" / "c8_r2")
-    assert runs.missing(run, records.Manifest()) == []
+    assert runs.missing(run, Manifest()) == []
     write_report(run)
     assert "Interrupted run" not in (run / "report.md").read_text()
     # an extra repetition that was started and not finished is missing (an interrupted auto run)
     (run / "node-1" / "dynbatch" / "c8_r3").mkdir()
     (run / "node-1" / "dynbatch" / "c8_r3" / "perf.stdout").write_text("")
-    assert runs.missing(run, records.Manifest()) == ["node-1/dynbatch/c8_r3"]
+    assert runs.missing(run, Manifest()) == ["node-1/dynbatch/c8_r3"]
 
 
 def test_compare_reads_what_report_wrote(tmp_path: Path) -> None:

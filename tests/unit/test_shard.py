@@ -13,6 +13,7 @@ from report_trees import P260, level, manifest, variant
 
 from serve_system.cli import main
 from serve_system.experiment import shard as shardmod
+from serve_system.experiment.manifest import Manifest
 from serve_system.experiment.spec.messages import SpecError
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.node import records
@@ -72,7 +73,7 @@ def test_more_hosts_than_candidates_and_bad_input() -> None:
     assert shardmod.from_record(None) is None
     # a shard record from disk is checked as it is read: one line naming the file and the field
     with pytest.raises(records.RecordError, match=r"^manifest.json: shard.reference: expected str"):
-        records.from_json({"shard": {"reference": 1, "hosts": [], "assignment": {}}}, records.Manifest,
+        records.from_json({"shard": {"reference": 1, "hosts": [], "assignment": {}}}, Manifest,
                           "manifest.json")
 
 
@@ -138,7 +139,7 @@ def test_plan_deals_the_sweep_over_the_hosts(tmp_path: Path, capsys: pytest.Capt
         assert p.shard.rule == shardmod.RULE
         assert view["hosts"][h]["calls"][0]["variants"] == [v.name for v in p.variants]
         assert not any((run / h / v).exists() for v in got["n1" if h == "n2" else "n2"])
-    man = records.read(run / "manifest.json", records.Manifest).shard
+    man = records.read(run / "manifest.json", Manifest).shard
     assert man is not None and man.assignment == got and not isinstance(man, records.HostShard)
     # one host's own plan (the role's second call) deals the same way, given every host of the play
     assert main(["plan", str(spec), "--run-dir", str(run), "--host", "n2=0", "--no-manifest", "--quiet",
@@ -165,7 +166,7 @@ def test_dash_e_shard_and_its_refusals(tmp_path: Path, capsys: pytest.CaptureFix
     run3 = tmp_path / "results" / "sweep" / "r3"
     assert main(["plan", str(spec), "--run-dir", str(run3), "--host", "n1=0", "--host", "n2=0", "--quiet",
                  "--shard"]) == 0
-    man = records.read(run3 / "manifest.json", records.Manifest).shard
+    man = records.read(run3 / "manifest.json", Manifest).shard
     assert man is not None and man.reference == "baseline"  # first
     auto = _spec(tmp_path, repetitions="auto")
     assert main(["plan", str(auto), "--run-dir", str(tmp_path / "results" / "sweep" / "r4"), "--host",

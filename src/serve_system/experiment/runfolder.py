@@ -25,6 +25,7 @@ from .. import ownedtree, safeio
 from ..node import records as rec
 from . import perfargv, roleview, search
 from . import shard as shardmod
+from .manifest import Manifest
 from .plan import (
     FASTAPI_URL,
     NODE_WORK_DIR,
@@ -94,9 +95,9 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         # the spec as run, and the manifest: written through the one write path (never through a link)
         safeio.write_bytes(run / rec.SPEC_FILE, safeio.read_bytes(spec_path, kind="spec"), within=run)
         manifest_path = run / rec.MANIFEST_FILE
-        earlier = (rec.read(manifest_path, rec.Manifest, fix="move it away or use another run id")
-                   if os.path.lexists(manifest_path) else rec.Manifest())
-        doc = rec.Manifest(
+        earlier = (rec.read(manifest_path, Manifest, fix="move it away or use another run id")
+                   if os.path.lexists(manifest_path) else Manifest())
+        doc = Manifest(
             experiment=spec.name, run_id=run.name, kind=kind,
             start=earlier.start or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             description=spec.description, spec_file=str(spec_path), spec=spec.data,
@@ -176,7 +177,7 @@ def sharding(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], *, force: b
     manifest = (run / rec.MANIFEST_FILE) if run is not None else None
     if manifest is not None and os.path.lexists(manifest):
         try:
-            earlier = rec.read(manifest, rec.Manifest).shard
+            earlier = rec.read(manifest, Manifest).shard
         except rec.RecordError:
             earlier = None  # check_run_dir has said what is wrong with it
         shardmod.check_same_hosts(earlier, shard, str(spec.path))
@@ -207,7 +208,7 @@ def check_run_dir(run: Path, experiment: str) -> Path:
     manifest = resolved / rec.MANIFEST_FILE
     if os.path.lexists(manifest):
         try:
-            doc = rec.read(manifest, rec.Manifest)
+            doc = rec.read(manifest, Manifest)
         except rec.RecordError as exc:
             why = str(exc).removeprefix(str(manifest)).lstrip(":0123456789 ")
             raise SpecError([(f"{manifest}: (file): not readable JSON ({why}): move it away or use another "

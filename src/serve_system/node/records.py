@@ -466,43 +466,6 @@ class Progress:
     updated: float
 
 
-def _read_objectives(data: Any, where: str) -> list[ObjectiveRecord]:
-    """A manifest's objectives, checked by the spec's own rules (names, metrics, goals, loads,
-    constraints): a :class:`~serve_system.experiment.spec.messages.SpecError` of one line naming the
-    field; none (an empty list, null): the default objectives."""
-    from ..experiment.spec.reader import read_objectives  # the spec's model: the controller reads manifests
-
-    return [o.record() for o in read_objectives(data, where)]
-
-
-@dataclass
-class Manifest:
-    """The run's ``manifest.json`` (written by ``serve-system plan``): what was run, where, and how it is
-    judged. Every field may be absent in runs planned before it existed."""
-
-    experiment: str | None = None
-    run_id: str | None = None
-    kind: str = TRITON
-    #: when the run was first planned (ISO 8601, UTC)
-    start: str | None = None
-    description: str | None = None
-    spec_file: str | None = None
-    #: the spec as written
-    spec: dict[str, Any] = field(default_factory=dict)
-    stand_in: str | None = None
-    hosts: list[str] = field(default_factory=list)
-    #: what picks the best variant, read through the spec's own rules (:func:`_read_objectives`); empty in
-    #: a manifest without the field (the report then judges by the default objectives)
-    objectives: list[ObjectiveRecord] = field(default_factory=list, metadata={"read": _read_objectives})
-    #: the shard record of a sharded run (:mod:`serve_system.experiment.shard`)
-    shard: ShardRecord | None = None
-    smallest_effect: Any = None
-
-    def to_json(self) -> dict[str, object]:
-        """manifest.json's text: the record, its objectives as :meth:`ObjectiveRecord.to_json` keeps them."""
-        return {**to_json(self), "objectives": [o.to_json() for o in self.objectives]}
-
-
 #: the files of a run folder, named once (see the module's docstring for the layout)
 MANIFEST_FILE, SPEC_FILE, PLAN_FILE, HOST_FILE = "manifest.json", "spec.yml", "plan.json", "host.json"
 VARIANT_FILE, CONFIG_FILE, LOAD_BODY_FILE = "variant.json", "config.pbtxt", "load_body.json"

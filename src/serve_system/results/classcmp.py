@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..node import records
+from ..experiment.manifest import Manifest
 from . import findings as fnd
 from .claim import Finding
 from .classnodes import Node, read_nodes
@@ -174,7 +174,7 @@ def _setup_notes(nodes: list[Node]) -> list[str]:
     return notes
 
 
-def pooled_findings(nodes: list[Node], manifest: records.Manifest, pooled: bool = True
+def pooled_findings(nodes: list[Node], manifest: Manifest, pooled: bool = True
                     ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
     """The lab's claims with each node as a repetition (none without ``pooled``); and claim key ->
     node label -> the verdict of the node's own run."""

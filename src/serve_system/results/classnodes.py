@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServeSystemError
-from ..node import records
+from ..experiment.manifest import Manifest
 from . import findings as fnd
 from . import runs
 from . import tree as res
@@ -47,7 +47,7 @@ def _not_a_run(run: Path) -> str | None:
             "results/<experiment>/<run-id> as an experiment playbook wrote it")
 
 
-def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node], records.Manifest]:
+def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node], Manifest]:
     """Every (run, host) of the run folders as a :class:`Node`, checked; and the first run's manifest
     (objectives, smallest effect). Raises with one line naming the folder and the fix."""
     seen: dict[Path, Path] = {}
@@ -60,7 +60,7 @@ def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node],
             raise ServeSystemError(f"{run}: given twice (also as {seen[key]}); give each run folder once")
         seen[key] = run
     nodes: list[Node] = []
-    manifest: records.Manifest | None = None
+    manifest: Manifest | None = None
     experiment: tuple[str, Path] | None = None
     for run in run_dirs:
         _, man, rows, _gaps = runs.check_run(run, partial)
@@ -94,5 +94,5 @@ def read_nodes(run_dirs: list[Path], partial: bool = False) -> tuple[list[Node],
     if dup is not None:
         raise ServeSystemError(f"{dup.run}: node {dup.label} appears in two run folders with the same run "
                                "id; give each run once")
-    return measured, dataclasses.replace(manifest or records.Manifest(),
+    return measured, dataclasses.replace(manifest or Manifest(),
                                          experiment=experiment[0] if experiment else None)

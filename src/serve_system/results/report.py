@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
+from ..experiment.manifest import Manifest
 from ..node import records
 from . import best as bestmod
 from . import drawing as drawingmod
@@ -235,7 +236,7 @@ def search_section(run: Path, rows: list[Row]) -> list[str]:
     return ["", "## Search", "", intro, "", *lines]
 
 
-def _header(run: Path, manifest: records.Manifest, rows: list[Row], gaps: list[str],
+def _header(run: Path, manifest: Manifest, rows: list[Row], gaps: list[str],
             stand_in: str | None) -> list[str]:
     """report.md's title, description, stand-in note, when the run started and ended, what is missing."""
     title = f"{manifest.experiment or run.parent.name}: run {manifest.run_id or run.name}"

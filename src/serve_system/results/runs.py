@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ServeSystemError
+from ..experiment.manifest import Manifest
 from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from ..node import records
@@ -29,18 +30,18 @@ def default_objectives() -> list[records.ObjectiveRecord]:
     return [o.record() for o in _DEFAULT]
 
 
-def read_manifest(run: Path) -> records.Manifest:
-    """The run's manifest.json (:class:`records.Manifest`), its ``objectives`` (checked by the spec's own
+def read_manifest(run: Path) -> Manifest:
+    """The run's manifest.json (:class:`Manifest`), its ``objectives`` (checked by the spec's own
     rules as it is read) and ``smallest_effect`` (a float) checked; the defaults where there is none."""
     path = run / records.MANIFEST_FILE
     if not os.path.lexists(path):
-        return records.Manifest(objectives=default_objectives(), smallest_effect=DEFAULT_SMALLEST_EFFECT)
+        return Manifest(objectives=default_objectives(), smallest_effect=DEFAULT_SMALLEST_EFFECT)
     man = res.read_manifest(run)  # typed: one line naming the field
     return dataclasses.replace(man, objectives=man.objectives or default_objectives(),
                                smallest_effect=_smallest_effect(man, path))
 
 
-def _smallest_effect(man: records.Manifest, path: Path) -> float:
+def _smallest_effect(man: Manifest, path: Path) -> float:
     """The spec's smallest effect of interest, as the run's manifest keeps it (its own field, or the
     spec as run); the default where neither has one (runs planned before the field existed)."""
     spec = man.spec if isinstance(man.spec, dict) else {}
@@ -66,7 +67,7 @@ def host_end(run: Path, host: str) -> str | None:
         return None  # not the runner's record: the host reads as not finished
 
 
-def missing(run: Path, manifest: records.Manifest) -> list[str]:
+def missing(run: Path, manifest: Manifest) -> list[str]:
     """What an interrupted run lacks: hosts, variants or levels that were planned or started, unfinished.
 
     ``repetitions: auto`` plans repetitions up to its budget and measures those beyond the first ones
@@ -116,7 +117,7 @@ def plan_looks(run: Path) -> sequential.Looks | None:
 
 def check_run(run_dir: str | Path, partial: bool = False,
               each_host: Callable[[str, list[Row]], None] | None = None
-              ) -> tuple[Path, records.Manifest, list[Row], list[str]]:
+              ) -> tuple[Path, Manifest, list[Row], list[str]]:
     """Read and check a run folder; return (run, manifest, rows, missing). Raises before anything is
     written. ``each_host``: given each host's rows as they are read (:func:`tree.collect`)."""
     run = Path(run_dir)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .. import metrics
 from ..experiment import shard as shardmod
+from ..experiment.manifest import Manifest
 from ..node import records
 from . import intervals as iv
 from . import tree as res
@@ -41,7 +42,7 @@ from .status import Status
 Key = tuple[str, float]  # (mode, load)
 
 
-def read(run: Path, manifest: records.Manifest) -> shardmod.Shard | None:
+def read(run: Path, manifest: Manifest) -> shardmod.Shard | None:
     """The run's shard: the manifest's record, else the first host plan's; None: not sharded."""
     found = shardmod.from_record(manifest.shard)
     if found is not None:

@@ -30,6 +30,7 @@ from typing import Any, TypedDict, TypeVar
 from .. import metrics, safeio
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
+from ..experiment.manifest import Manifest
 from ..node import records
 from . import fastapi_tree as fastapi_results
 from . import intervals
@@ -362,12 +363,12 @@ def read_variant(vdir: Path) -> records.VariantRecord | None:
                         "measure this variant again, or delete its folder")
 
 
-def read_manifest(run: Path) -> records.Manifest:
-    """The run's manifest (:class:`records.Manifest`; an empty one where there is none)."""
+def read_manifest(run: Path) -> Manifest:
+    """The run's manifest (:class:`Manifest`; an empty one where there is none)."""
     path = run / records.MANIFEST_FILE
     if not os.path.lexists(path):
-        return records.Manifest()
-    return records.read(path, records.Manifest,
+        return Manifest()
+    return records.read(path, Manifest,
                         fix="restore it from the experiment's run or delete it")
 
 

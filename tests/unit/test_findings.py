@@ -31,6 +31,7 @@ from serve_system.cli import main
 from serve_system.errors import ServeSystemError
 from serve_system.node import records
 from serve_system.results import best, runs
+from serve_system.results import claim as cl
 from serve_system.results import findings as fnd
 from serve_system.results.compare import compare
 from serve_system.results.report import write_report
@@ -175,11 +176,17 @@ def _rows(values: dict[str, list[float]]) -> list[dict[str, object]]:
 MOST = [{"name": "most", "metric": "throughput", "goal": "max"}]
 
 
+def _winner(ev: cl.Evidence) -> str | None:
+    """The winner named by a best variant's evidence for one objective."""
+    assert isinstance(ev, cl.BestEvidence)
+    return ev.winner
+
+
 def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
     # a and b the same within noise (1 % apart); c far behind
     rows = _rows({"a": [100.0, 103.0, 98.0], "b": [99.0, 97.0, 101.0], "c": [50.0, 51.0, 49.0]})
     f = best.best_variant(rows, MOST)
-    assert f.verdict == "inconclusive" and f.evidence[0]["winner"] is None
+    assert f.verdict == "inconclusive" and _winner(f.evidence[0]) is None
     assert ("`a` at concurrency 8 100.33 vs next `b` 99.00: lead +1 % [-4 %, +7 %], n = 3 per side: a tie: "
             "the lead's interval includes zero") in f.detail
     # decided tie: the two differ by less than the smallest effect
@@ -188,7 +195,7 @@ def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
     assert f.verdict == "did not hold"
     assert "a tie: they differ by less than the smallest effect (5 %)" in f.detail
     clear = best.best_variant(_rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]}), MOST)
-    assert clear.verdict == "held" and clear.evidence[0]["winner"] == "a"
+    assert clear.verdict == "held" and _winner(clear.evidence[0]) == "a"
     assert "`a` is the best" in clear.detail
     only_one = best.best_variant(rows[:3], MOST)
     assert only_one.verdict == "not measurable here" and "only `a` qualifies" in only_one.detail
@@ -198,7 +205,7 @@ def test_a_lower_is_better_objective_names_the_lowest() -> None:
     rows = [{**r, "p99_us": 1e6 / float(r["throughput"])}  # type: ignore[arg-type]
             for r in _rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]})]
     f = best.best_variant(rows, [{"name": "fast", "metric": "p99_us", "goal": "min"}])
-    assert f.verdict == "held" and f.evidence[0]["winner"] == "a" and "lead -18 % [" in f.detail
+    assert f.verdict == "held" and _winner(f.evidence[0]) == "a" and "lead -18 % [" in f.detail
 
 
 def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
-from .claim import Finding, Split, as_evidence, compare, finish, ms
+from .claim import BestEvidence, Evidence, Finding, Split, as_evidence, compare, finish, ms
 from .row import Row, value
 from .status import Status
 
@@ -100,7 +100,8 @@ def best_variant(rows: list[Row], objectives: list[dict[str, Any]],
     split (:func:`.claim.holm` finds no tests)."""
     del split
     claim = "The sweep's objective picks one best variant"
-    parts, verdicts, evidence = [], [], []
+    parts, verdicts = [], []
+    evidence: list[Evidence] = []
     gate: str | None = None  # the first judged objective that named no winner: the later ones are not judged
     for o in objectives:
         ranked = rank(rows, o)
@@ -118,8 +119,7 @@ def best_variant(rows: list[Row], objectives: list[dict[str, Any]],
                 f"{_fmt_metric(second['metric'], second['value'])}: lead {iv.effect_text(e)}: ")
         if gate is not None:
             parts.append(head + f"not judged (**{gate}**, before it, named no winner)")
-            evidence.append({"objective": name, "best": top, "next": second, "lead": as_evidence(e),
-                             "verdict": NOT_JUDGED, "winner": None})
+            evidence.append(BestEvidence(name, top, second, as_evidence(e), NOT_JUDGED, None))
             continue
         if control and v.word != iv.HELD:
             gate = name
@@ -132,8 +132,8 @@ def best_variant(rows: list[Row], objectives: list[dict[str, Any]],
         if v.word == iv.INCONCLUSIVE and v.reason == iv.ONE_REPETITION:
             outcome = "no winner named: one repetition gives no interval"
         parts.append(head + outcome)
-        evidence.append({"objective": name, "best": top, "next": second, "lead": as_evidence(e),
-                         "verdict": v.word, "winner": top["variant"] if v.word == iv.HELD else None})
+        evidence.append(BestEvidence(name, top, second, as_evidence(e), v.word,
+                                     top["variant"] if v.word == iv.HELD else None))
     if not verdicts:
         if not why_.measured(rows):
             return Finding("best_variant", claim, iv.NOT_MEASURABLE, why_.nothing_measured(rows))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
 import shutil
@@ -35,6 +36,8 @@ from serve_system.results import claim as cl
 from serve_system.results import findings as fnd
 from serve_system.results.compare import compare
 from serve_system.results.report import write_report
+from serve_system.results.row import Row
+from serve_system.results.status import Status
 
 QUEUE = "Queue delay grows with concurrency on one instance"
 DYNB = "Dynamic batching raises the average batch and throughput at the same load"
@@ -440,3 +443,27 @@ def test_a_level_whose_windows_vary_is_flagged_noisy(tmp_path: Path) -> None:
     assert "| n1 | one | conc 4 | 1 | 205.3 | 19.39 | 27.61 | 43.91 | 14.1 % | **noisy** |" in md
     assert "| n1 | one | conc 1 | 1 | 131.4 | 7.61 | 11.89 | 17.91 | 8.2 % |  |" in md
     assert "Noisy levels (1): n1 / one @ conc 4: windows cv 14 %." in md
+
+
+def test_a_level_keeps_each_metric_s_mean_and_samples() -> None:
+    """One mean per metric of ``METRICS``, in its order; a metric named at run time read with ``mean``."""
+    assert [f.name for f in dataclasses.fields(fnd.Level)] == ["repetitions", "samples", *fnd.METRICS]
+    rows: list[Row] = [{"host": "h", "variant": "v", "mode": "concurrency", "load": 4, "status": Status.OK,
+                        "throughput": t, "p95_us": None} for t in (10.0, 20.0)]
+    (lv,) = fnd.levels(rows).values()
+    assert lv.repetitions == 2 and lv.throughput == lv.mean("throughput") == 15.0
+    assert lv.samples["throughput"] == [10.0, 20.0] and lv.p95_us is None and lv.samples["p95_us"] == []
+    with pytest.raises(KeyError, match="not a metric"):
+        lv.mean("repetitions")
+
+
+def test_evidence_is_written_under_its_json_names() -> None:
+    """A field named after a keyword writes the keyword; a batching comparison at a request rate writes
+    no throughput (none was judged)."""
+    e = cl.EffectRecord(0.1, 0.05, 0.15, (3, 3), 0.9, 0.08)
+    at_rate = cl.BatchingEvidence("h", "a", "b", "request_rate", 40.0, 1.0, 2.0, e, verdict="held")
+    assert list(at_rate.to_json()) == ["host", "without", "with", "mode", "load", "avg_batch_without",
+                                       "avg_batch_with", "batch_effect", "verdict"]
+    assert at_rate.to_json()["batch_effect"] == {"change": 0.1, "ci_low": 0.05, "ci_high": 0.15, "n": [3, 3],
+                                                 "level": 0.9, "detectable": 0.08}
+    assert cl.InstanceStep(1, 2, e, "held", False).to_json()["from"] == 1

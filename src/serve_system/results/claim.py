@@ -3,7 +3,9 @@ the evidence kept.
 
 Shared by the lab's claims (:mod:`.findings`) and the best variant (:mod:`.best`): a comparison is an
 effect with its interval at the claim's level (:func:`compare`), kept as evidence
-(:func:`as_evidence`); a claim made of several comparisons gets one verdict (:func:`finish`).
+(:func:`as_evidence`, in the claim's own record of a comparison, one of :data:`Evidence`, whose
+``to_json()`` writes it into summary.json and class.json); a claim made of several comparisons gets one
+verdict (:func:`finish`).
 
 **The error of a claim, not of a comparison** (:class:`Split`, :func:`holm`). A claim of several
 comparisons (loads, metrics, steps) says *held* only when every comparison held: an

@@ -38,7 +38,7 @@ JsonObject = dict[str, object]
 
 def _json(x: object) -> object:
     """A record's field as its JSON writes it: a record by its ``to_json()``, a tuple as a list, a ranked
-    entry (:func:`.best.rank`) as a plain object."""
+    entry (:func:`.best.rank`'s, a mapping or a dataclass) as a plain object."""
     if isinstance(x, _Record):
         return x.to_json()
     if isinstance(x, tuple):
@@ -239,6 +239,9 @@ class Family:
 
 @dataclass
 class Finding:
+    """One claim's finding: its verdict, the text the report gives, each comparison's evidence and, where
+    it has several tests, its family."""
+
     key: str
     claim: str
     verdict: str

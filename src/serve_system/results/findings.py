@@ -125,7 +125,7 @@ def _load(mode: str, load: float) -> str:
     return f"{'concurrency' if mode == 'concurrency' else mode.replace('_', ' ')} {load:g}"
 
 
-def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Any) -> str:
+def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Callable[[Setup], bool]) -> str:
     """' Not measured: `v`: why; ...' for variants that would have taken part but measured nothing
     (refused, unavailable, every level failed), each with its own reason."""
     ok = why_.measured(rows)

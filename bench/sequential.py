@@ -58,6 +58,7 @@ from serve_system.results import adaptive, searchdecide
 from serve_system.results import findings as fnd
 from serve_system.results import intervals as iv
 from serve_system.results import sequential as sq
+from serve_system.results.claim import BestEvidence
 from serve_system.results.setups import VariantSetup
 from serve_system.triton.pbtxt import apply_overrides, load_pbtxt, render_pbtxt
 
@@ -112,7 +113,8 @@ def auto_run(rng: np.random.Generator, d: Dynbatch, truth: Truth, cv: float, dri
 
 def _best(found: list[fnd.Finding], objective: str) -> str | None:
     f = next(f for f in found if f.key == "best_variant")
-    return next((ev.get("winner") for ev in f.evidence if ev.get("objective") == objective), None)
+    return next((ev.winner for ev in f.evidence
+                 if isinstance(ev, BestEvidence) and ev.objective == objective), None)
 
 
 Count = tuple[int, int]  # (hits, runs)

@@ -21,6 +21,7 @@ from report_trees import NB, SPREAD, lab_run, manifest, scaled
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
 from serve_system.results import classcmp, classnodes, classstats, classwrite
+from serve_system.results.claim import BatchingEvidence
 
 HEALTHY = {"c11-01": 1.0, "c11-02": 0.98, "c11-03": 1.02, "c11-04": 1.01}
 FAULTY = {"c11-13": 0.35}
@@ -149,7 +150,9 @@ def test_findings_pooled_with_each_node_a_repetition(tmp_path: Path) -> None:
     # pooled over the four healthy nodes: n counts nodes
     assert result.pooled_nodes == list(HEALTHY) and result.left_out == ["c11-13"]
     dyn = next(f for f in result.findings if f.key == DYNB)
-    assert "n = 4 per side" in dyn.detail and dyn.evidence[0]["throughput_effect"]["n"] == [4, 4]
+    ev = dyn.evidence[0]
+    assert isinstance(ev, BatchingEvidence) and ev.throughput_effect is not None
+    assert "n = 4 per side" in dyn.detail and ev.throughput_effect.n == (4, 4)
     # each node's own run (three repetitions) decides the same; the faulty node's ratios hold too
     assert result.node_verdicts[DYNB] == dict.fromkeys([*HEALTHY, *FAULTY], "held")
     assert set(result.node_verdicts[INST].values()) == {"did not hold"}

@@ -45,7 +45,7 @@ def test_did_not_hold_at_some_load_is_read_at_holms_level() -> None:
     assert _claim([near]).verdict == iv.NOT_HELD  # one comparison: its own 5 %
     # the same at two loads: each is read at 2.5 % first, neither is rejected, the claim stays open
     both = _claim([near, near])
-    assert both.verdict == iv.INCONCLUSIVE and both.family == {"tests": 2, "method": "holm", "alpha": 0.05}
+    assert both.verdict == iv.INCONCLUSIVE and both.family == cl.Family(2, "holm", 0.05)
     # one clearly below: rejected at 2.5 %, so the other is read again at 5 % (Holm's step) and rejected
     far = (A, _times(A, 0.90))
     stepped = _claim([far, near])
@@ -69,18 +69,24 @@ def _rows(values: dict[str, dict[str, list[float]]]) -> list[dict[str, object]]:
 OBJ = [ObjectiveRecord("thr", "throughput", "max", 8.0), ObjectiveRecord("p95", "p95_us", "min", 8.0)]
 
 
+def _winner(ev: cl.Evidence) -> str | None:
+    """The winner named by a best variant's evidence for one objective."""
+    assert isinstance(ev, cl.BestEvidence)
+    return ev.winner
+
+
 def test_the_later_objectives_are_judged_only_after_the_first_named_a_winner() -> None:
     tied = _rows({"a": {"throughput": A, "p95_us": _times(A, 1000)},
                   "b": {"throughput": _times(A, 1.01), "p95_us": _times(A, 700)}})
     f = best.best_variant(tied, OBJ)
-    assert [ev["verdict"] for ev in f.evidence] == [iv.INCONCLUSIVE, best.NOT_JUDGED]
+    assert [ev.verdict for ev in f.evidence] == [iv.INCONCLUSIVE, best.NOT_JUDGED]
     assert f.verdict == iv.INCONCLUSIVE and "not judged (**thr**, before it, named no winner)" in f.detail
-    assert [ev["winner"] for ev in f.evidence] == [None, None]
+    assert [_winner(ev) for ev in f.evidence] == [None, None]
     # each at its own 5 % (the rule before): p95 alone names `b`
-    assert [ev["winner"] for ev in best.best_variant(tied, OBJ, control=False).evidence] == [None, "b"]
+    assert [_winner(ev) for ev in best.best_variant(tied, OBJ, control=False).evidence] == [None, "b"]
     won = _rows({"a": {"throughput": A, "p95_us": _times(A, 1000)},
                  "b": {"throughput": _times(A, 1.3), "p95_us": _times(A, 700)}})
-    assert [ev["winner"] for ev in best.best_variant(won, OBJ).evidence] == ["b", "b"]
+    assert [_winner(ev) for ev in best.best_variant(won, OBJ).evidence] == ["b", "b"]
 
 
 def test_the_best_variant_is_not_decided_while_an_objective_is_open() -> None:
@@ -92,7 +98,7 @@ def test_the_best_variant_is_not_decided_while_an_objective_is_open() -> None:
     rows = _rows({"a": {"throughput": [100.0, 100.2, 99.8], "p95_us": [1000.0, 1300.0, 800.0]},
                   "b": {"throughput": [100.1, 100.3, 99.9], "p95_us": [1010.0, 1200.0, 850.0]}})
     f = best.best_variant(rows, OBJ, control=False)
-    assert [ev["verdict"] for ev in f.evidence] == [iv.NOT_HELD, iv.INCONCLUSIVE]
+    assert [ev.verdict for ev in f.evidence] == [iv.NOT_HELD, iv.INCONCLUSIVE]
     assert f.verdict == iv.INCONCLUSIVE
     open_claims, variants = adaptive.still_open([f], {"a", "b"})
     assert open_claims == ["best_variant"] and variants == {"a", "b"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
 import shutil
@@ -32,9 +33,12 @@ from serve_system.errors import ServeSystemError
 from serve_system.experiment.manifest import Manifest
 from serve_system.node import records
 from serve_system.results import best, runs
+from serve_system.results import claim as cl
 from serve_system.results import findings as fnd
 from serve_system.results.compare import compare
 from serve_system.results.report import write_report
+from serve_system.results.row import Row
+from serve_system.results.status import Status
 
 QUEUE = "Queue delay grows with concurrency on one instance"
 DYNB = "Dynamic batching raises the average batch and throughput at the same load"
@@ -176,11 +180,17 @@ def _rows(values: dict[str, list[float]]) -> list[dict[str, object]]:
 MOST = [records.ObjectiveRecord("most", "throughput", "max")]
 
 
+def _winner(ev: cl.Evidence) -> str | None:
+    """The winner named by a best variant's evidence for one objective."""
+    assert isinstance(ev, cl.BestEvidence)
+    return ev.winner
+
+
 def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
     # a and b the same within noise (1 % apart); c far behind
     rows = _rows({"a": [100.0, 103.0, 98.0], "b": [99.0, 97.0, 101.0], "c": [50.0, 51.0, 49.0]})
     f = best.best_variant(rows, MOST)
-    assert f.verdict == "inconclusive" and f.evidence[0]["winner"] is None
+    assert f.verdict == "inconclusive" and _winner(f.evidence[0]) is None
     assert ("`a` at concurrency 8 100.33 vs next `b` 99.00: lead +1 % [-4 %, +7 %], n = 3 per side: a tie: "
             "the lead's interval includes zero") in f.detail
     # decided tie: the two differ by less than the smallest effect
@@ -189,7 +199,7 @@ def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
     assert f.verdict == "did not hold"
     assert "a tie: they differ by less than the smallest effect (5 %)" in f.detail
     clear = best.best_variant(_rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]}), MOST)
-    assert clear.verdict == "held" and clear.evidence[0]["winner"] == "a"
+    assert clear.verdict == "held" and _winner(clear.evidence[0]) == "a"
     assert "`a` is the best" in clear.detail
     only_one = best.best_variant(rows[:3], MOST)
     assert only_one.verdict == "not measurable here" and "only `a` qualifies" in only_one.detail
@@ -199,7 +209,7 @@ def test_a_lower_is_better_objective_names_the_lowest() -> None:
     rows = [{**r, "p99_us": 1e6 / float(r["throughput"])}  # type: ignore[arg-type]
             for r in _rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]})]
     f = best.best_variant(rows, [records.ObjectiveRecord("fast", "p99_us", "min")])
-    assert f.verdict == "held" and f.evidence[0]["winner"] == "a" and "lead -18 % [" in f.detail
+    assert f.verdict == "held" and _winner(f.evidence[0]) == "a" and "lead -18 % [" in f.detail
 
 
 def test_an_unmeasured_variant_is_named_with_its_reason(tmp_path: Path) -> None:
@@ -434,3 +444,27 @@ def test_a_level_whose_windows_vary_is_flagged_noisy(tmp_path: Path) -> None:
     assert "| n1 | one | conc 4 | 1 | 205.3 | 19.39 | 27.61 | 43.91 | 14.1 % | **noisy** |" in md
     assert "| n1 | one | conc 1 | 1 | 131.4 | 7.61 | 11.89 | 17.91 | 8.2 % |  |" in md
     assert "Noisy levels (1): n1 / one @ conc 4: windows cv 14 %." in md
+
+
+def test_a_level_keeps_each_metric_s_mean_and_samples() -> None:
+    """One mean per metric of ``METRICS``, in its order; a metric named at run time read with ``mean``."""
+    assert [f.name for f in dataclasses.fields(fnd.Level)] == ["repetitions", "samples", *fnd.METRICS]
+    rows: list[Row] = [{"host": "h", "variant": "v", "mode": "concurrency", "load": 4, "status": Status.OK,
+                        "throughput": t, "p95_us": None} for t in (10.0, 20.0)]
+    (lv,) = fnd.levels(rows).values()
+    assert lv.repetitions == 2 and lv.throughput == lv.mean("throughput") == 15.0
+    assert lv.samples["throughput"] == [10.0, 20.0] and lv.p95_us is None and lv.samples["p95_us"] == []
+    with pytest.raises(KeyError, match="not a metric"):
+        lv.mean("repetitions")
+
+
+def test_evidence_is_written_under_its_json_names() -> None:
+    """A field named after a keyword writes the keyword; a batching comparison at a request rate writes
+    no throughput (none was judged)."""
+    e = cl.EffectRecord(0.1, 0.05, 0.15, (3, 3), 0.9, 0.08)
+    at_rate = cl.BatchingEvidence("h", "a", "b", "request_rate", 40.0, 1.0, 2.0, e, verdict="held")
+    assert list(at_rate.to_json()) == ["host", "without", "with", "mode", "load", "avg_batch_without",
+                                       "avg_batch_with", "batch_effect", "verdict"]
+    assert at_rate.to_json()["batch_effect"] == {"change": 0.1, "ci_low": 0.05, "ci_high": 0.15, "n": [3, 3],
+                                                 "level": 0.9, "detectable": 0.08}
+    assert cl.InstanceStep(1, 2, e, "held", False).to_json()["from"] == 1

@@ -145,13 +145,13 @@ def test_the_sequential_decision_on_a_recorded_tree(tmp_path: Path) -> None:
     fixed = findings.evaluate(rows, setups, objectives, 0.05)
     seq = findings.evaluate(rows, setups, objectives, 0.05, looks)
     assert [f.key for f in fixed] == [f.key for f in seq]
-    levels = {round(ev["lead"]["level"], 6) for f in seq if f.key == "best_variant" for ev in f.evidence}
+    levels = {round(ev.lead.level, 6) for f in seq for ev in f.evidence if isinstance(ev, cl.BestEvidence)}
     assert levels == {round(looks.level(3), 6)}
-    claim = {round(ev["throughput_effect"]["level"], 6) for f in seq if f.key == "dynamic_batching"
-             for ev in f.evidence}
+    claim = {round(ev.throughput_effect.level, 6) for f in seq for ev in f.evidence
+             if isinstance(ev, cl.BatchingEvidence) and ev.throughput_effect is not None}
     assert claim == {round(looks.level(3, sq.CLAIM), 6)}
-    fixed_claim = {round(ev["throughput_effect"]["level"], 6) for f in fixed if f.key == "dynamic_batching"
-                   for ev in f.evidence}
+    fixed_claim = {round(ev.throughput_effect.level, 6) for f in fixed for ev in f.evidence
+                   if isinstance(ev, cl.BatchingEvidence) and ev.throughput_effect is not None}
     assert fixed_claim == {0.9}  # one fixed look: each end a one-sided 95 % bound
     changed = 0
     for f0, f1 in zip(fixed, seq, strict=True):

@@ -44,15 +44,8 @@ def undecided_variants(found: list[Finding]) -> set[str]:
     out: set[str] = set()
     for f in found:
         for ev in f.evidence:
-            if ev.get("verdict") != fnd.INCONCLUSIVE:
-                continue
-            for key in ("variant", "without", "with", "constant", "poisson", "python", "onnx"):
-                if isinstance(ev.get(key), str):
-                    out.add(ev[key])
-            for key in ("best", "next"):
-                if isinstance(ev.get(key), dict) and isinstance(ev[key].get("variant"), str):
-                    out.add(ev[key]["variant"])
-            out.update(p["variant"] for p in ev.get("points") or [] if isinstance(p.get("variant"), str))
+            if ev.verdict == fnd.INCONCLUSIVE:
+                out.update(ev.variants())
     return out
 
 

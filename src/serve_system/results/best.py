@@ -14,7 +14,6 @@ and the report's best-variant lines (:mod:`.report`).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 from typing import Any
 
 from .. import metrics
@@ -23,37 +22,9 @@ from ..node import records
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
-from .claim import Finding, Split, as_evidence, compare, finish, ms
+from .claim import BestEvidence, Evidence, Finding, Ranked, Split, as_evidence, compare, finish, ms
 from .row import Row, value
 from .status import Status
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """A measured (host, variant, mode, load) that qualifies for an objective: the mean of the
-    objective's metric over its ok repetitions (``value``), each repetition's value (``samples``), and
-    the objective it was ranked by (its name, metric, goal, load and constraints)."""
-
-    objective: str
-    metric: str
-    goal: str
-    host: str
-    variant: str
-    mode: str | None
-    #: the level's load, as its rows give it
-    load: float
-    value: float
-    repetitions: int
-    samples: list[float]
-    at_load: float | None
-    constraints: dict[str, records.BoundRecord]
-
-    def to_json(self) -> dict[str, object]:
-        """As summary.json and a finding's evidence keep it."""
-        return {"objective": self.objective, "metric": self.metric, "goal": self.goal, "host": self.host,
-                "variant": self.variant, "mode": self.mode, "load": self.load, "value": self.value,
-                "repetitions": self.repetitions, "samples": list(self.samples), "at_load": self.at_load,
-                "constraints": {m: b.to_json() for m, b in self.constraints.items()}}
 
 
 def _within(b: records.BoundRecord, v: float) -> bool:
@@ -129,7 +100,8 @@ def best_variant(rows: list[Row], objectives: list[records.ObjectiveRecord],
     split (:func:`.claim.holm` finds no tests)."""
     del split
     claim = "The sweep's objective picks one best variant"
-    parts, verdicts, evidence = [], [], []
+    parts, verdicts = [], []
+    evidence: list[Evidence] = []
     gate: str | None = None  # the first judged objective that named no winner: the later ones are not judged
     for o in objectives:
         ranked = rank(rows, o)
@@ -147,8 +119,7 @@ def best_variant(rows: list[Row], objectives: list[records.ObjectiveRecord],
                 f"{_fmt_metric(second.metric, second.value)}: lead {iv.effect_text(e)}: ")
         if gate is not None:
             parts.append(head + f"not judged (**{gate}**, before it, named no winner)")
-            evidence.append({"objective": name, "best": top.to_json(), "next": second.to_json(),
-                             "lead": as_evidence(e), "verdict": NOT_JUDGED, "winner": None})
+            evidence.append(BestEvidence(name, top, second, as_evidence(e), NOT_JUDGED, None))
             continue
         if control and v.word != iv.HELD:
             gate = name
@@ -161,9 +132,8 @@ def best_variant(rows: list[Row], objectives: list[records.ObjectiveRecord],
         if v.word == iv.INCONCLUSIVE and v.reason == iv.ONE_REPETITION:
             outcome = "no winner named: one repetition gives no interval"
         parts.append(head + outcome)
-        evidence.append({"objective": name, "best": top.to_json(), "next": second.to_json(),
-                         "lead": as_evidence(e), "verdict": v.word,
-                         "winner": top.variant if v.word == iv.HELD else None})
+        evidence.append(BestEvidence(name, top, second, as_evidence(e), v.word,
+                                     top.variant if v.word == iv.HELD else None))
     if not verdicts:
         if not why_.measured(rows):
             return Finding("best_variant", claim, iv.NOT_MEASURABLE, why_.nothing_measured(rows))

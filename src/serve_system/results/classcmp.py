@@ -186,7 +186,7 @@ def pooled_findings(nodes: list[Node], manifest: Manifest, pooled: bool = True
             row: Row = {"experiment": manifest.experiment or "", "run_id": "class", "host": POOL,
                         "variant": v, "mode": mode, "load": load, "repetition": i, "status": Status.OK,
                         "node": n.label}
-            put(row, {k: m.get(k) for k in fnd.METRICS})
+            put(row, {k: m.mean(k) for k in fnd.METRICS})
             rows.append(row)
         for (_, v), s in sorted(n.setups.items()):
             setups.setdefault((POOL, v), s)

@@ -7,7 +7,6 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import ServeSystemError
 from ..experiment.manifest import Manifest
@@ -28,8 +27,8 @@ class Node:
     label: str
     rows: list[Row]
     setups: dict[tuple[str, str], VariantSetup]
-    #: (variant, mode, load) -> findings' per-level means (every metric of findings.METRICS)
-    means: dict[tuple[str, str, float], dict[str, Any]] = field(default_factory=dict)
+    #: (variant, mode, load) -> the findings' level (every metric of findings.METRICS)
+    means: dict[tuple[str, str, float], fnd.Level] = field(default_factory=dict)
 
 
 def _not_a_run(run: Path) -> str | None:

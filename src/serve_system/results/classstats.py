@@ -104,6 +104,6 @@ def cells(nodes: list[Node], loads: list[float] | None = None
                 continue
             c = out.setdefault((v, mode, load), {})
             for metric in METRICS:
-                if m.get(metric) is not None:
-                    c.setdefault(metric, {})[n.label] = float(m[metric])
+                if (mean := m.mean(metric)) is not None:
+                    c.setdefault(metric, {})[n.label] = mean
     return dict(sorted(out.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
 
 from .. import ownedtree, textsafe
 from ..errors import ServeSystemError
+from .claim import JsonObject
 from .classcmp import ClassResult
 from .classmd import markdown
 from .classplots import box_plots
@@ -48,9 +48,10 @@ def check_out(out: Path, run_dirs: list[Path], force: bool) -> None:
                                "--force to replace the class report in it (only the files it wrote there)")
 
 
-def _jsonable(result: ClassResult) -> dict[str, Any]:
-    """class.json's document: the result's fields in order, each record as a JSON object."""
-    def o(x: Outlier) -> dict[str, Any]:
+def _jsonable(result: ClassResult) -> JsonObject:
+    """class.json's document: the result's fields in order, each record as a JSON object (written JSON,
+    made only to be written)."""
+    def o(x: Outlier) -> JsonObject:
         return {**dataclasses.asdict(x), "z": None if math.isinf(x.z) else x.z}
 
     doc = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from .. import safeio, textsafe
 from ..errors import ServeSystemError
 from .cells import cell, ms_cells
+from .row import Row, value
 from .status import Status
 
 COLUMNS = ("experiment", "run_id", "host", "variant", "mode", "load", "status", "repetitions", "throughput",
@@ -45,9 +45,9 @@ class Compared(TypedDict, total=False):
     note: str
 
 
-def load_rows(run_dir: Path) -> list[Mapping[str, Any]]:
+def load_rows(run_dir: Path) -> list[Row]:
     """A reported run's rows (summary.json: ``{"rows": [...], ...}``, or a bare list from older reports):
-    JSON objects whose load and metrics are checked numbers."""
+    JSON objects whose load and metrics are checked numbers (the other columns as the file holds them)."""
     path = run_dir / "summary.json"
     fix = f"re-run `serve-system report {run_dir}`"
     if not run_dir.is_dir():
@@ -67,7 +67,7 @@ def load_rows(run_dir: Path) -> list[Mapping[str, Any]]:
             v = r.get(k)
             if v is not None:  # a number, not negative, bounded (one line naming the row and field)
                 r[k] = safeio.check_number(v, path, f"rows[{i}].{k}", low=0, fix=fix)
-    return rows
+    return cast(list[Row], rows)
 
 
 def check_output(path: Path, option: str) -> None:
@@ -85,7 +85,7 @@ def check_output(path: Path, option: str) -> None:
 def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[Compared]:
     """One row per (run, host, variant, mode, load), repetitions averaged; ordered by load, then input
     order."""
-    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Row]] = {}
     order: list[tuple[Any, ...]] = []
     for i, run in enumerate(run_dirs):
         for r in load_rows(run):
@@ -107,8 +107,8 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[Comp
         rs = groups[key]
         ok = [r for r in rs if r.get("status") == Status.OK]
 
-        def mean(m: str, ok: list[Mapping[str, Any]] = ok) -> float | None:
-            vals = [float(r[m]) for r in ok if r.get(m) is not None]
+        def mean(m: str, ok: list[Row] = ok) -> float | None:
+            vals = [float(value(r, m)) for r in ok if value(r, m) is not None]
             return statistics.fmean(vals) if vals else None
 
         out.append(Compared(
@@ -116,14 +116,14 @@ def compare(run_dirs: list[Path], loads: list[float] | None = None) -> list[Comp
             status=Status.OK if ok else (rs[0].get("status") or Status.FAILED), repetitions=len(ok),
             throughput=mean("throughput"), p50_us=mean("p50_us"), p95_us=mean("p95_us"),
             p99_us=mean("p99_us"), errors=mean("errors"), note="" if ok else (rs[0].get("error") or "")))
-    out.sort(key=lambda r: (float("inf") if r["load"] is None else r["load"]))
+    out.sort(key=lambda c: (float("inf") if c["load"] is None else c["load"]))
     first: dict[float, float] = {}
-    for r in out:
-        if r["load"] is None or r["throughput"] is None:
-            r["ratio"] = None
+    for c in out:
+        if c["load"] is None or c["throughput"] is None:
+            c["ratio"] = None
             continue
-        base = first.setdefault(r["load"], r["throughput"])
-        r["ratio"] = r["throughput"] / base if base else None
+        base = first.setdefault(c["load"], c["throughput"])
+        c["ratio"] = c["throughput"] / base if base else None
     return out
 
 

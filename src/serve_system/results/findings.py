@@ -40,13 +40,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from itertools import pairwise
-from typing import Any
+from typing import cast
 
 from .. import metrics
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
 from ..node import records
 from . import best
+from . import claim as cl
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
@@ -61,47 +63,70 @@ VERDICTS = iv.VERDICTS
 #: utilisation (0..1) from which a processor counts as saturated
 SATURATED = 0.85
 
-Level = dict[str, Any]
-Levels = dict[tuple[str, str, str, float], Level]
-
-
 # -- measurements: each level's repetitions -----------------------------------------------------
 
 METRICS = metrics.select("throughput", "latency_avg_us", "p50_us", "p95_us", "p99_us", "queue_us",
                          "compute_infer_us", "avg_batch_size", "gpu_util", "gpu_util_max", "cpu_util")
 
 
+@dataclass(frozen=True)
+class Level:
+    """One (host, variant, mode, load)'s ok repetitions: each metric of :data:`METRICS`'s mean over
+    them (None where none has it), its values (``samples``, one per repetition that has it), and how
+    many there are. A metric named at run time is read with :meth:`mean`."""
+
+    repetitions: int
+    samples: dict[str, list[float]]
+    throughput: float | None
+    latency_avg_us: float | None
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    queue_us: float | None
+    compute_infer_us: float | None
+    avg_batch_size: float | None
+    gpu_util: float | None
+    gpu_util_max: float | None
+    cpu_util: float | None
+
+    @classmethod
+    def of(cls, rows: list[Row]) -> Level:
+        """The level of ``rows`` (its ok repetitions)."""
+        samples = {k: [float(value(r, k)) for r in rows if value(r, k) is not None] for k in METRICS}
+        return cls(len(rows), samples, *(statistics.fmean(v) if v else None for v in samples.values()))
+
+    def mean(self, metric: str) -> float | None:
+        """The mean of ``metric``, one of :data:`METRICS`."""
+        if metric not in METRICS:
+            raise KeyError(f"{metric!r} is not a metric of the findings' levels; known: {', '.join(METRICS)}")
+        return cast(float | None, getattr(self, metric))
+
+
+Levels = dict[tuple[str, str, str, float], Level]
+
+
 def levels(rows: list[Row]) -> Levels:
-    """(host, variant, mode, load) -> each metric's mean over the ok repetitions, and under
-    ``samples`` each metric's values (one per repetition)."""
+    """(host, variant, mode, load) -> the :class:`Level` of its ok repetitions."""
     groups: dict[tuple[str, str, str, float], list[Row]] = {}
     for r in rows:
         if r.get("status") == Status.OK and r.get("load") is not None:
             key = (r["host"], r["variant"], r.get("mode") or "concurrency", float(r["load"]))
             groups.setdefault(key, []).append(r)
-    out: Levels = {}
-    for key, rs in groups.items():
-        m: Level = {"repetitions": len(rs), "samples": {}}
-        for k in METRICS:
-            vals = [float(value(r, k)) for r in rs if value(r, k) is not None]
-            m[k] = statistics.fmean(vals) if vals else None
-            m["samples"][k] = vals
-        out[key] = m
-    return out
+    return {key: Level.of(rs) for key, rs in groups.items()}
 
 
 def _judge(a: Level, b: Level, metric: str, looks: sq.Looks | None, direction: iv.Direction,
            smallest: float, split: Split | None) -> tuple[iv.Effect, iv.Verdict]:
     """B against A on a metric, judged as one comparison of a claim (:func:`.claim.judge`: held at the
     claim's level, did not hold at its Holm step's)."""
-    return judge(a["samples"][metric], b["samples"][metric], looks, direction, smallest, split)
+    return judge(a.samples[metric], b.samples[metric], looks, direction, smallest, split)
 
 
 def _load(mode: str, load: float) -> str:
     return f"{'concurrency' if mode == 'concurrency' else mode.replace('_', ' ')} {load:g}"
 
 
-def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Any) -> str:
+def _unmeasured(setups: dict[tuple[str, str], Setup], rows: Rows, pred: Callable[[Setup], bool]) -> str:
     """' Not measured: `v`: why; ...' for variants that would have taken part but measured nothing
     (refused, unavailable, every level failed), each with its own reason."""
     ok = why_.measured(rows)
@@ -249,33 +274,34 @@ def queue_delay(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 smallest: float = DEFAULT_SMALLEST_EFFECT,
                 looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Queue delay grows with concurrency on one instance"
-    parts, verdicts, evidence = [], [], []
+    parts: list[str] = []
+    verdicts: list[iv.Verdict] = []
+    evidence: list[cl.Evidence] = []
     for (host, variant), s in sorted(setups.items()):
         if s.instances != 1 or s.dynamic_batching:
             continue
         pts = sorted((load, m) for (h, v, mode, load), m in means.items()
-                     if (h, v, mode) == (host, variant, "concurrency") and m.get("queue_us") is not None)
+                     if (h, v, mode) == (host, variant, "concurrency") and m.queue_us is not None)
         if len(pts) < 2:
             continue
         grows, v = _judge(pts[0][1], pts[-1][1], "queue_us", looks, "up", smallest, split)
         # a step whose queue falls by the smallest effect or more (decided) contradicts the claim: each
         # step is one more test that could fail the claim (Holm over them all)
         falls = [(a, b) for (a, ma), (b, mb) in pairwise(pts)
-                 if against(ma["samples"]["queue_us"], mb["samples"]["queue_us"], looks, "down", smallest,
+                 if against(ma.samples["queue_us"], mb.samples["queue_us"], looks, "down", smallest,
                             split)]
         if falls:
             v = iv.Verdict(NOT_HELD)
         verdicts.append(v)
-        steps = ", ".join(f"{load:g} -> {ms(m['queue_us'])} (infer {ms(m.get('compute_infer_us'))})"
+        steps = ", ".join(f"{load:g} -> {ms(m.queue_us)} (infer {ms(m.compute_infer_us)})"
                           for load, m in pts)
         failed = "does not grow" + ("".join(f"; falls from {a:g} to {b:g}" for a, b in falls))
         parts.append(f"`{variant}` on {host} (1 {s.instance_kind} instance, no dynamic batching): queue at "
                      f"concurrency {steps}; concurrency {pts[-1][0]:g} against {pts[0][0]:g}: "
                      f"{iv.describe('queue', grows)}" + _suffix(v, failed))
-        evidence.append({"host": host, "variant": variant, "verdict": v.word, "effect": as_evidence(grows),
-                         "levels": [{"load": load, "queue_us": m["queue_us"],
-                                     "compute_infer_us": m.get("compute_infer_us"),
-                                     "repetitions": m["repetitions"]} for load, m in pts]})
+        evidence.append(cl.QueueEvidence(host, variant, v.word, as_evidence(grows),
+                                         tuple(cl.QueueLevel(load, m.queue_us, m.compute_infer_us,
+                                                             m.repetitions) for load, m in pts)))
     if not verdicts:
         return Finding("queue_delay", claim, NOT_MEASURABLE, _queue_why(means, setups, rows))
     return finish("queue_delay", claim, verdicts, parts, evidence)
@@ -300,7 +326,9 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
                      smallest: float = DEFAULT_SMALLEST_EFFECT,
                      looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Dynamic batching raises the average batch and throughput at the same load"
-    parts, verdicts, evidence = [], [], []
+    parts: list[str] = []
+    verdicts: list[iv.Verdict] = []
+    evidence: list[cl.Evidence] = []
     for host, base_v, dyn_v in _twins(setups):
         base = setups[(host, base_v)]
         for (hh, v, mode, load), bm in sorted(means.items()):
@@ -309,34 +337,31 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
             dm = means.get((host, dyn_v, mode, load))
             if dm is None or (mode == "concurrency" and load * base.batch_size <= 1):
                 continue  # one request at a time: nothing to batch
-            if bm.get("avg_batch_size") is None or dm.get("avg_batch_size") is None:
+            if bm.avg_batch_size is None or dm.avg_batch_size is None:
                 continue
             batch, vb = _judge(bm, dm, "avg_batch_size", looks, "up", smallest, split)
-            text = (f"{_load(mode, load)} on {host}: average batch {bm['avg_batch_size']:.2f} "
+            text = (f"{_load(mode, load)} on {host}: average batch {bm.avg_batch_size:.2f} "
                     f"(`{base_v}`) -> "
-                    f"{dm['avg_batch_size']:.2f} (`{dyn_v}`), {iv.effect_text(batch)}")
-            ev: dict[str, Any] = {"host": host, "without": base_v, "with": dyn_v, "mode": mode, "load": load,
-                                  "avg_batch_without": bm["avg_batch_size"],
-                                  "avg_batch_with": dm["avg_batch_size"],
-                                  "batch_effect": as_evidence(batch)}
-            if mode == "concurrency" and bm.get("throughput") and dm.get("throughput") is not None:
+                    f"{dm.avg_batch_size:.2f} (`{dyn_v}`), {iv.effect_text(batch)}")
+            ev = cl.BatchingEvidence(host, base_v, dyn_v, mode, load, bm.avg_batch_size, dm.avg_batch_size,
+                                     as_evidence(batch))
+            if mode == "concurrency" and bm.throughput and dm.throughput is not None:
                 thr, vt = _judge(bm, dm, "throughput", looks, metrics.improves("throughput"), smallest, split)
-                text += (f"; throughput {bm['throughput']:.1f} -> {dm['throughput']:.1f}/s, "
+                text += (f"; throughput {bm.throughput:.1f} -> {dm.throughput:.1f}/s, "
                          f"{iv.effect_text(thr)}")
-                ev.update(throughput_without=bm["throughput"], throughput_with=dm["throughput"],
-                          throughput_effect=as_evidence(thr))
+                ev = replace(ev, throughput_without=bm.throughput, throughput_with=dm.throughput,
+                             throughput_effect=as_evidence(thr))
                 vd = _both(vb, vt)
                 failed = " and ".join(w for w, bad in (("batch not larger", vb.word == NOT_HELD),
                                                        ("throughput not higher", vt.word == NOT_HELD)) if bad)
             else:
                 vd = vb
                 failed = "batch not larger"
-                text += (f"; p95 {ms(bm.get('p95_us'))} -> {ms(dm.get('p95_us'))} (request rate: the "
+                text += (f"; p95 {ms(bm.p95_us)} -> {ms(dm.p95_us)} (request rate: the "
                          "throughput is the rate, so only the batch is judged)")
-            ev["verdict"] = vd.word
             verdicts.append(vd)
             parts.append(text + _suffix(vd, failed))
-            evidence.append(ev)
+            evidence.append(replace(ev, verdict=vd.word))
     if not verdicts:
         # Triton's statistics still say which batches formed where perf_analyzer measured nothing stable
         seen = []
@@ -353,8 +378,8 @@ def dynamic_batching(means: Levels, setups: dict[tuple[str, str], Setup], rows: 
 
 
 def _busy(m: Level, s: Setup) -> tuple[bool, str]:
-    gpu = m.get("gpu_util_max") if m.get("gpu_util_max") is not None else m.get("gpu_util")
-    util = gpu if gpu is not None else m.get("cpu_util")
+    gpu = m.gpu_util_max if m.gpu_util_max is not None else m.gpu_util
+    util = gpu if gpu is not None else m.cpu_util
     what = "busiest GPU" if gpu is not None else "CPU"
     if util is not None and util >= SATURATED:
         return True, f"{what} {util * 100:.0f} %"
@@ -371,19 +396,23 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
     for s in setups.values():
         if s.model and not s.model.startswith("fastapi:"):
             groups.setdefault((s.host, s.without_instances, s.distribution, s.batch_size), []).append(s)
-    parts, verdicts, evidence = [], [], []
+    parts: list[str] = []
+    verdicts: list[iv.Verdict] = []
+    evidence: list[cl.Evidence] = []
     for (host, _, _, _), ss in sorted(groups.items(), key=lambda kv: kv[0]):
         if len({s.instances for s in ss}) < 2:
             continue
         loads = sorted({(mode, load) for (h, v, mode, load) in means
                         if h == host and any(v == s.variant for s in ss)})
         for mode, load in loads:
-            pts = sorted(((s, means[(host, s.variant, mode, load)]) for s in ss
-                          if means.get((host, s.variant, mode, load), {}).get("throughput")),
+            pts = sorted(((s, lv) for s in ss
+                          if (lv := means.get((host, s.variant, mode, load))) is not None and lv.throughput),
                          key=lambda p: p[0].instances)
             if len({p[0].instances for p in pts}) < 2 or mode != "concurrency":
                 continue
-            step_verdicts, steps, step_ev = [], [], []
+            step_verdicts: list[iv.Verdict] = []
+            steps: list[str] = []
+            step_ev: list[cl.InstanceStep] = []
             for (sa, ma), (sb, mb) in pairwise(pts):
                 if sb.instances == sa.instances:
                     continue
@@ -397,21 +426,19 @@ def instances(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                         how = "rise undecided" + ("" if v.reason == iv.ONE_REPETITION else
                                                   " (" + iv.explain(v) + ")")
                 step_verdicts.append(v)
-                steps.append(f"{sa.instances} -> {sb.instances} instances: {ma['throughput']:.1f} -> "
-                             f"{mb['throughput']:.1f}/s ({iv.effect_text(rise)}; at {sa.instances}: {util}) "
+                steps.append(f"{sa.instances} -> {sb.instances} instances: {ma.throughput:.1f} -> "
+                             f"{mb.throughput:.1f}/s ({iv.effect_text(rise)}; at {sa.instances}: {util}) "
                              f"{how}")
-                step_ev.append({"from": sa.instances, "to": sb.instances, "effect": as_evidence(rise),
-                                "verdict": v.word, "saturated": busy})
+                step_ev.append(cl.InstanceStep(sa.instances, sb.instances, as_evidence(rise), v.word, busy))
             verdicts.append(_both(*step_verdicts))
             word = verdicts[-1].word
             parts.append(f"{_load(mode, load)} on {host} ("
                          + ", ".join(f"`{s.variant}` {s.instances}x {s.instance_kind}" for s, _ in pts)
                          + "): " + "; ".join(steps))
-            evidence.append({"host": host, "mode": mode, "load": load, "verdict": word, "steps": step_ev,
-                             "points": [{"variant": s.variant, "instances": s.instances,
-                                         "throughput": m["throughput"], "repetitions": m["repetitions"],
-                                         "gpu_util": m.get("gpu_util"), "gpu_util_max": m.get("gpu_util_max"),
-                                         "cpu_util": m.get("cpu_util")} for s, m in pts]})
+            evidence.append(cl.InstancesEvidence(
+                host, mode, load, word, tuple(step_ev),
+                tuple(cl.InstancePoint(s.variant, s.instances, m.throughput, m.repetitions, m.gpu_util,
+                                       m.gpu_util_max, m.cpu_util) for s, m in pts)))
     if not verdicts:
         return Finding("instances", claim, NOT_MEASURABLE, _instances_why(means, setups, rows))
     return finish("instances", claim, verdicts, parts, evidence)
@@ -421,7 +448,9 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
             smallest: float = DEFAULT_SMALLEST_EFFECT,
             looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "Poisson arrivals raise tail latency over constant arrivals at the same rate"
-    parts, verdicts, evidence = [], [], []
+    parts: list[str] = []
+    verdicts: list[iv.Verdict] = []
+    evidence: list[cl.Evidence] = []
     for (host, cv), c in sorted(setups.items()):
         if c.distribution != "constant":
             continue
@@ -433,18 +462,18 @@ def poisson(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows,
                 pm = means.get((host, pv, mode, load))
                 if (hh, v) != (host, cv) or mode != "request_rate" or pm is None:
                     continue
-                tail = "p99_us" if cm.get("p99_us") is not None and pm.get("p99_us") is not None else "p95_us"
-                if cm.get(tail) is None or pm.get(tail) is None:
+                tail = "p99_us" if cm.p99_us is not None and pm.p99_us is not None else "p95_us"
+                c_tail, p_tail = cm.mean(tail), pm.mean(tail)
+                if c_tail is None or p_tail is None:
                     continue
                 e, verdict = _judge(cm, pm, tail, looks, "up", smallest, split)
                 verdicts.append(verdict)
-                parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {ms(cm[tail])} constant "
-                             f"(`{cv}`) -> {ms(pm[tail])} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
-                             f"{ms(cm.get('queue_us'))} -> {ms(pm.get('queue_us'))}"
+                parts.append(f"{load:g} requests/s on {host}: {tail[:3]} {ms(c_tail)} constant "
+                             f"(`{cv}`) -> {ms(p_tail)} Poisson (`{pv}`), {iv.effect_text(e)}; queue "
+                             f"{ms(cm.queue_us)} -> {ms(pm.queue_us)}"
                              + _suffix(verdict, "not higher"))
-                evidence.append({"host": host, "constant": cv, "poisson": pv, "load": load, "tail": tail,
-                                 "constant_us": cm[tail], "poisson_us": pm[tail], "effect": as_evidence(e),
-                                 "verdict": verdict.word})
+                evidence.append(cl.PoissonEvidence(host, cv, pv, load, tail, c_tail, p_tail, as_evidence(e),
+                                                   verdict.word))
     if not verdicts:
         return Finding("poisson", claim, NOT_MEASURABLE, _poisson_why(means, setups, rows))
     return finish("poisson", claim, verdicts, parts, evidence)
@@ -454,7 +483,9 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                  smallest: float = DEFAULT_SMALLEST_EFFECT,
                  looks: sq.Looks | None = None, split: Split | None = None) -> Finding:
     claim = "ONNX (ONNX Runtime) serves faster than the Python backend (PyTorch)"
-    parts, verdicts, evidence = [], [], []
+    parts: list[str] = []
+    verdicts: list[iv.Verdict] = []
+    evidence: list[cl.Evidence] = []
     for (host, pyv), py in sorted(setups.items()):
         if py.backend != "python":
             continue
@@ -466,11 +497,11 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                 continue
             for (hh, v, mode, load), pm in sorted(means.items()):
                 om = means.get((host, ov, mode, load))
-                if (hh, v) != (host, pyv) or om is None or not pm.get("throughput") \
-                        or om.get("throughput") is None:
+                if (hh, v) != (host, pyv) or om is None or not pm.throughput or om.throughput is None:
                     continue
-                lat = "latency_avg_us" if pm.get("latency_avg_us") and om.get("latency_avg_us") else "p50_us"
-                if not pm.get(lat) or om.get(lat) is None:
+                lat = "latency_avg_us" if pm.latency_avg_us and om.latency_avg_us else "p50_us"
+                p_lat, o_lat = pm.mean(lat), om.mean(lat)
+                if not p_lat or o_lat is None:
                     continue
                 thr, vt = _judge(pm, om, "throughput", looks, metrics.improves("throughput"), smallest, split)
                 lt, vl = _judge(pm, om, lat, looks, metrics.improves(lat), smallest, split)
@@ -478,15 +509,13 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
                 verdicts.append(verdict)
                 what = "FastAPI" if py.rest == "fastapi" else "Triton"
                 name = lat.split("_")[0]
-                parts.append(f"{what} {_load(mode, load)} on {host}: `{pyv}` {pm['throughput']:.1f}/s, "
-                             f"{name} {ms(pm[lat])} vs `{ov}` {om['throughput']:.1f}/s, {ms(om[lat])}: "
+                parts.append(f"{what} {_load(mode, load)} on {host}: `{pyv}` {pm.throughput:.1f}/s, "
+                             f"{name} {ms(p_lat)} vs `{ov}` {om.throughput:.1f}/s, {ms(o_lat)}: "
                              f"{iv.describe('throughput', thr)}; {iv.describe(name, lt)}"
                              + _suffix(verdict, "ONNX not faster"))
-                evidence.append({"host": host, "python": pyv, "onnx": ov, "mode": mode, "load": load,
-                                 "throughput_python": pm["throughput"], "throughput_onnx": om["throughput"],
-                                 "latency_metric": lat, "latency_python_us": pm[lat],
-                                 "latency_onnx_us": om[lat], "throughput_effect": as_evidence(thr),
-                                 "latency_effect": as_evidence(lt), "verdict": verdict.word})
+                evidence.append(cl.OnnxEvidence(host, pyv, ov, mode, load, pm.throughput, om.throughput,
+                                                lat, p_lat, o_lat, as_evidence(thr), as_evidence(lt),
+                                                verdict.word))
     if not verdicts:
         return Finding("onnx_backend", claim, NOT_MEASURABLE, _onnx_why(means, setups, rows), evidence)
     return finish("onnx_backend", claim, verdicts, parts, evidence)

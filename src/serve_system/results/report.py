@@ -30,6 +30,7 @@ from . import runs, sequential
 from . import shard as shardres
 from . import tree as res
 from .cells import cell, ms_cells
+from .claim import BestEvidence
 from .row import Row
 from .status import Status
 
@@ -325,8 +326,8 @@ def write_report(run_dir: str | Path, partial: bool = False,
     lines = _header(run, manifest, rows, gaps, stand_in)
     lines += contention_note(rows, looks is not None)
     # an objective after one that named no winner is not judged (the best variant's fixed sequence)
-    unjudged = {ev.get("objective") for f in found if f.key == "best_variant" for ev in f.evidence
-                if ev.get("verdict") == bestmod.NOT_JUDGED}
+    unjudged = {ev.objective for f in found for ev in f.evidence
+                if isinstance(ev, BestEvidence) and ev.verdict == bestmod.NOT_JUDGED}
     lines += ["## Best variant per objective", ""]
     for o, w in zip(objectives, winners, strict=True):
         if w is None:

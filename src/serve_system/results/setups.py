@@ -6,8 +6,8 @@ their reasons both read it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..triton import pbtxt as tc
 
@@ -71,7 +71,10 @@ class Setup:
         return "onnxruntime" if is_shim(self.served_by) else self.backend
 
 
-def _key(cfg: dict[str, Any], drop: tuple[str, ...]) -> str:
+def _key(cfg: Mapping[str, object], drop: tuple[str, ...]) -> str:
+    """A configuration without the fields ``drop`` names, as a comparable key. ``cfg`` is the model
+    configuration as Triton's load API takes it (:func:`serve_system.triton.pbtxt.to_dict`): free-form, any
+    of the protobuf's fields, compared whole."""
     return json.dumps({k: v for k, v in cfg.items() if k not in drop}, sort_keys=True)
 
 

@@ -14,9 +14,8 @@ them into "is higher better" (:func:`wants_higher`) and into which side of an in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 #: a claim's or an objective's direction: "up" (more is better, or the claim is that it rises) or "down"
 Direction = Literal["up", "down"]
@@ -136,16 +135,6 @@ def higher_is_better(name: str) -> bool:
 def improves(name: str) -> Direction:
     """The direction in which a metric gets better: "up" for throughput, "down" for a latency."""
     return get(name).direction
-
-
-def goal_of(objective: Mapping[str, Any]) -> str:
-    """An objective record's goal (the default where it names none)."""
-    return str(objective.get("goal", DEFAULT_GOAL))
-
-
-def metric_of(objective: Mapping[str, Any]) -> str:
-    """An objective record's metric (the default where it names none)."""
-    return str(objective.get("metric", DEFAULT_METRIC))
 
 
 def wants_higher(goal: str) -> bool:

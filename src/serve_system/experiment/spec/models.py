@@ -339,8 +339,8 @@ class Objective(_Model):
     """What picks the best variant: a metric to maximise or minimise, optionally at one load level."""
 
     name: Name | None = None
-    metric: Metric = "throughput"
-    goal: Literal["max", "min"] = "max"
+    metric: Metric = metrics.DEFAULT_METRIC
+    goal: Literal["max", "min"] = metrics.DEFAULT_GOAL
     at_load: Annotated[float, Field(gt=0)] | None = None
     constraints: dict[Metric, Bound] = Field(default_factory=dict)
 

@@ -47,11 +47,11 @@ sys.path.insert(0, str(HERE / "tests" / "unit"))
 from report_trees import NB, gpu_metrics, lab_run, level, variant
 
 from serve_system.cli import main as cli
-from serve_system.node import records
+from serve_system.node import plans, records
 from serve_system.results import adaptive
 
 GOAL = 2.0
-AUTO = records.AdaptivePlan(start=3, max=4)
+AUTO = plans.AdaptivePlan(start=3, max=4)
 #: a CPU model whose candidates vary instances and queue delay (a grid of 4 per host)
 SPEC = """\
 name: scale
@@ -124,14 +124,14 @@ def auto_run(root: Path, n: int, samples: int) -> Path:
     order = list(loads)
     for i, host in enumerate(names(n)):
         shutil.copytree(src / "node-1", run / host)
-        variants = [records.VariantPlan(
+        variants = [plans.VariantPlan(
             name=v, model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
             input_data=None, perf={},
-            levels=[records.LevelPlan(id=f"c{load}_r{r}", mode="concurrency", load=load, repetition=r,
+            levels=[plans.LevelPlan(id=f"c{load}_r{r}", mode="concurrency", load=load, repetition=r,
                                       argv=["perf_analyzer"], retry_argv=[])
                     for r in range(1, 5) for load in ls]) for v, ls in loads.items()]
         rounds = [order[(r + i) % len(order):] + order[:(r + i) % len(order)] for r in range(4)]
-        records.write(run / host / "plan.json", records.HostPlan(
+        records.write(run / host / "plan.json", plans.HostPlan(
             host=host, gpus=2, experiment="lab", run_id="r1", variants=variants, rounds=rounds,
             adaptive=AUTO))
     shutil.rmtree(root / "lab-src")

@@ -53,7 +53,7 @@ sys.path.insert(0, str(HERE / "src"))
 from serve_system.experiment import perfargv, search
 from serve_system.experiment.spec.models import Budget
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.node import records
+from serve_system.node import plans
 from serve_system.results import adaptive, searchdecide
 from serve_system.results import findings as fnd
 from serve_system.results import intervals as iv
@@ -208,7 +208,7 @@ def auto_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tuple[l
     return lines, targets
 
 
-def halving_run(rng: np.random.Generator, rec: records.SearchPlan, cv: float, drift: float,
+def halving_run(rng: np.random.Generator, rec: plans.SearchPlan, cv: float, drift: float,
                 split: bool = True) -> bool:
     """One halving search of candidates all alike: whether any was dropped (``split`` false: by the rule
     before)."""
@@ -231,8 +231,8 @@ def halving_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tupl
     spec = load_spec(HERE / "experiments" / "specs" / "mnist_cpu_sweep.yml")
     base = search.plan_record(spec, perfargv.PerfSettings(), float(spec.smallest_effect))
     assert base is not None
-    unbounded = records.SearchBudgetRecord()
-    plans = {"4 candidates, no runs budget": dataclasses.replace(base, candidates=base.candidates[:4],
+    unbounded = plans.SearchBudgetRecord()
+    searches = {"4 candidates, no runs budget": dataclasses.replace(base, candidates=base.candidates[:4],
                                                                  budget=unbounded),
              f"28 candidates, the plan's budget ({base.budget.runs} runs)": base,
              "28 candidates, no runs budget (every rung can run)": dataclasses.replace(
@@ -243,7 +243,7 @@ def halving_tables(runs: int, cvs: list[float], drift: float, seed: int) -> tupl
     targets: list[str] = []
     for cv in cvs:
         cells: Cells = {}
-        for name, rec in plans.items():
+        for name, rec in searches.items():
             row = f"{name}: a tied best dropped"
             for policy, split in ((SHIPPED, True), (PER_COMPARISON, False)):
                 rng = np.random.default_rng(seed)

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from playbook_run import HERE, run_playbook, write
 
-from serve_system.node import records
+from serve_system.node import plans, records
 from serve_system.results import searchdecide, searchrule
 
 AT = 8.0
@@ -96,7 +96,7 @@ def split(wall: float, rows: list[dict[str, Any]]) -> str:
 
 def pick(results: Path, run_id: str, host: str, rows: list[dict[str, Any]]) -> searchrule.Outcome:
     """The search's outcome (its winner, or its tie), replayed from the run's records."""
-    plan = records.read(results / "mnist_cpu_sweep" / run_id / host / "plan.json", records.HostPlan)
+    plan = records.read(results / "mnist_cpu_sweep" / run_id / host / "plan.json", plans.HostPlan)
     assert plan.search is not None, f"{run_id}/{host}: not a search"
     return searchdecide.step(plan.search, [r for r in rows if r["host"] == host])
 

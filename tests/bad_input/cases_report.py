@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from serve_system.node import records
+from serve_system.node import plans, records
 
 from .corpus import BadInput
 
@@ -44,10 +44,10 @@ def _run(level_json: str | bytes | None = None, manifest: str | None = None,
 
 def _plan(levels: list[str]) -> str:
     """node-1's plan.json as ``serve-system plan`` writes it: the variant ``baseline`` at ``levels``."""
-    return json.dumps(records.to_json(records.HostPlan(
-        host="node-1", gpus=1, experiment="demo", run_id="r1", variants=[records.VariantPlan(
+    return json.dumps(records.to_json(plans.HostPlan(
+        host="node-1", gpus=1, experiment="demo", run_id="r1", variants=[plans.VariantPlan(
             name="baseline", model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
-            levels=[records.LevelPlan(id=lid, mode="concurrency", load=int(lid[1:].split("_")[0]),
+            levels=[plans.LevelPlan(id=lid, mode="concurrency", load=int(lid[1:].split("_")[0]),
                                       repetition=1, argv=["perf_analyzer"], retry_argv=[]) for lid in levels],
             input_data=None, perf={})])))
 

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from serve_system import ownedtree, safeio
 from serve_system.errors import ServeSystemError
 from serve_system.experiment import perf
-from serve_system.node import archive, records
+from serve_system.node import archive, plans, records
 from serve_system.results import stats, tree
 
 # ------------------------------------------------------------------------------------------ harness
@@ -329,11 +329,11 @@ def test_report_reader(files: list[tuple[str, str, bytes]], level: bytes) -> Non
 # --------------------------------------------------------------------------------------- the archive
 
 
-def _plan() -> records.HostPlan:
-    lv = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=[], retry_argv=[])
-    v = records.VariantPlan(name="v", model="m", version="1", config_pbtxt="", load_body={}, notes=[],
+def _plan() -> plans.HostPlan:
+    lv = plans.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=[], retry_argv=[])
+    v = plans.VariantPlan(name="v", model="m", version="1", config_pbtxt="", load_body={}, notes=[],
                             levels=[lv], input_data=None, perf={})
-    return records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r1", variants=[v])
+    return plans.HostPlan(host="n1", gpus=0, experiment="e", run_id="r1", variants=[v])
 
 
 MEMBER_NAMES = ("host.json", "v", "v/variant.json", "v/c1_r1", "v/c1_r1/level.json", "v/c1_r1/perf.stdout",

@@ -38,7 +38,7 @@ import yaml
 from serve_system.experiment import plan as exp
 from serve_system.experiment.spec.models import TritonSpec, expand_levels
 from serve_system.experiment.spec.reader import load_spec, resolve
-from serve_system.node import records
+from serve_system.node import plans, records
 from serve_system.results import findings as fnd
 
 from .ansible_run import REPO, run_playbook
@@ -192,7 +192,7 @@ def test_shipped_spec_runs_short_on_a_rehearsal_node(rehearsal_cluster, tmp_path
     for f in summary["findings"]:
         assert f"**{f['verdict']}**" in section, (f, section)
     # the plan made on the node's own base configs (rendered for a node without GPU)
-    host_plan = records.read(run / node.name / "plan.json", records.HostPlan)
+    host_plan = records.read(run / node.name / "plan.json", plans.HostPlan)
     assert {v.name for v in host_plan.variants} == {v.name for v in planned}
     adapted = [f"{node.name}/{v.name}: {n}" for v in host_plan.variants for n in v.notes if "->" in n
                or "dropped" in n]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.node import records
+from serve_system.node import plans, records
 
 from .ansible_run import REPO
 from .test_experiments import FOOD_INPUT, _common, _progress, _start_playbook, _wait_for, _write
@@ -45,7 +45,7 @@ def test_a_level_under_a_cpu_hog_is_flagged_and_measured_again(rehearsal_cluster
     try:
         # the hog starts during round 1's last level and runs through round 2's first level whole
         _wait_for(lambda: (run / node.name / "plan.json").is_file(), 600, "the plan")
-        rounds = records.read(run / node.name / "plan.json", records.HostPlan).rounds
+        rounds = records.read(run / node.name / "plan.json", plans.HostPlan).rounds
         last1, first2 = rounds[0][-1], rounds[1][0]
         _wait_for(lambda: now() == (last1, "c8_r1"), 1200, "round 1's last level to start")
         # busy loops, more than the node's 2 CPUs (this machine is shared): a real CPU hog

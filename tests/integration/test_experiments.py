@@ -25,7 +25,7 @@ import yaml
 
 from serve_system.experiment import perf as perfmod
 from serve_system.experiment import perfargv
-from serve_system.node import archive, events, records
+from serve_system.node import archive, events, plans, records
 
 from .ansible_run import REPO, ansible_bin, run_playbook
 from .windows import Windows
@@ -266,7 +266,7 @@ def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster, tmp_path
     assert res.rc == 0, res.tail(80)
     assert "every claim is decided" in res.flat or "undecided: repetition 4 of" in res.flat, res.tail(80)
     run = tmp_path / "r" / "noise" / "aa1"
-    plan = records.read(run / node.name / "plan.json", records.HostPlan)
+    plan = records.read(run / node.name / "plan.json", plans.HostPlan)
     assert plan.adaptive == {"start": 3, "max": 4, "minutes": None} and len(plan.rounds) == 4
     rows = json.loads((run / "summary.json").read_text())["rows"]
     reps = sorted((r["variant"], r["repetition"]) for r in rows)
@@ -305,7 +305,7 @@ def test_backends_onnx_variants_at_16_without_memory_loss(rehearsal_cluster, tmp
     got = {(r["variant"], r["load"]): r["status"] for r in rows}
     assert got == {("onnx", 16): "ok", ("onnx_2gpus", 16): "ok"}, \
         [(r["variant"], r["load"], r["error"]) for r in rows]
-    plan = records.read(run / node.name / "plan.json", records.HostPlan)
+    plan = records.read(run / node.name / "plan.json", plans.HostPlan)
     two = next(v for v in plan.variants if v.name == "onnx_2gpus")
     assert "count: 4" in two.config_pbtxt and "KIND_CPU" in two.config_pbtxt, two.config_pbtxt
     image = 3 * 224 * 224 * 4

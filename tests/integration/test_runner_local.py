@@ -27,7 +27,7 @@ import yaml
 
 from serve_system.experiment import perf as perfmod
 from serve_system.experiment import plan as exp
-from serve_system.node import events, records
+from serve_system.node import events, plans, records
 from serve_system.results import report
 from serve_system.results import tree as results
 
@@ -223,7 +223,7 @@ def test_two_variants_with_one_config_are_each_loaded_afresh(triton: LocalTriton
             "warmup": {"requests": 5},
             "variants": [{"name": "first"}, {"name": "again"}], "repetitions": 2, "objectives": []}
     node, run_dir = _planned(triton, tmp_path, spec)
-    rounds = records.read(run_dir / "local" / "plan.json", records.HostPlan).rounds
+    rounds = records.read(run_dir / "local" / "plan.json", plans.HostPlan).rounds
     assert rounds[0] == rounds[1][::-1]  # counterbalanced: the second round starts where the first ended
     proc = _runner(image, node, triton, "--variant", "first", "--variant", "again")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve_system.node import records
+from serve_system.node import plans, records
 
 from .ansible_run import REPO, run_playbook
 from .windows import Windows
@@ -50,7 +50,7 @@ def test_a_short_halving_search_through_the_role(rehearsal_cluster, tmp_path: Pa
     assert f"rung 1 of 2: 4 candidate(s) x 2 measurement(s), {first} ms windows" in res.flat, res.tail(80)
     assert "search decided" in res.flat, res.tail(80)
     run = results / "mnist_cpu_sweep" / "s1"
-    plan = records.read(run / node.name / "plan.json", records.HostPlan)
+    plan = records.read(run / node.name / "plan.json", plans.HostPlan)
     assert plan.search is not None and [r.window_ms for r in plan.search.rungs] == [first, second]
     rows = json.loads((run / "summary.json").read_text())["rows"]
     measured = [(r["variant"], r["repetition"]) for r in rows]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from serve_system.experiment import shard as shardmod
-from serve_system.node import records
+from serve_system.node import plans, records
 
 from .ansible_run import run_playbook
 from .test_experiments import FOOD_INPUT, _common, _write
@@ -65,7 +65,7 @@ def test_sweep_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path,
     times: list[str] = []
     spans: dict[str, list[float]] = {}  # each host's first level start, last level end
     for host in names:
-        plan = records.read(run / host / "plan.json", records.HostPlan)
+        plan = records.read(run / host / "plan.json", plans.HostPlan)
         assert plan.shard is not None and plan.shard["candidates"] == shard.assignment[host]
         assert [v.name for v in plan.variants] == shard.variants_of(host)
         for vdir in sorted(p for p in (run / host).iterdir() if p.is_dir() and not p.name.startswith(".")):

@@ -15,7 +15,7 @@ from report_trees import lab_run
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
 from serve_system.experiment import runnercall
-from serve_system.node import archive, records
+from serve_system.node import archive, plans, records
 from serve_system.results import adaptive
 
 LOADS = {"baseline": (1, 8, 16), "dynbatch": (8,), "gpus01_2x2": (8,), "gpus01_4x2": (8,), "onnx": (1,)}
@@ -25,14 +25,14 @@ ROUNDS = [["dynbatch", "baseline", "onnx", "gpus01_4x2", "gpus01_2x2"],
           ["gpus01_2x2", "dynbatch", "onnx", "baseline", "gpus01_4x2"]]
 
 
-def _plan(run: Path, adaptive_: records.AdaptivePlan | None, host: str = "node-1") -> None:
-    variants = [records.VariantPlan(
+def _plan(run: Path, adaptive_: plans.AdaptivePlan | None, host: str = "node-1") -> None:
+    variants = [plans.VariantPlan(
         name=n, model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
         input_data=None,
-        perf={}, levels=[records.LevelPlan(id=f"c{load}_r{r}", mode="concurrency", load=load, repetition=r,
+        perf={}, levels=[plans.LevelPlan(id=f"c{load}_r{r}", mode="concurrency", load=load, repetition=r,
                                            argv=["perf_analyzer"], retry_argv=[])
                          for r in range(1, 5) for load in loads]) for n, loads in LOADS.items()]
-    records.write(run / host / "plan.json", records.HostPlan(
+    records.write(run / host / "plan.json", plans.HostPlan(
         host=host, gpus=2, experiment="lab", run_id=run.name, variants=variants, rounds=ROUNDS,
         adaptive=adaptive_))
 
@@ -47,7 +47,7 @@ def _decision(answer: adaptive.Decision) -> dict[str, Any]:
 
 def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
-    _plan(run, records.AdaptivePlan(start=3, max=4))
+    _plan(run, plans.AdaptivePlan(start=3, max=4))
     nxt = adaptive.next_round(run, "node-1")
     assert not nxt.decided and nxt.call is not None, nxt
     batch = nxt.call
@@ -55,7 +55,7 @@ def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path
     assert batch.variants == [n for n in ROUNDS[3] if n in batch.variants] and batch.variants
     assert set(batch.variants) <= set(LOADS) and len(batch.variants) < len(LOADS) + 1
     # the call as the role runs it: the runner started detached on the plan's settings, then followed
-    runner = runnercall.runner_argv(records.RunnerSettings())
+    runner = runnercall.runner_argv(plans.RunnerSettings())
     log = batch.start[batch.start.index("--log") + 1]
     # the plan's last round restores the baseline itself (no call can follow it)
     assert batch.start == ["docker", "exec", "--detach", *runner[3:],
@@ -83,21 +83,21 @@ def test_noisy_comparisons_get_one_more_repetition_then_the_budget_ends(tmp_path
 def test_picked_variants_are_the_only_ones_repeated(tmp_path: Path) -> None:
     """-e variants with repetitions: auto: the further repetitions are only of the variants picked."""
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
-    _plan(run, records.AdaptivePlan(start=3, max=4))
+    _plan(run, plans.AdaptivePlan(start=3, max=4))
     first = adaptive.next_round(run, "node-1").call
     assert first is not None and len(first.variants) >= 2
     every = first.variants
-    _plan(run, records.AdaptivePlan(start=3, max=4, only=every[1:]))
+    _plan(run, plans.AdaptivePlan(start=3, max=4, only=every[1:]))
     again = adaptive.next_round(run, "node-1").call
     assert again is not None and again.variants == every[1:]
-    _plan(run, records.AdaptivePlan(start=3, max=4, only=["gone"]))
+    _plan(run, plans.AdaptivePlan(start=3, max=4, only=["gone"]))
     nxt = adaptive.next_round(run, "node-1")
     assert nxt.decided and "no variant's repetition can decide it" in nxt.text
 
 
 def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: object) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
-    _plan(run, records.AdaptivePlan(start=3, max=4, minutes=0.01))
+    _plan(run, plans.AdaptivePlan(start=3, max=4, minutes=0.01))
     nxt = adaptive.next_round(run, "node-1")
     assert nxt.decided and "the budget is spent" in nxt.text and "measured minutes" in nxt.text
     # the minutes decide counts are the runner's (records.measured_minutes: every level record's
@@ -105,8 +105,8 @@ def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: objec
     # where decide would
     spent = records.measured_minutes(run / "node-1")
     assert f"({spent:.1f} of 0.01 measured minutes)" in nxt.text and spent > 0
-    _plan(run, records.AdaptivePlan(start=3, max=5, minutes=spent + 1))
-    hplan = records.read(run / "node-1" / "plan.json", records.HostPlan)
+    _plan(run, plans.AdaptivePlan(start=3, max=5, minutes=spent + 1))
+    hplan = records.read(run / "node-1" / "plan.json", plans.HostPlan)
     hplan.rounds = [*ROUNDS, ROUNDS[0]]  # a 5th round: the 4th is not the plan's last (that restores itself)
     records.write(run / "node-1" / "plan.json", hplan)
     call = adaptive.next_round(run, "node-1").call
@@ -120,7 +120,7 @@ def test_the_minutes_budget_and_plans_without_auto(tmp_path: Path, capsys: objec
 
 def test_fetched_records_are_collected_before_deciding(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
-    _plan(run, records.AdaptivePlan(start=3, max=4))
+    _plan(run, plans.AdaptivePlan(start=3, max=4))
     fetched = run / "node-1" / archive.FETCHED
     fetched.parent.mkdir()
     fetched.write_bytes(b"not an archive")
@@ -131,7 +131,7 @@ def test_fetched_records_are_collected_before_deciding(tmp_path: Path) -> None:
 
 def test_quiet_repetitions_decide_every_claim(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.99, 1.01))
-    _plan(run, records.AdaptivePlan(start=3, max=4))
+    _plan(run, plans.AdaptivePlan(start=3, max=4))
     assert adaptive.next_round(run, "node-1") == adaptive.Decision(True, "node-1: every claim is decided")
 
 
@@ -141,7 +141,7 @@ def test_a_hosts_decision_reads_only_its_own_records(tmp_path: Path,
     the run, and its decide opens and lists nothing of another host's folder (a broken record or a bad
     archive fetched for another host does not stop it). The controller's cost of a round grows with the
     class, not with its square."""
-    auto = records.AdaptivePlan(start=3, max=4)
+    auto = plans.AdaptivePlan(start=3, max=4)
     alone = lab_run(tmp_path / "alone" / "r1", repetitions=3, spread=(1.0, 0.7, 1.3))
     _plan(alone, auto)
     want = _decision(adaptive.next_round(alone, "node-1"))

@@ -12,7 +12,7 @@ import pytest
 from serve_system import ownedtree, safeio
 from serve_system.argtypes import Number, Whole
 from serve_system.experiment.plan import lease_end_time, lease_problem
-from serve_system.node import records
+from serve_system.node import plans, records
 
 
 @pytest.mark.parametrize("text", ["-1", "65", "9" * 400, "nan", "1.5", "", "0x10", "\u0661", "1e3"])
@@ -80,10 +80,10 @@ def test_a_record_number_beyond_range_is_refused_by_field(tmp_path: Path) -> Non
     """However the data came (here a record built from memory, not read from JSON)."""
     plan = {"host": "n1", "gpus": 10**31, "experiment": "e", "run_id": "r", "variants": []}
     with pytest.raises(records.RecordError, match=r"^where: gpus: .*out of range"):
-        records.from_json(plan, records.HostPlan, "where")
+        records.from_json(plan, plans.HostPlan, "where")
     (tmp_path / "plan.json").write_text(json.dumps({**plan, "gpus": 1, "warmup_requests": 1e300}))
     with pytest.raises(records.RecordError, match=r"plan.json: warmup_requests: .*out of range"):
-        records.read(tmp_path / "plan.json", records.HostPlan)
+        records.read(tmp_path / "plan.json", plans.HostPlan)
 
 
 def test_a_run_folder_is_one_plan_made(tmp_path: Path) -> None:

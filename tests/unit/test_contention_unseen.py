@@ -13,7 +13,7 @@ import pytest
 from report_trees import lab_run
 from test_sequential import _proc
 
-from serve_system.node import nodeproc, records
+from serve_system.node import nodeproc, plans, records
 from serve_system.results import tree
 
 
@@ -80,7 +80,7 @@ def test_a_run_measured_wholly_under_contention_says_so(tmp_path: Path) -> None:
     from serve_system.results import findings, report
 
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 1.0, 1.0))
-    _plan(run, records.AdaptivePlan(start=3, max=4))
+    _plan(run, plans.AdaptivePlan(start=3, max=4))
     for path in sorted(run.glob("node-1/*/*/level.json")):
         data = json.loads(path.read_text())
         data["contention"] = {"seconds": 9.0, "cpus": 2, "busy": 1.0, "steal": 0.0, "pressure": 0.9,
@@ -103,7 +103,7 @@ def test_a_variant_whose_levels_were_all_contended_is_not_counted_not_failed() -
             for v in ("a", "b") for rep in (1, 2, 3)]
     judged = reasons.set_aside(rows)
     assert {r["status"] for r in judged if r["variant"] == "b"} == {reasons.CONTENDED}
-    objective = records.ObjectiveRecord("max_throughput", "throughput", "max", at_load=8)
+    objective = plans.ObjectiveRecord("max_throughput", "throughput", "max", at_load=8)
     text = reasons.unqualified(objective, judged, {"a"})
     assert text.startswith(" (`b`: not counted at load 8: measured under contention, not counted (the cause: "
                            "`contention` in summary.csv)"), text

@@ -20,7 +20,7 @@ from serve_system.experiment import plan
 from serve_system.experiment.spec.reader import load_spec
 from serve_system.experiment.tritonlocal import free_ports
 from serve_system.node import bundle as nodebundle
-from serve_system.node import records
+from serve_system.node import plans, records
 from serve_system.results import report
 
 FIX = Path(__file__).parent / "fixtures"
@@ -199,12 +199,12 @@ def test_best_respects_constraints() -> None:
     rows = [{"host": "h", "variant": v, "mode": "concurrency", "load": 8, "status": "ok", "throughput": t,
              "p95_us": p}
             for v, t, p in (("x", 100.0, 9000.0), ("y", 300.0, 60000.0), ("z", 200.0, 20000.0))]
-    most = records.ObjectiveRecord("most", "throughput", "max")
+    most = plans.ObjectiveRecord("most", "throughput", "max")
     top = report.best(rows, most)
     assert top is not None and top.variant == "y"
-    b = report.best(rows, dataclasses.replace(most, constraints={"p95_us": records.BoundRecord(max=50000)}))
+    b = report.best(rows, dataclasses.replace(most, constraints={"p95_us": plans.BoundRecord(max=50000)}))
     assert b is not None and b.variant == "z"
-    assert report.best(rows, records.ObjectiveRecord("fast", "p95_us", "min", at_load=16)) is None
+    assert report.best(rows, plans.ObjectiveRecord("fast", "p95_us", "min", at_load=16)) is None
 
 
 def _todo(variant: dict) -> int:  # type: ignore[type-arg]
@@ -307,10 +307,10 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     assert call["explain"] == [*runner, "--triton-log", "--variant=baseline", "--variant=dynbatch"]
     assert host["restore"] == [*runner, "--restore"] and host["more_rounds"] == 2
     # the runner's settings travel in the host plan: given ones, the others their one default
-    assert records.read(run / "node-1" / "plan.json", records.HostPlan).runner == records.RunnerSettings(
+    assert records.read(run / "node-1" / "plan.json", plans.HostPlan).runner == plans.RunnerSettings(
         perf_timeout=10, ready_timeout=5, container="client", client_dir="/work/dynbatch/r2",
         node_dir="/srv/work/dynbatch/r2", progress="/work/p.json")
-    plan = records.read(run / "node-1" / "plan.json", records.HostPlan)
+    plan = records.read(run / "node-1" / "plan.json", plans.HostPlan)
     assert plan.endpoints == {"triton": "http://triton_server:8000",
                               "metrics": "http://triton_server:8002/metrics",
                               "fastapi": "http://fastapi_server:8000"}
@@ -320,7 +320,7 @@ def test_plan_answers_the_role_what_it_needs(tmp_path: Path, capsys: pytest.Capt
     only = json.loads(capsys.readouterr().out)["hosts"]["node-1"]["calls"]
     assert [[a for a in c["start"] if a.startswith("--variant")] for c in only] == [["--variant=dynbatch"]]
     assert plan.adaptive is not None and plan.adaptive.only is None  # without -e variants: every variant
-    picked = records.read(run / "node-1" / "plan.json", records.HostPlan)
+    picked = records.read(run / "node-1" / "plan.json", plans.HostPlan)
     assert picked.adaptive is not None and picked.adaptive.only == ["dynbatch"]  # decide repeats only it
     # a fixed count of repetitions: one runner call for everything, then the baseline restored
     doc = yaml.safe_load(spec.read_text())
@@ -354,7 +354,7 @@ def test_plan_interleaves_repetitions_in_a_seeded_order(tmp_path: Path,
     def rounds(run_id: str, host: str = "node-1") -> tuple[list[list[str]], int | None]:
         assert main(["plan", str(spec), "--results-dir", str(results), "--run-id", run_id, "--host",
                      f"{host}=0", "--quiet"]) == 0
-        hp = records.read(results / "dynbatch" / run_id / host / "plan.json", records.HostPlan)
+        hp = records.read(results / "dynbatch" / run_id / host / "plan.json", plans.HostPlan)
         return hp.rounds, hp.seed
 
     first, seed = rounds("a")

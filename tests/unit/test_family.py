@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_system.node import records
-from serve_system.node.records import ObjectiveRecord
+from serve_system.node import plans
+from serve_system.node.plans import ObjectiveRecord
 from serve_system.results import adaptive, best, searchdecide, searchrule
 from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
@@ -117,13 +117,13 @@ def test_a_looks_information_counts_both_sides() -> None:
 
 
 def test_halving_splits_its_five_percent_over_the_pairs_it_can_rank() -> None:
-    rec = _record(4, records.SearchBudgetRecord(runs=100))
+    rec = _record(4, plans.SearchBudgetRecord(runs=100))
     assert searchrule.pairs(28) == 756
     # 28 ranked: rungs 2 and 3 could rank 14 and 7 within 100 runs (56 + 28 + 14 = 98)
     assert searchrule.reachable(rec, 1, 28, 56) == [14, 7]
     assert searchrule.rung_share(rec, 1, 28, 56, 0.05) == pytest.approx(0.05 * 756 / (756 + 182 + 42))
     # a budget that no later rung fits: the first spends it all
-    small = dataclasses.replace(rec, budget=records.SearchBudgetRecord(runs=60))
+    small = dataclasses.replace(rec, budget=plans.SearchBudgetRecord(runs=60))
     assert searchrule.rung_share(small, 1, 28, 56, 0.05) == pytest.approx(0.05)
     assert searchrule.rung_share(rec, 3, 1, 98, 0.01) == 0.0
     assert searchrule.drop_quantile(5, 0.01) == pytest.approx(1 - 0.01 / 20)
@@ -131,16 +131,16 @@ def test_halving_splits_its_five_percent_over_the_pairs_it_can_rank() -> None:
     assert searchrule.rung_family_level(rec) == pytest.approx(0.05 / 3)
 
 
-def _record(n: int, budget: records.SearchBudgetRecord) -> records.SearchPlan:
+def _record(n: int, budget: plans.SearchBudgetRecord) -> plans.SearchPlan:
     """A halving search of ``n`` candidates at throughput, load 8: three rungs of two repetitions."""
-    goal = records.ObjectiveRecord(name="max_throughput", metric="throughput", goal="max", at_load=8.0)
-    rungs = [records.SearchRung([2 * k + 1, 2 * k + 2], 500 * 2**k) for k in range(3)]
-    return records.SearchPlan(strategy="halving", objective=goal, smallest_effect=0.05, budget=budget,
-                              candidates=[records.SearchCandidate(f"c{i}") for i in range(n)], rungs=rungs,
+    goal = plans.ObjectiveRecord(name="max_throughput", metric="throughput", goal="max", at_load=8.0)
+    rungs = [plans.SearchRung([2 * k + 1, 2 * k + 2], 500 * 2**k) for k in range(3)]
+    return plans.SearchPlan(strategy="halving", objective=goal, smallest_effect=0.05, budget=budget,
+                              candidates=[plans.SearchCandidate(f"c{i}") for i in range(n)], rungs=rungs,
                               calls=4)
 
 
-def _search(rec: records.SearchPlan, rng: np.random.Generator, split: bool = True) -> bool:
+def _search(rec: plans.SearchPlan, rng: np.random.Generator, split: bool = True) -> bool:
     rows: list[dict[str, object]] = []
     for _ in range(5):
         out = searchdecide.step(rec, rows, split)
@@ -156,7 +156,7 @@ def _search(rec: records.SearchPlan, rng: np.random.Generator, split: bool = Tru
 def test_halving_drops_a_tied_best_rarely_over_the_whole_search() -> None:
     """Four candidates alike, 150 seeded searches: the rule before dropped one in 21 of them, the
     shipped in none."""
-    rec = _record(4, records.SearchBudgetRecord())
+    rec = _record(4, plans.SearchBudgetRecord())
     shipped = sum(_search(rec, np.random.default_rng(i)) for i in range(150))
     before = sum(_search(rec, np.random.default_rng(i), split=False) for i in range(150))
     assert (shipped, before) == (0, 21)
@@ -179,7 +179,7 @@ def test_a_contended_report_says_so_once(tmp_path: Path) -> None:
         data["contention"] = {"seconds": 9.0, "cpus": 2, "busy": 0.99, "steal": 0.0, "pressure": 0.8,
                               "others": 0.6, "measuring": 0.5, "top": ["stress-ng (4242) 9.0 CPU-s"]}
         path.write_text(json.dumps(data))
-    _plan(run, records.AdaptivePlan(start=3, max=5))
+    _plan(run, plans.AdaptivePlan(start=3, max=5))
     report.write_report(run, partial=True)
     md = (run / "report.md").read_text()
     head = md.split("\n## ", 1)[0]

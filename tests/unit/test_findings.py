@@ -31,7 +31,7 @@ from report_trees import (
 from serve_system.cli import main
 from serve_system.errors import ServeSystemError
 from serve_system.experiment.manifest import Manifest
-from serve_system.node import records
+from serve_system.node import plans, records
 from serve_system.results import best, runs
 from serve_system.results import claim as cl
 from serve_system.results import findings as fnd
@@ -177,7 +177,7 @@ def _rows(values: dict[str, list[float]]) -> list[dict[str, object]]:
              "repetition": i + 1} for v, ts in values.items() for i, t in enumerate(ts)]
 
 
-MOST = [records.ObjectiveRecord("most", "throughput", "max")]
+MOST = [plans.ObjectiveRecord("most", "throughput", "max")]
 
 
 def _winner(ev: cl.Evidence) -> str | None:
@@ -208,7 +208,7 @@ def test_best_variant_within_noise_is_a_tie_not_a_winner() -> None:
 def test_a_lower_is_better_objective_names_the_lowest() -> None:
     rows = [{**r, "p99_us": 1e6 / float(r["throughput"])}  # type: ignore[arg-type]
             for r in _rows({"a": [120.0, 123.0, 118.0], "b": [99.0, 97.0, 101.0]})]
-    f = best.best_variant(rows, [records.ObjectiveRecord("fast", "p99_us", "min")])
+    f = best.best_variant(rows, [plans.ObjectiveRecord("fast", "p99_us", "min")])
     assert f.verdict == "held" and _winner(f.evidence[0]) == "a" and "lead -18 % [" in f.detail
 
 
@@ -273,11 +273,11 @@ def test_gpu_plots_are_per_gpu_and_the_busiest_gpu_is_kept(tmp_path: Path) -> No
 def _plan(run: Path, variant: str, levels: list[tuple[str, int]], **extra: Any) -> None:
     """node-1's plan.json as ``serve-system plan`` writes it: ``variant`` at ``levels`` (id ``c<load>_r<n>``,
     repetition)."""
-    records.write(run / "node-1" / "plan.json", records.HostPlan(
+    records.write(run / "node-1" / "plan.json", plans.HostPlan(
         host="node-1", gpus=2, experiment="lab", run_id="r1", **extra,
-        variants=[records.VariantPlan(
+        variants=[plans.VariantPlan(
             name=variant, model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
-            levels=[records.LevelPlan(id=lid, mode="concurrency", load=float(lid[1:].split("_")[0]),
+            levels=[plans.LevelPlan(id=lid, mode="concurrency", load=float(lid[1:].split("_")[0]),
                                       repetition=rep, argv=[], retry_argv=[]) for lid, rep in levels],
             input_data=None, perf={})]))
 

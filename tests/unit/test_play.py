@@ -17,7 +17,7 @@ from test_experiment_cli import _dynbatch_in_repo  # type: ignore[import-not-fou
 
 from serve_system.cli import main
 from serve_system.experiment.spec.messages import SpecError
-from serve_system.node import records
+from serve_system.node import plans, records
 
 
 def _inputs(tmp_path: Path, **given: Any) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def test_one_call_plans_every_host_on_its_own_look_and_refuses_only_the_host_tha
     assert a["decide"] == ["decide", str(run.resolve()), "--host", "a"]
     assert view["finish"] == ["report", "--collect", "--partial", str(run.resolve())]
     # a planned on the config its node serves, with its settings and facts kept in its plan
-    plan = records.read(run / "a" / "plan.json", records.HostPlan)
+    plan = records.read(run / "a" / "plan.json", plans.HostPlan)
     assert "max_batch_size: 12" in next(v for v in plan.variants if v.name == "baseline").config_pbtxt
     assert plan.runner.ready_timeout == 30 and plan.runner.progress == "/work/progress.json"
     assert plan.facts["os"] == "Ubuntu 24.04" and plan.facts["images"] == {"jupyter": "sha256:aa"}
@@ -156,9 +156,9 @@ def test_the_document_is_planned_as_data_never_parsed_again_as_a_command_line(
     assert parsed == [["plan", str(spec), "--play", "-"]]
     view = json.loads(capsys.readouterr().out)
     assert set(view["hosts"]) == {"a", "b"} and "refused" not in view["hosts"]["b"]
-    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "b" / "plan.json", records.HostPlan)
+    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "b" / "plan.json", plans.HostPlan)
     assert plan.runner.perf_timeout == 12
-    assert plan.runner.ready_timeout == records.RunnerSettings().ready_timeout
+    assert plan.runner.ready_timeout == plans.RunnerSettings().ready_timeout
     assert plan.facts["os"] == "x"
 
 
@@ -228,7 +228,7 @@ def test_one_typed_request_plans_the_run_and_answers_the_roles_typed_view(tmp_pa
     assert isinstance(host.calls[0], runnercall.RunnerCall) and host.calls[0].todo > 0
     assert view.as_json()["hosts"]["a"]["calls"][0]["start"] == host.calls[0].start
     assert "finish" not in view.as_json() and view.as_json()["shard_args"] == []
-    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json", records.HostPlan)
+    plan = records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json", plans.HostPlan)
     assert plan.runner.perf_timeout == 60.0 and plan.facts["os"] == "x"
     # a lease the plan outlasts: refused with its reason, nothing planned for it
     late = planning.HostRequest(name="a", gpus=0, lease_end="2000-01-01T00:00:00Z")
@@ -237,7 +237,7 @@ def test_one_typed_request_plans_the_run_and_answers_the_roles_typed_view(tmp_pa
     ignored = dataclasses.replace(req, hosts=(late,), lease=planning.LeasePolicy(ignore_end=True))
     assert isinstance(planning.plan_run(ignored), RoleView)
     # answer="plan": each host's plan, typed, as written to its plan.json (no JSON in between)
-    plans = planning.plan_run(dataclasses.replace(req, answer="plan"))
-    assert isinstance(plans, dict) and isinstance(plans["a"], records.HostPlan)
-    assert plans["a"] == records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json",
-                                      records.HostPlan)
+    written = planning.plan_run(dataclasses.replace(req, answer="plan"))
+    assert isinstance(written, dict) and isinstance(written["a"], plans.HostPlan)
+    assert written["a"] == records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json",
+                                      plans.HostPlan)

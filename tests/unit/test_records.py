@@ -17,7 +17,7 @@ import pytest
 from serve_system.experiment.manifest import Manifest
 from serve_system.experiment.plan import estimate_seconds, lease_problem
 from serve_system.experiment.runfolder import Targets
-from serve_system.node import archive, events, follow, nodeproc, records, runner
+from serve_system.node import archive, events, follow, nodeproc, plans, records, runner
 
 
 def _level(**kw: object) -> records.LevelRecord:
@@ -38,16 +38,16 @@ def test_records_round_trip(tmp_path: Path) -> None:
     lv = _level()
     records.write(tmp_path / "level.json", lv)
     assert records.read(tmp_path / "level.json", records.LevelRecord) == lv
-    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", kind="triton", models=["m"],
+    plan = plans.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", kind="triton", models=["m"],
                             variants=[
-        records.VariantPlan(name="v", model="m", version="1", config_pbtxt="name: 'm'",
+        plans.VariantPlan(name="v", model="m", version="1", config_pbtxt="name: 'm'",
                             load_body={"parameters": {}},
                             notes=[], input_data=None, perf={"batch_size": 1}, levels=[
-                                records.LevelPlan(id="c1_r1", mode="concurrency", load=1.0, repetition=1,
+                                plans.LevelPlan(id="c1_r1", mode="concurrency", load=1.0, repetition=1,
                                                   argv=["perf_analyzer"],
                                                   retry_argv=[["perf_analyzer", "-x"]])])])
     records.write(tmp_path / "plan.json", plan)
-    back = records.read(tmp_path / "plan.json", records.HostPlan)
+    back = records.read(tmp_path / "plan.json", plans.HostPlan)
     assert back == plan and back.variants[0].todo == 1
     prog = records.Progress(experiment="e", run_id="r", variant="v", level="c1_r1", levels_done=1,
                             levels_total=3, state="running", updated=time.time())
@@ -56,28 +56,28 @@ def test_records_round_trip(tmp_path: Path) -> None:
         "experiment", "run_id", "variant", "level", "levels_done", "levels_total", "state", "updated"}
 
 
-def _search_plan(**kw: object) -> records.SearchPlan:
-    goal = records.ObjectiveRecord(name="best", metric="throughput", goal="max", at_load=8.0,
-                                   constraints={"p95_us": records.BoundRecord(max=5000.0)})
+def _search_plan(**kw: object) -> plans.SearchPlan:
+    goal = plans.ObjectiveRecord(name="best", metric="throughput", goal="max", at_load=8.0,
+                                   constraints={"p95_us": plans.BoundRecord(max=5000.0)})
     base: dict[str, object] = {
         "strategy": "optuna", "objective": goal, "smallest_effect": 0.05, "calls": 3,
-        "candidates": [records.SearchCandidate("first"), records.SearchCandidate(
+        "candidates": [plans.SearchCandidate("first"), plans.SearchCandidate(
             "i4_d100", {"count": 4, "delay": 0.5, "on": True, "kind": "gpu", "none": None})],
-        "rungs": [records.SearchRung([1, 2], 1250)], "budget": records.SearchBudgetRecord(runs=40)}
+        "rungs": [plans.SearchRung([1, 2], 1250)], "budget": plans.SearchBudgetRecord(runs=40)}
     base.update(kw)
-    return records.SearchPlan(**base)  # type: ignore[arg-type]
+    return plans.SearchPlan(**base)  # type: ignore[arg-type]
 
 
 def test_a_search_plan_round_trips_and_an_older_one_reads(tmp_path: Path) -> None:
     """A host plan's search is read back typed (a candidate's grid values keep their JSON types), is
     written with plan.json's keys in their order (``shard`` and ``share`` null where not sharded), and
     one written before (no shard or share, bounds without ``min``) reads with their defaults."""
-    shard = records.SearchShard("first", ["a", "b"], {"a": ["i4_d100"], "b": []})
+    shard = plans.SearchShard("first", ["a", "b"], {"a": ["i4_d100"], "b": []})
     sharded = _search_plan(shard=shard, share=2)
     for search in (_search_plan(), sharded):
-        plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=[], search=search)
+        plan = plans.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=[], search=search)
         records.write(tmp_path / "plan.json", plan)
-        back = records.read(tmp_path / "plan.json", records.HostPlan)
+        back = records.read(tmp_path / "plan.json", plans.HostPlan)
         assert back == plan and back.search is not None
         params = back.search.candidates[1].params
         assert [type(v) for v in params.values()] == [int, float, bool, str, type(None)]
@@ -86,10 +86,10 @@ def test_a_search_plan_round_trips_and_an_older_one_reads(tmp_path: Path) -> Non
                              "seed", "startup", "batch", "calls", "timed", "shard", "share"]
     old = {k: v for k, v in written.items() if k not in ("shard", "share")}
     old["objective"]["constraints"] = {"p95_us": {"max": 5000.0}}
-    assert records.from_json(old, records.SearchPlan, "plan.json") == _search_plan()
+    assert records.from_json(old, plans.SearchPlan, "plan.json") == _search_plan()
     old["rungs"][0]["window_ms"] = "long"
     with pytest.raises(records.RecordError, match=r"^plan.json: rungs\[0\].window_ms: expected a whole"):
-        records.from_json(old, records.SearchPlan, "plan.json")
+        records.from_json(old, plans.SearchPlan, "plan.json")
 
 
 def test_the_adaptive_plan_and_the_shard_records_round_trip_and_older_ones_read(tmp_path: Path) -> None:
@@ -97,16 +97,16 @@ def test_the_adaptive_plan_and_the_shard_records_round_trip_and_older_ones_read(
     in plan.json's and manifest.json's order (the manifest's shard without a host's candidates, ``only``
     null without ``-e variants``), and ones written before (no ``only``, no ``rule``) read with their
     defaults."""
-    shard = records.HostShard(reference="base", hosts=["n1", "n2"], assignment={"n1": ["a"], "n2": ["b"]},
+    shard = plans.HostShard(reference="base", hosts=["n1", "n2"], assignment={"n1": ["a"], "n2": ["b"]},
                               rule="dealt", candidates=["a"])
-    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=[], shard=shard,
-                            adaptive=records.AdaptivePlan(start=3, max=5, minutes=2.5, only=["a"]))
+    plan = plans.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=[], shard=shard,
+                            adaptive=plans.AdaptivePlan(start=3, max=5, minutes=2.5, only=["a"]))
     records.write(tmp_path / "plan.json", plan)
-    assert records.read(tmp_path / "plan.json", records.HostPlan) == plan
+    assert records.read(tmp_path / "plan.json", plans.HostPlan) == plan
     written = json.loads((tmp_path / "plan.json").read_text())
     assert list(written["adaptive"]) == ["start", "max", "minutes", "only"]
     assert list(written["shard"]) == ["reference", "hosts", "assignment", "rule", "candidates"]
-    man = Manifest(experiment="e", shard=records.ShardRecord(reference="base", hosts=["n1"],
+    man = Manifest(experiment="e", shard=plans.ShardRecord(reference="base", hosts=["n1"],
                                                                      assignment={"n1": ["a"]}, rule="dealt"))
     records.write(tmp_path / "manifest.json", man)
     # (a manifest naming no objectives reads with the default ones: the spec's rule)
@@ -114,13 +114,13 @@ def test_the_adaptive_plan_and_the_shard_records_round_trip_and_older_ones_read(
     assert list(json.loads((tmp_path / "manifest.json").read_text())["shard"]) == [
         "reference", "hosts", "assignment", "rule"]
     old = {"start": 3, "max": 4, "minutes": None}
-    assert records.from_json(old, records.AdaptivePlan, "plan.json") == records.AdaptivePlan(start=3, max=4)
+    assert records.from_json(old, plans.AdaptivePlan, "plan.json") == plans.AdaptivePlan(start=3, max=4)
     old_shard = {"reference": "base", "hosts": ["n1"], "assignment": {"n1": []}}
-    assert records.from_json(old_shard, records.ShardRecord, "manifest.json").rule == ""
+    assert records.from_json(old_shard, plans.ShardRecord, "manifest.json").rule == ""
     with pytest.raises(records.RecordError, match=r"^plan.json: adaptive.start: expected a whole number"):
-        records.from_json({**written, "adaptive": {**old, "start": "3"}}, records.HostPlan, "plan.json")
+        records.from_json({**written, "adaptive": {**old, "start": "3"}}, plans.HostPlan, "plan.json")
     with pytest.raises(records.RecordError, match=r"^plan.json: shard.assignment.n1: expected a list"):
-        records.from_json({**written, "shard": {**old_shard, "assignment": {"n1": "a"}}}, records.HostPlan,
+        records.from_json({**written, "shard": {**old_shard, "assignment": {"n1": "a"}}}, plans.HostPlan,
                           "plan.json")
 
 
@@ -255,8 +255,8 @@ def test_lease_guard() -> None:
 
 
 def test_estimate_counts_pending_levels_only() -> None:
-    lv = records.LevelPlan(id="c1_r1", mode="concurrency", load=1.0, repetition=1, argv=[], retry_argv=[[]])
-    v = records.VariantPlan(name="v", model="m", version="1", config_pbtxt="", load_body={}, notes=[],
+    lv = plans.LevelPlan(id="c1_r1", mode="concurrency", load=1.0, repetition=1, argv=[], retry_argv=[[]])
+    v = plans.VariantPlan(name="v", model="m", version="1", config_pbtxt="", load_body={}, notes=[],
                             input_data=None, perf={"measurement_interval_ms": 2000}, levels=[lv])
     one = estimate_seconds([v])
     assert one > 6
@@ -266,12 +266,12 @@ def test_estimate_counts_pending_levels_only() -> None:
 
 def _refused_run(tmp_path: Path) -> Path:
     """A host's node folder after a runner call: two variants of one model refused at different times."""
-    lp = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
-    variants = [records.VariantPlan(name=n, model="food", version="1", config_pbtxt="", load_body={},
+    lp = plans.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
+    variants = [plans.VariantPlan(name=n, model="food", version="1", config_pbtxt="", load_body={},
                                     notes=[],
                                     levels=[lp], input_data=None, perf={})
                 for n in ("first", "second", "fine")]
-    plan = records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=variants, models=["food"],
+    plan = plans.HostPlan(host="n1", gpus=0, experiment="e", run_id="r", variants=variants, models=["food"],
                             endpoints=Targets().endpoints())
     records.write(tmp_path / "plan.json", plan)
     for name, t0 in (("first", 1795338000.0), ("second", 1795338100.0)):

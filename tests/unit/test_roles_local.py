@@ -121,7 +121,7 @@ def test_the_roles_node_commands_run_word_for_word_and_bring_files_home_never_th
     import json
 
     from serve_system.experiment import runnercall
-    from serve_system.node import records
+    from serve_system.node import plans
 
     words = ["printf", "%s\\n", "it's", "two words", "$(touch pwned)", "a;b", "", "*", "\\n"]
     bundle = bytes(range(256)) * 40
@@ -134,7 +134,7 @@ def test_the_roles_node_commands_run_word_for_word_and_bring_files_home_never_th
     outside.mkdir()
     (tmp_path / "linked").mkdir()
     (tmp_path / "linked" / ".fetch").symlink_to(outside)
-    fetch = runnercall.fetch_argv(records.RunnerSettings(node_dir=str(node)))
+    fetch = runnercall.fetch_argv(plans.RunnerSettings(node_dir=str(node)))
     play = tmp_path / "play.yml"
     play.write_text(NODE_PLAY)
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",

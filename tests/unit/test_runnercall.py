@@ -17,14 +17,14 @@ import pytest
 from serve_system.experiment import runnercall
 from serve_system.experiment.roleview import write_bundle
 from serve_system.experiment.runfolder import Targets
-from serve_system.node import events, records, runner
+from serve_system.node import events, plans, records, runner
 
 
-def _plan(tmp_path: Path, settings: records.RunnerSettings) -> Path:
-    lp = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
-    variant = records.VariantPlan(name="v", model="food", version="1", config_pbtxt="", load_body={},
+def _plan(tmp_path: Path, settings: plans.RunnerSettings) -> Path:
+    lp = plans.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=["true"], retry_argv=[])
+    variant = plans.VariantPlan(name="v", model="food", version="1", config_pbtxt="", load_body={},
                                   notes=[], levels=[lp], input_data=None, perf={})
-    records.write(tmp_path / "plan.json", records.HostPlan(
+    records.write(tmp_path / "plan.json", plans.HostPlan(
         host="n1", gpus=0, experiment="e", run_id="r", variants=[variant], models=["food"],
         endpoints=Targets().endpoints(), runner=settings))
     return tmp_path / "plan.json"
@@ -39,13 +39,13 @@ def _args(plan: Path, **given: object) -> argparse.Namespace:
 
 
 def test_the_runner_takes_its_settings_from_the_plan_unless_the_call_gives_one(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, records.RunnerSettings(ready_timeout=7, perf_memory_mb=512,
+    plan = _plan(tmp_path, plans.RunnerSettings(ready_timeout=7, perf_memory_mb=512,
                                                   progress=str(tmp_path / "p.json")))
     got = runner.Runner(_args(plan, perf_timeout=12.0)).settings
     assert (got.perf_timeout, got.ready_timeout, got.perf_memory_mb, got.metrics_interval, got.progress) == (
-        12.0, 7, 512, records.RunnerSettings().metrics_interval, str(tmp_path / "p.json"))
+        12.0, 7, 512, plans.RunnerSettings().metrics_interval, str(tmp_path / "p.json"))
     # the runner's own options are made from the settings' fields: one each, none written again
-    assert [f.name for f in records.NUMBERS] == ["metrics_interval", "ready_timeout", "perf_timeout",
+    assert [f.name for f in plans.NUMBERS] == ["metrics_interval", "ready_timeout", "perf_timeout",
                                                  "perf_memory_mb"]
     given = runner.given_settings(_args(plan, metrics_interval=0.5))
     assert given == {"metrics_interval": 0.5}
@@ -63,7 +63,7 @@ def test_the_runner_records_the_facts_the_node_printed_as_the_plan_holds_them(
                "cap=6.0\ncap=7.5\n")
     args = ["plan", str(spec), "--run-dir", str(run), "--host", "n=2", "--quiet"]
     assert main([*args, f"--node-facts=n={printed}"]) == 0
-    plan = records.read(run / "n" / "plan.json", records.HostPlan)
+    plan = records.read(run / "n" / "plan.json", plans.HostPlan)
     assert plan.facts == {"host": "n", "os": "Ubuntu 24.04.1 LTS", "gpus": 2,
                           "gpu_compute_capability": ["6.0", "7.5"],
                           "images": {"jupyter": "sha256:aa", "triton_server": "sha256:bb {{ x }}"}}
@@ -76,7 +76,7 @@ def test_the_runner_records_the_facts_the_node_printed_as_the_plan_holds_them(
         runner.Runner(_args(run / "n" / "plan.json", facts="[1]"))
     # nothing printed (no os-release, no docker, no nvidia-smi): unknown, no caps
     assert main([*args, "--node-facts=n="]) == 0
-    plan = records.read(run / "n" / "plan.json", records.HostPlan)
+    plan = records.read(run / "n" / "plan.json", plans.HostPlan)
     assert plan.facts["os"] == "unknown" and plan.compute_capability is None
     # a line of another form, or a cap that is none: refused in one line, nothing rewritten
     before = (run / "n" / "plan.json").read_bytes()
@@ -93,7 +93,7 @@ def test_the_runner_records_the_facts_the_node_printed_as_the_plan_holds_them(
 
 
 def test_a_call_is_every_command_line_the_role_runs(tmp_path: Path) -> None:
-    s = records.RunnerSettings(container="client", client_dir="/work/e/r/", node_dir="/srv/work/e/r",
+    s = plans.RunnerSettings(container="client", client_dir="/work/e/r/", node_dir="/srv/work/e/r",
                                perf_timeout=10, ready_timeout=5)
     call = runnercall.runner_call(s, ["a", "b"], [4], token="T", todo=2)
     inside = ["client", "python3", "/work/e/r/.node.pyz", "--plan", "/work/e/r/plan.json"]
@@ -116,8 +116,8 @@ def test_a_call_is_every_command_line_the_role_runs(tmp_path: Path) -> None:
 def test_the_bundle_runs_the_host_side_follow_of_a_call(tmp_path: Path) -> None:
     """The node bundle holds both halves: the runner (client container) and ``--follow`` (the node), and
     runs with the standard library alone (-I -S: no site-packages, no PYTHONPATH)."""
-    plan = _plan(tmp_path, records.RunnerSettings(node_dir=str(tmp_path), perf_timeout=1, ready_timeout=1))
-    hplan = records.read(plan, records.HostPlan)
+    plan = _plan(tmp_path, plans.RunnerSettings(node_dir=str(tmp_path), perf_timeout=1, ready_timeout=1))
+    hplan = records.read(plan, plans.HostPlan)
     write_bundle(tmp_path, hplan, hplan.variants, None, within=tmp_path)
     call = runnercall.runner_call(hplan.runner, ["v"], [], token="T", todo=2)
     event = events.Event(kind=events.LEVEL, host="n1", text="n1 v c1_r1: ok (1/2, ETA 0:01)", variant="v",
@@ -183,7 +183,7 @@ def test_the_host_is_planned_on_the_base_configs_its_look_printed(
     assert look(f"os=Ubuntu\nconfig=food_classifier {b64}\nconfig=../../escape {b64}\n") == 0
     assert (run / "n" / ".node_base" / "food_classifier" / "config.pbtxt").read_bytes() == served
     assert not (tmp_path / "results" / "escape").exists() and not list(run.rglob("escape"))
-    plan = records.read(run / "n" / "plan.json", records.HostPlan)
+    plan = records.read(run / "n" / "plan.json", plans.HostPlan)
     assert plan.facts["os"] == "Ubuntu"
     baseline = next(v for v in plan.variants if v.name == "baseline")
     assert "max_batch_size: 12" in baseline.config_pbtxt  # the node's base, not the spec's file
@@ -204,7 +204,7 @@ def test_the_put_writes_the_bundle_from_its_stdin_and_empties_the_folder_when_fr
     """The put writes the bundle, its bytes on its stdin, into the node folder; with ``fresh``
     (``-e fresh=true``) the folder's earlier content is gone first, and a link in the folder's place is
     refused, its target untouched."""
-    settings = records.RunnerSettings(node_dir=str(tmp_path / "node dir; $(x)"), client_dir="/work/r 1")
+    settings = plans.RunnerSettings(node_dir=str(tmp_path / "node dir; $(x)"), client_dir="/work/r 1")
     folder = tmp_path / "node dir; $(x)"
     folder.mkdir()
     (folder / "old.json").write_text("{}")

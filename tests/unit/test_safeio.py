@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from serve_system import safeio
-from serve_system.node import archive, records
+from serve_system.node import archive, plans, records
 from serve_system.results import tree
 
 # ------------------------------------------------------------------------------------------- reading
@@ -166,11 +166,11 @@ def test_written_files_get_the_umasks_mode(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ the archive
 
 
-def _plan() -> records.HostPlan:
-    lv = records.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=[], retry_argv=[])
-    v = records.VariantPlan(name="v", model="m", version="1", config_pbtxt="", load_body={}, notes=[],
+def _plan() -> plans.HostPlan:
+    lv = plans.LevelPlan(id="c1_r1", mode="concurrency", load=1, repetition=1, argv=[], retry_argv=[])
+    v = plans.VariantPlan(name="v", model="m", version="1", config_pbtxt="", load_body={}, notes=[],
                             levels=[lv], input_data=None, perf={})
-    return records.HostPlan(host="n1", gpus=0, experiment="e", run_id="r1", variants=[v])
+    return plans.HostPlan(host="n1", gpus=0, experiment="e", run_id="r1", variants=[v])
 
 
 def _archive(path: Path, members: dict[str, bytes]) -> Path:

@@ -19,7 +19,7 @@ from opened_files import watched
 from serve_system.cli import main
 from serve_system.experiment import perfargv, search
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.node import records
+from serve_system.node import plans, records
 from serve_system.results import searchdecide, searchreport, searchrule, searchview
 
 INSTANCES = [24, 12, 5, 4]
@@ -63,7 +63,7 @@ def noise(name: str, rep: int, seed: int, cv: float) -> float:
     return random.Random(h).gauss(1.0, cv)
 
 
-def record(spec_text: str, tmp: Path, **search_: Any) -> records.SearchPlan:
+def record(spec_text: str, tmp: Path, **search_: Any) -> plans.SearchPlan:
     body = ", ".join(f"{k}: {json.dumps(v)}" for k, v in search_.items())
     path = tmp / "spec.yml"
     path.write_text(spec_text + f"search: {{{body}}}\n")
@@ -78,7 +78,7 @@ def row(name: str, rep: int, true: float, seed: int = 1, cv: float = 0.03, **ext
             "throughput": true * noise(name, rep, seed, cv), "duration_s": 4.0, **extra}
 
 
-def run(rec: records.SearchPlan, truth: Any = surface, rows: list[dict[str, Any]] | None = None,
+def run(rec: plans.SearchPlan, truth: Any = surface, rows: list[dict[str, Any]] | None = None,
         stop_after: int | None = None, **kw: Any) -> tuple[searchrule.Outcome, list[dict[str, Any]],
                                                          list[list[tuple[str, int]]]]:
     """Measure what the search asks until it decides (or ``stop_after`` measurements: an interruption);
@@ -334,7 +334,7 @@ def test_a_tie_holds_the_runner_up_whose_lead_interval_reaches_zero() -> None:
     fixture = Path(__file__).parent / "fixtures" / "search" / "halving_rehearsal_bench.json"
     data = json.loads(fixture.read_text())
     # the search as a plan.json of that time kept it: read as the record (its bounds without "min")
-    out = searchdecide.step(records.from_json(data["search"], records.SearchPlan, str(fixture)), data["rows"])
+    out = searchdecide.step(records.from_json(data["search"], plans.SearchPlan, str(fixture)), data["rows"])
     assert out.decided and out.winner is None
     assert out.tie[:2] == ["i1_d500", "i1_d100"], (out.tie, out.lead)
     assert out.lead.startswith("lead over `i1_d100` +6 % [-1 %, +14 %]")
@@ -419,7 +419,7 @@ def test_the_plan_measures_only_the_objective_load_rung_by_rung(tmp_path: Path) 
     assert [lv["id"] for lv in v["levels"]] == [f"c8_r{r}" for r in range(1, 7)]
     windows = [lv["argv"][lv["argv"].index("--measurement-interval") + 1] for lv in v["levels"]]
     assert windows == ["1250", "1250", "2500", "2500", "5000", "5000"]
-    hplan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    hplan = records.read(run_dir / "n" / "plan.json", plans.HostPlan)
     assert hplan.search is not None and hplan.search.strategy == "halving"
     assert len(hplan.search.candidates) == 28 and hplan.search.shard is None
     assert hplan.search == rec and plan["estimate_s"] == search.estimate_seconds(hplan.search)
@@ -438,7 +438,7 @@ def test_the_lease_guard_refuses_a_search_or_fits_its_budget(tmp_path: Path, cap
     assert not run_dir.exists()  # refused: nothing written
     assert main([*args, "--fit-lease"]) == 0
     err = capsys.readouterr().err
-    plan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    plan = records.read(run_dir / "n" / "plan.json", plans.HostPlan)
     assert plan.search is not None
     runs = plan.search.budget.runs
     assert runs is not None and 56 <= runs < 150 and f"cut to {runs} perf_analyzer runs" in err
@@ -475,7 +475,7 @@ def test_picked_variants_narrow_the_search(tmp_path: Path, capsys: Any) -> None:
     assert len(err) == 1 and "no variant named 'nope'" in err[0] and not run_dir.exists()
     assert main([*args, "--only", "i4_d100,i5_d500", "--only", "i12_d100"]) == 0
     capsys.readouterr()
-    plan = records.read(run_dir / "n" / "plan.json", records.HostPlan)
+    plan = records.read(run_dir / "n" / "plan.json", plans.HostPlan)
     assert plan.search is not None
     assert [c.name for c in plan.search.candidates] == ["i12_d100", "i5_d500", "i4_d100"]
     assert main(["decide", str(run_dir), "--host", "n"]) == 0
@@ -531,7 +531,7 @@ HOST_SPEED = {"n1": 1.0, "n2": 0.7, "n3": 1.3}
 
 
 def sharded_record(tmp: Path, reference: str, hosts: list[str], best_on: str,
-                   **search_: Any) -> records.SearchPlan:
+                   **search_: Any) -> plans.SearchPlan:
     """A halving search over ``hosts``, dealt by the shard's own rule, but with the known best moved to
     ``best_on`` (the assignment is the plan's data: the search reads it as given)."""
     from serve_system.experiment import shard as shardmod
@@ -541,12 +541,12 @@ def sharded_record(tmp: Path, reference: str, hosts: list[str], best_on: str,
     sh = shardmod.assign(names, hosts, reference, seed="surface")
     assignment = {h: [c for c in cs if c != best_name()] for h, cs in sh.assignment.items()}
     assignment[best_on].append(best_name())
-    rec.shard = records.SearchShard(reference=reference, hosts=sh.hosts, assignment=assignment)
+    rec.shard = plans.SearchShard(reference=reference, hosts=sh.hosts, assignment=assignment)
     rec.share = max(len(cs) for cs in assignment.values()) + 1
     return rec
 
 
-def run_sharded(rec: records.SearchPlan, seed: int = 1, cv: float = 0.03) -> tuple[
+def run_sharded(rec: plans.SearchPlan, seed: int = 1, cv: float = 0.03) -> tuple[
         searchrule.Outcome, list[dict[str, Any]], list[dict[str, list[tuple[str, int]]]]]:
     """As :func:`run`, each host measuring its share of every batch (the reference: every host), its
     measurements scaled by the host's speed; returns each batch's asks per host."""

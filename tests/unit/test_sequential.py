@@ -12,7 +12,7 @@ from report_trees import lab_run
 from scipy import stats
 from test_adaptive import _plan
 
-from serve_system.node import nodeproc, records
+from serve_system.node import nodeproc, plans, records
 from serve_system.results import adaptive, findings, report, tree
 from serve_system.results import claim as cl
 from serve_system.results import intervals as iv
@@ -92,19 +92,19 @@ def test_looks_levels_widen_early_and_none_is_the_fixed_interval() -> None:
     assert 0.90 < claim[0] < claim[1] < claim[2] < looks.level(3)
     assert sq.Looks(3, 5, sq.NONE).level(3, sq.CLAIM) == pytest.approx(0.90)
     assert "O'Brien-Fleming" in looks.text() and "3 to 5" in looks.text()
-    assert sq.looks_of(records.AdaptivePlan(start=3, max=5)) == looks and sq.looks_of(None) is None
-    assert sq.looks_of(records.AdaptivePlan(start=0, max=5)) is None  # no plan of looks: the fixed interval
+    assert sq.looks_of(plans.AdaptivePlan(start=3, max=5)) == looks and sq.looks_of(None) is None
+    assert sq.looks_of(plans.AdaptivePlan(start=0, max=5)) is None  # no plan of looks: the fixed interval
     with pytest.raises(ValueError, match="sequential method"):
         sq.Looks(3, 5, "bonferroni")
 
 
 def test_halving_splits_its_level_over_the_rungs() -> None:
-    from serve_system.node import records
+    from serve_system.node import plans
     from serve_system.results import searchrule as search
 
-    goal = records.ObjectiveRecord(name="best", metric="throughput", goal="max", at_load=8.0)
-    rec = records.SearchPlan(strategy="halving", objective=goal, candidates=[], calls=0,
-                             rungs=[records.SearchRung([2 * k + 1, 2 * k + 2], 500) for k in range(3)])
+    goal = plans.ObjectiveRecord(name="best", metric="throughput", goal="max", at_load=8.0)
+    rec = plans.SearchPlan(strategy="halving", objective=goal, candidates=[], calls=0,
+                             rungs=[plans.SearchRung([2 * k + 1, 2 * k + 2], 500) for k in range(3)])
     assert search.rung_family_level(rec) == pytest.approx(0.05 / 3)
     assert search.drop_quantile(5, 0.05 / 3, split=False) == pytest.approx(1 - 0.05 / 3 / 4)
 
@@ -140,7 +140,7 @@ def test_the_sequential_decision_on_a_recorded_tree(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 0.9, 1.1))
     rows = tree.collect(run)
     setups = tree.variant_setups(run)
-    objectives = [records.ObjectiveRecord("most", "throughput", "max")]
+    objectives = [plans.ObjectiveRecord("most", "throughput", "max")]
     looks = sq.Looks(3, 5)
     fixed = findings.evaluate(rows, setups, objectives, 0.05)
     seq = findings.evaluate(rows, setups, objectives, 0.05, looks)
@@ -214,7 +214,7 @@ def _contend(run: Path, variant: str, level: str, others: float) -> None:
 
 def test_a_contended_level_is_flagged_and_measured_again_by_auto(tmp_path: Path) -> None:
     run = lab_run(tmp_path / "lab" / "r1", repetitions=3, spread=(1.0, 1.0, 1.0))
-    _plan(run, records.AdaptivePlan(start=3, max=4))
+    _plan(run, plans.AdaptivePlan(start=3, max=4))
     _contend(run, "onnx", "c1_r2", 0.6)
     row = next(r for r in tree.collect(run) if r["variant"] == "onnx" and r["repetition"] == 2)
     assert row["other_cpu"] == 0.6 and "stress-ng (4242)" in row["contention"]
@@ -258,7 +258,7 @@ def test_the_report_of_an_auto_run_judges_at_its_look(tmp_path: Path) -> None:
     report.write_report(run)
     assert json.loads((run / "summary.json").read_text())["findings"][-1]["verdict"] == iv.HELD
     fixed = (run / "report.md").read_text()
-    _plan(run, records.AdaptivePlan(start=3, max=5))
+    _plan(run, plans.AdaptivePlan(start=3, max=5))
     report.write_report(run, partial=True)
     text = (run / "report.md").read_text()
     assert "repeated confidence intervals" not in fixed and "repeated confidence intervals" in text

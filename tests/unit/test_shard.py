@@ -16,7 +16,7 @@ from serve_system.experiment import shard as shardmod
 from serve_system.experiment.manifest import Manifest
 from serve_system.experiment.spec.messages import SpecError
 from serve_system.experiment.spec.reader import load_spec
-from serve_system.node import records
+from serve_system.node import plans, records
 from serve_system.results import intervals as iv
 from serve_system.results import report
 from serve_system.results import shard as shardres
@@ -127,24 +127,24 @@ def test_plan_deals_the_sweep_over_the_hosts(tmp_path: Path, capsys: pytest.Capt
     assert main(["plan", str(spec), "--run-dir", str(run), "--host", "n2=0", "--host", "n1=0", "--role"]) == 0
     view = json.loads(capsys.readouterr().out)
     assert view["shard_args"] == ["--shard-hosts=n1,n2"]
-    plans = {h: records.read(run / h / "plan.json", records.HostPlan) for h in ("n1", "n2")}
+    host_plans = {h: records.read(run / h / "plan.json", plans.HostPlan) for h in ("n1", "n2")}
     # each host's variants in the spec's order: the reference and its candidates
-    got = {h: [v.name for v in p.variants if v.name != "d1000"] for h, p in plans.items()}
-    assert all("d1000" in [v.name for v in p.variants] for p in plans.values())
+    got = {h: [v.name for v in p.variants if v.name != "d1000"] for h, p in host_plans.items()}
+    assert all("d1000" in [v.name for v in p.variants] for p in host_plans.values())
     assert sorted(n for names in got.values() for n in names) == ["baseline", "d100", "d2000", "d4000",
                                                                   "d500"]
     assert sorted(map(len, got.values())) == [2, 3]
-    for h, p in plans.items():
+    for h, p in host_plans.items():
         assert p.shard is not None and p.shard.candidates == got[h] and p.shard.hosts == ["n1", "n2"]
         assert p.shard.rule == shardmod.RULE
         assert view["hosts"][h]["calls"][0]["variants"] == [v.name for v in p.variants]
         assert not any((run / h / v).exists() for v in got["n1" if h == "n2" else "n2"])
     man = records.read(run / "manifest.json", Manifest).shard
-    assert man is not None and man.assignment == got and not isinstance(man, records.HostShard)
+    assert man is not None and man.assignment == got and not isinstance(man, plans.HostShard)
     # one host's own plan (the role's second call) deals the same way, given every host of the play
     assert main(["plan", str(spec), "--run-dir", str(run), "--host", "n2=0", "--no-manifest", "--quiet",
                  "--shard-hosts", "n1,n2"]) == 0
-    n2 = records.read(run / "n2" / "plan.json", records.HostPlan).shard
+    n2 = records.read(run / "n2" / "plan.json", plans.HostPlan).shard
     assert n2 is not None and n2.candidates == got["n2"]
     # ... and without them it would deal over itself alone: refused, nothing written
     before = (run / "n2" / "plan.json").read_text()
@@ -161,7 +161,7 @@ def test_dash_e_shard_and_its_refusals(tmp_path: Path, capsys: pytest.CaptureFix
     run = tmp_path / "results" / "sweep" / "r2"
     args = ["plan", str(spec), "--run-dir", str(run), "--host", "n1=0", "--host", "n2=0", "--quiet"]
     assert main(args) == 0
-    n1 = records.read(run / "n1" / "plan.json", records.HostPlan)
+    n1 = records.read(run / "n1" / "plan.json", plans.HostPlan)
     assert n1.shard is None and len(n1.variants) == 6  # not sharded: all on each
     run3 = tmp_path / "results" / "sweep" / "r3"
     assert main(["plan", str(spec), "--run-dir", str(run3), "--host", "n1=0", "--host", "n2=0", "--quiet",

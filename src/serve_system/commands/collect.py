@@ -13,7 +13,7 @@ import argparse
 
 from .. import ownedtree
 from ..errors import ServeSystemError
-from ..node import archive, records
+from ..node import archive, plans, records
 from ..textsafe import echo
 
 
@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
             for host, n in archive.collect_run(args.run_dir):
                 echo(f"{n} file(s) -> {args.run_dir / host}")
             return 0
-        plan = records.read(args.host_dir / records.PLAN_FILE, records.HostPlan, fix=archive.PLAN_FIX)
+        plan = records.read(args.host_dir / records.PLAN_FILE, plans.HostPlan, fix=archive.PLAN_FIX)
         n = archive.unpack(args.archive, args.host_dir, plan)
     except records.RecordError as exc:
         raise ServeSystemError(str(exc)) from None

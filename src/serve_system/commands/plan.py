@@ -4,7 +4,7 @@ Run by the ``experiment`` role on the controller, once per play, before any node
 every variant of the spec (kind triton or fastapi) is rendered for each host's GPU count and
 checked; on any problem nothing is written and the command exits 1 with one line per problem.
 Otherwise it writes, under ``RUN_DIR``: ``spec.yml``, ``manifest.json``, and per host ``plan.json``
-(a :class:`serve_system.node.records.HostPlan`: what to load, the command of each load level, which
+(a :class:`serve_system.node.plans.HostPlan`: what to load, the command of each load level, which
 levels are already measured), each variant's ``config.pbtxt`` and ``load_body.json``, and
 ``.node.pyz`` (the node bundle: the runner, the plan and its inputs in one file the role copies). With
 ``--fresh`` the hosts' earlier results are removed first; with ``--lease-end`` a plan that cannot end
@@ -34,7 +34,8 @@ from ..experiment import planning
 from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError
 from ..experiment.spec.models import check_name
-from ..node.records import NUMBERS, RunnerSettings, to_json
+from ..node.plans import NUMBERS, RunnerSettings
+from ..node.records import to_json
 from ..textsafe import dumps, echo
 from . import play
 
@@ -89,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "these candidates, repetitions: auto repeats only these (repeat, or a comma list)")
     d = RunnerSettings()
     runner = p.add_argument_group("the runner's settings, kept in each host plan (empty: the default)")
-    for f in NUMBERS:  # the number settings, each named and explained once (records.RunnerSettings)
+    for f in NUMBERS:  # the number settings, each named and explained once (plans.RunnerSettings)
         unit = f"{f.metadata['unit']}; " if "unit" in f.metadata else ""
         runner.add_argument(f"--{f.name.replace('_', '-')}", type=_setting, default=None,
                             help=f"{f.metadata['help']} ({unit}{getattr(d, f.name):g})")

@@ -26,7 +26,7 @@ from ..experiment import planning
 from ..experiment.roleview import RoleView
 from ..experiment.spec.messages import SpecError, format_errors
 from ..experiment.spec.models import check_name
-from ..node.records import NUMBERS
+from ..node.plans import NUMBERS
 from ..textsafe import dumps, echo
 
 #: the largest document read (every host's look: a few KB each, at most 64 base configs of 1 MiB)

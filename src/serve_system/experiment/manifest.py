@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..node import plans
 from ..node import records as rec
 
 
-def _read_objectives(data: Any, where: str) -> list[rec.ObjectiveRecord]:
+def _read_objectives(data: Any, where: str) -> list[plans.ObjectiveRecord]:
     """A manifest's objectives, checked by the spec's own rules (names, metrics, goals, loads,
     constraints): a :class:`~serve_system.experiment.spec.messages.SpecError` of one line naming the
     field; none (an empty list, null): the default objectives."""
@@ -38,9 +39,9 @@ class Manifest:
     hosts: list[str] = field(default_factory=list)
     #: what picks the best variant, read through the spec's own rules (:func:`_read_objectives`); empty in
     #: a manifest without the field (the report then judges by the default objectives)
-    objectives: list[rec.ObjectiveRecord] = field(default_factory=list, metadata={"read": _read_objectives})
+    objectives: list[plans.ObjectiveRecord] = field(default_factory=list, metadata={"read": _read_objectives})
     #: the shard record of a sharded run (:mod:`serve_system.experiment.shard`)
-    shard: rec.ShardRecord | None = None
+    shard: plans.ShardRecord | None = None
     smallest_effect: Any = None
 
     def to_json(self) -> dict[str, object]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..node import defaults
-from ..node.records import LevelPlan, VariantPlan
+from ..node.plans import LevelPlan, VariantPlan
 from ..triton.host import (
     TENSORRT_MIN_COMPUTE_CAPABILITY,
     adapt_to_host,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..node import records as rec
+from ..node import plans
 from ..secretfiles import secret_reason
 from ..textsafe import echo
 from . import nodelook, perfargv, roleview, runfolder, search
@@ -54,8 +54,8 @@ class LeasePolicy:
 
 @dataclass(frozen=True)
 class RunnerRequest:
-    """The runner's settings given for the run (:class:`.records.RunnerSettings`; what is not given,
-    its default): ``numbers`` by field name (:data:`.records.NUMBERS`), the progress file, the client
+    """The runner's settings given for the run (:class:`.plans.RunnerSettings`; what is not given,
+    its default): ``numbers`` by field name (:data:`.plans.NUMBERS`), the progress file, the client
     container, and the node's folder the client container sees as the work root."""
 
     numbers: dict[str, float] = field(default_factory=dict)
@@ -112,7 +112,7 @@ _CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
-def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, rec.HostPlan] | None:
+def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, plans.HostPlan] | None:
     """Check, then write the run folder as ``req`` says; what to print (each host's plan, the role's
     view, or None). Any problem is a :class:`SpecError`, raised before anything is written."""
     if req.run_dir is None and req.results_dir is None:
@@ -138,18 +138,19 @@ def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, rec.HostPlan] | 
     if looks and isinstance(spec, TritonSpec):  # the role's host plan: its run folder is written
         bases |= nodelook.write_node_bases(runfolder.check_run_dir(run_dir, spec.name), looks,
                                            {v.model or spec.model for v in spec.all_variants})
-    plans = {h: runfolder.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h)) for h, g in hosts}
+    variants = {h: runfolder.host_variants(spec, targets, g, bases.get(h), set(), caps.get(h))
+                for h, g in hosts}
     run = runfolder.check_run_dir(run_dir, spec.name)
     for h, _ in hosts:
         runfolder.check_host_dir(run, h)
     settings = runner_settings(req.runner, spec.name, run.name)
-    shard = runfolder.sharding(spec, plans, force=req.shard, over=list(req.shard_hosts), run=run)
+    shard = runfolder.sharding(spec, variants, force=req.shard, over=list(req.shard_hosts), run=run)
     if shard is not None:
-        plans = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in plans.items()}
+        variants = {h: [v for v in p if v.name in shard.variants_of(h)] for h, p in variants.items()}
     if req.answer == "role":  # the variants picked are checked before anything is written
         roleview.role_view(spec, run, {}, list(req.only))
     if not req.lease.ignore_end:
-        _check_lease(req, spec, plans)
+        _check_lease(req, spec, variants)
     out = runfolder.write_run(req.spec, spec, run, hosts, bases, targets, fresh=req.fresh,
                               manifest=req.manifest, shard=shard, only=roleview.picked_names(req.only),
                               compute_capability=caps, runner=settings, facts=facts)
@@ -183,8 +184,8 @@ def number_setting(text: str) -> float | None:
     return value
 
 
-def runner_settings(given: RunnerRequest, spec_name: str, run_id: str) -> rec.RunnerSettings:
-    """The runner's settings ``given``, the others :class:`~.records.RunnerSettings`' defaults; a bad
+def runner_settings(given: RunnerRequest, spec_name: str, run_id: str) -> plans.RunnerSettings:
+    """The runner's settings ``given``, the others :class:`~.plans.RunnerSettings`' defaults; a bad
     one is refused (:class:`SpecError`)."""
     out: dict[str, Any] = dict(given.numbers)  # RunnerSettings' keyword arguments (fields of mixed types)
     for opt, key, value in (("progress", "progress", given.progress),
@@ -200,7 +201,7 @@ def runner_settings(given: RunnerRequest, spec_name: str, run_id: str) -> rec.Ru
             raise SpecError([(f"--client-container {given.client_container!r}: not a container name: give "
                               "letters, digits, '_', '.' or '-', starting with a letter or digit")])
         out["container"] = given.client_container
-    return rec.RunnerSettings(**out)
+    return plans.RunnerSettings(**out)
 
 
 def _check_request(req: PlanRequest) -> None:
@@ -239,16 +240,16 @@ def _check_request(req: PlanRequest) -> None:
                               "give an image file")])
 
 
-def _check_lease(req: PlanRequest, spec: AnySpec, plans: dict[str, list[rec.VariantPlan]]) -> None:
+def _check_lease(req: PlanRequest, spec: AnySpec, variants: dict[str, list[plans.VariantPlan]]) -> None:
     """Refuse (:class:`SpecError`) a plan that cannot end before its hosts' lease ends; a search with
     the policy's ``fit`` gets the budget that fits instead."""
     ends: dict[str, list[str]] = {}
     for h in req.hosts:
-        if h.lease_end and h.name in plans:
+        if h.lease_end and h.name in variants:
             ends.setdefault(h.lease_end, []).append(h.name)
     for lease_end, names in ends.items():
-        estimate = max(exp.estimate_seconds(plans[h]) for h in names)
-        found = _search_record(spec, plans, roleview.picked_names(req.only))
+        estimate = max(exp.estimate_seconds(variants[h]) for h in names)
+        found = _search_record(spec, variants, roleview.picked_names(req.only))
         if found is not None:  # a search is bounded by its budget, not by its plan's every level
             estimate = search.estimate_seconds(found)
         now = time.time()
@@ -260,17 +261,17 @@ def _check_lease(req: PlanRequest, spec: AnySpec, plans: dict[str, list[rec.Vari
             raise SpecError([f"{req.spec}: lease: {why}"])
 
 
-def _search_record(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], only: list[str]
-                   ) -> rec.SearchPlan | None:
+def _search_record(spec: AnySpec, variants: dict[str, list[plans.VariantPlan]], only: list[str]
+                   ) -> plans.SearchPlan | None:
     """The search a host plan would keep (:func:`search.plan_record`), or None for a grid."""
     if not isinstance(spec, TritonSpec) or spec.searching is None:
         return None
-    first = next((vs[0] for vs in plans.values() if vs), None)
+    first = next((vs[0] for vs in variants.values() if vs), None)
     perf = perfargv.PerfSettings.of(first.perf if first is not None else {})
     return search.plan_record(spec, perf, spec.smallest_effect, only)
 
 
-def _fit(spec_path: Path, lease_end: str, spec: AnySpec, found: rec.SearchPlan, now: float) -> str | None:
+def _fit(spec_path: Path, lease_end: str, spec: AnySpec, found: plans.SearchPlan, now: float) -> str | None:
     """Shrink the search's budget to the runs that end before the lease (the policy's ``fit``); why not."""
     assert isinstance(spec, TritonSpec) and spec.search is not None
     end = exp.lease_end_time(lease_end)

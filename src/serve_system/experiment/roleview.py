@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import safeio
-from ..node import bundle
+from ..node import bundle, plans
 from ..node import records as rec
 from . import runnercall
 from .spec.messages import SpecError
@@ -89,13 +89,13 @@ class RoleView:
                 **({"finish": self.finish} if self.finish else {})}
 
 
-def _put(settings: rec.RunnerSettings, bundle: Path, fresh: bool) -> Put | None:
+def _put(settings: plans.RunnerSettings, bundle: Path, fresh: bool) -> Put | None:
     """The put of a host's bundle, or None where it is copied instead (one over the limit)."""
     small = bundle.is_file() and bundle.stat().st_size <= runnercall.PUT_LIMIT
     return Put(argv=runnercall.put_argv(settings, fresh), stdin_file=str(bundle)) if small else None
 
 
-def role_view(spec: AnySpec, run: Path, plans: dict[str, rec.HostPlan], only: list[str],
+def role_view(spec: AnySpec, run: Path, written: dict[str, plans.HostPlan], only: list[str],
               fresh: bool = False) -> RoleView:
     """What the ``experiment`` role needs of a written run, so that it reads nothing of the spec and
     computes nothing: the experiment's name and kind, the run folder, and per host the models to fetch,
@@ -103,7 +103,7 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, rec.HostPlan], only: li
     FastAPI plan one per variant, its endpoint brought up with the variant's runtime first), the
     command that restores its baseline and how many more calls ``serve-system decide`` may add.
     ``only`` picks variants (``-e variants=...``); an unknown name is refused (:class:`SpecError`).
-    ``plans`` is :func:`.runfolder.write_run`'s answer (each host's plan as written); ``fresh``: the put
+    ``written`` is :func:`.runfolder.write_run`'s answer (each host's plan as written); ``fresh``: the put
     empties the host's node folder first (one task on the node instead of two)."""
     names = [v.name for v in (spec.variants if isinstance(spec, FastapiSpec) else spec.all_variants)]
     only = picked_names(only)
@@ -114,7 +114,7 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, rec.HostPlan], only: li
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     token = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     hosts: dict[str, HostView | str] = {}
-    for host, hplan in plans.items():
+    for host, hplan in written.items():
         settings, adaptive = hplan.runner, hplan.adaptive
         chosen = [v for v in hplan.variants if not only or v.name in only]
         where = HostView(models=list(hplan.models), node_dir=settings.node_dir,
@@ -126,7 +126,7 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, rec.HostPlan], only: li
             hosts[host] = dataclasses.replace(where, more_rounds=hplan.search.calls)
             continue
         if kind == rec.TRITON:  # one call: the runner follows the plan's rounds itself
-            groups: list[tuple[list[rec.VariantPlan], int | None]] = [(chosen, None)]
+            groups: list[tuple[list[plans.VariantPlan], int | None]] = [(chosen, None)]
         else:  # one call per load: the endpoint is brought up with the variant's runtime first
             by_name = {v.name: v for v in chosen}
             rounds = hplan.rounds or [list(by_name)]
@@ -145,13 +145,13 @@ def role_view(spec: AnySpec, run: Path, plans: dict[str, rec.HostPlan], only: li
                 restore_past=adaptive.minutes if i == len(groups) - 1 and adaptive else None))
         hosts[host] = dataclasses.replace(  # auto: the calls the role may add
             where, calls=calls, more_rounds=adaptive.max - adaptive.start if adaptive else 0)
-    shards = [p.shard for p in plans.values() if p.shard is not None]
+    shards = [p.shard for p in written.values() if p.shard is not None]
     return RoleView(experiment=spec.name, kind=kind, run_dir=str(run),
                     shard_hosts=list(shards[0].hosts) if shards else [],
                     run_subdir=f"{spec.name}/{run.name}", hosts=hosts)
 
 
-def write_bundle(hdir: Path, hplan: rec.HostPlan, variants: list[rec.VariantPlan],
+def write_bundle(hdir: Path, hplan: plans.HostPlan, variants: list[plans.VariantPlan],
                  image: Path | None, within: Path) -> None:
     """What the role puts on the node in one task: the node bundle, a Python zip application of the
     node package with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs), as

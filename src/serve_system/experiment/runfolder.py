@@ -2,7 +2,7 @@
 
 :func:`check_run_dir` and :func:`check_host_dir` refuse a folder that could land somewhere else (nothing
 written); :func:`sharding` spreads the variants over the hosts. :func:`write_run` then writes, under the
-run folder, ``spec.yml``, ``manifest.json`` and per host ``plan.json`` (a :class:`~.records.HostPlan`,
+run folder, ``spec.yml``, ``manifest.json`` and per host ``plan.json`` (a :class:`~.plans.HostPlan`,
 its variants from :mod:`.plan`), each variant's ``config.pbtxt`` and ``load_body.json`` and
 ``.node.pyz`` (the node bundle: the runner, the plan and its inputs in one file the role puts on the
 node: :mod:`.roleview`, with the role's view). Nothing is written before every host's plan is checked.
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import ownedtree, safeio
+from ..node import plans
 from ..node import records as rec
 from . import perfargv, roleview, search
 from . import shard as shardmod
@@ -56,12 +57,12 @@ class Targets:
     metrics_url: str = f"http://{TRITON_METRICS}/metrics"
 
     def endpoints(self) -> dict[str, str]:
-        """The runner's services (a :class:`~.records.HostPlan`'s ``endpoints``)."""
+        """The runner's services (a :class:`~.plans.HostPlan`'s ``endpoints``)."""
         return {"triton": f"http://{self.url}", "metrics": self.metrics_url, "fastapi": self.fastapi_url}
 
 
 def host_variants(spec: AnySpec, targets: Targets, gpus: int, base: Path | None, done: set[tuple[str, str]],
-                  compute_capability: float | None = None) -> list[rec.VariantPlan]:
+                  compute_capability: float | None = None) -> list[plans.VariantPlan]:
     """One host's variants, rendered for its GPU count (of ``compute_capability``, the lowest; None:
     unknown) and its own base configs (``base``)."""
     if isinstance(spec, FastapiSpec):
@@ -76,8 +77,8 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
               targets: Targets, *, fresh: bool = False, manifest: bool = True,
               shard: shardmod.Shard | None = None, only: Sequence[str] = (),
               compute_capability: dict[str, float] | None = None,
-              runner: rec.RunnerSettings | None = None,
-              facts: dict[str, dict[str, Any]] | None = None) -> dict[str, rec.HostPlan]:
+              runner: plans.RunnerSettings | None = None,
+              facts: dict[str, dict[str, Any]] | None = None) -> dict[str, plans.HostPlan]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
@@ -107,7 +108,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             shard=shard.record() if shard else None,
         )
         safeio.write_json(manifest_path, doc.to_json(), within=run, default=str)
-    out: dict[str, rec.HostPlan] = {}
+    out: dict[str, plans.HostPlan] = {}
     prov = provenance(spec_path)
     for (host, gpus) in hosts:
         hdir = hdirs[host]
@@ -123,12 +124,12 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
                 safeio.write_text(vdir / rec.CONFIG_FILE, v.config_pbtxt, within=run)
                 safeio.write_json(vdir / rec.LOAD_BODY_FILE, v.load_body, within=run)
         models = sorted({v.model for v in variants}) if kind == rec.TRITON else []
-        hplan = rec.HostPlan(
+        hplan = plans.HostPlan(
             host=host, gpus=gpus, compute_capability=ccs.get(host), experiment=spec.name, run_id=run.name,
             variants=variants, kind=kind, models=models, provenance=prov,
             warmup_requests=spec.warmup.requests,
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints(),
-            runner=dataclasses.replace(runner or rec.RunnerSettings(), client_dir=targets.node_work_dir),
+            runner=dataclasses.replace(runner or plans.RunnerSettings(), client_dir=targets.node_work_dir),
             facts=(facts or {}).get(host, {}))
         hplan.shard = shard.host_record(host) if shard else None
         hplan.seed = run_seed(spec.name, run.name, host)
@@ -139,7 +140,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             hplan.estimate_s = search.estimate_seconds(hplan.search) if hplan.search else hplan.estimate_s
         elif isinstance(spec, TritonSpec) and spec.repetitions == "auto":
             budget = spec.budget or Budget()
-            hplan.adaptive = rec.AdaptivePlan(  # -e variants: the further repetitions only of these
+            hplan.adaptive = plans.AdaptivePlan(  # -e variants: the further repetitions only of these
                 start=min(AUTO_START, budget.repetitions), max=budget.repetitions, minutes=budget.minutes,
                 only=list(only) if only else None)
         rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
@@ -148,12 +149,12 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
     return out
 
 
-def sharding(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], *, force: bool = False,
+def sharding(spec: AnySpec, variants: dict[str, list[plans.VariantPlan]], *, force: bool = False,
              over: list[str] | None = None, run: Path | None = None) -> shardmod.Shard | None:
     """The run's shard (None: not sharded): the spec's ``shard`` setting, or ``force`` (``-e shard``,
-    the first variant the reference). ``plans``: the hosts of this call and their variants (the costs
-    come from the first host's); ``over``: every host of the play (default: ``plans``' hosts), each host
-    of ``plans`` among them. An earlier plan of ``run`` over other hosts is refused. Raises SpecError."""
+    the first variant the reference). ``variants``: the hosts of this call and their variants (the costs
+    come from the first host's); ``over``: every host of the play (default: ``variants``' hosts), each host
+    of ``variants`` among them. An earlier plan of ``run`` over other hosts is refused. Raises SpecError."""
     setting = spec.shard if isinstance(spec, TritonSpec) else None
     if setting is None and not force:
         return None
@@ -165,12 +166,12 @@ def sharding(spec: AnySpec, plans: dict[str, list[rec.VariantPlan]], *, force: b
         problems = shard_problems(spec, names, str(spec.path), "-e shard")
         if problems:
             raise SpecError(problems)
-    hosts = list(over or plans)
-    stray = [h for h in plans if h not in hosts]
+    hosts = list(over or variants)
+    stray = [h for h in variants if h not in hosts]
     if stray:
         raise SpecError([(f"--host {stray[0]!r}: not one of --shard-hosts ({', '.join(hosts)}): give every "
                          "host of the play to --shard-hosts")])
-    first = plans[next(iter(plans))]
+    first = variants[next(iter(variants))]
     costs = {v.name: estimate_seconds([v]) for v in first}
     shard = shardmod.assign(names, hosts, shardmod.reference_of(setting.reference if setting else "first",
                                                                 names), costs, seed=spec.name)

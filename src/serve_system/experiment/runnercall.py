@@ -6,7 +6,7 @@ further one (:mod:`serve_system.results.adaptive`); the role runs ``start``, the
 (one per level still to measure: it prints that level's progress line), ``wait_end`` when no level was
 left to report the end, ``explain`` (Triton's log on its stdin) after a refused load, and the host's
 ``restore`` at the end. Where the runner runs, its timeouts and its memory cap are the host plan's
-:class:`~.records.RunnerSettings`: the runner reads them there, so no call carries them.
+:class:`~.plans.RunnerSettings`: the runner reads them there, so no call carries them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..node import records as rec
+from ..node import plans
 from ..node.archive import ARCHIVE
 
 
@@ -37,7 +37,7 @@ class RunnerCall:
     explain: list[str] = field(default_factory=list)
 
 
-def runner_argv(settings: rec.RunnerSettings, *, detach: bool = False) -> list[str]:
+def runner_argv(settings: plans.RunnerSettings, *, detach: bool = False) -> list[str]:
     """The runner in the client container (``docker exec``), on the host plan's ``plan.json``."""
     here = settings.client_dir.rstrip("/")
     return ["docker", "exec", "--detach" if detach else "-i", settings.container,
@@ -84,30 +84,30 @@ with os.fdopen(fd, "rb") as f:
 """.replace("TOO_LARGE", str(FETCH_TOO_LARGE))
 
 
-def _node_dir(settings: rec.RunnerSettings) -> str:
+def _node_dir(settings: plans.RunnerSettings) -> str:
     return (settings.node_dir or settings.client_dir).rstrip("/")
 
 
-def put_argv(settings: rec.RunnerSettings, fresh: bool = False) -> list[str]:
+def put_argv(settings: plans.RunnerSettings, fresh: bool = False) -> list[str]:
     """On the node (its python3): puts the node bundle, sent on its stdin, in the run's node folder (one
     task, no transfer of its own); ``fresh``: what the folder held is removed first (the run measured
     afresh: ``-e fresh=true``)."""
     return ["python3", "-c", _PUT, _node_dir(settings), *(["--fresh"] if fresh else [])]
 
 
-def fetch_argv(settings: rec.RunnerSettings) -> list[str]:
+def fetch_argv(settings: plans.RunnerSettings) -> list[str]:
     """On the node (its python3): prints the host's records archive in base64 (the role writes it home
     in the same task, no transfer of its own); exits :data:`FETCH_TOO_LARGE` for one over
     :data:`FETCH_LIMIT` (the role fetches that one)."""
     return ["python3", "-c", _SEND, f"{_node_dir(settings)}/{ARCHIVE}", str(FETCH_LIMIT)]
 
 
-def restore_argv(settings: rec.RunnerSettings) -> list[str]:
+def restore_argv(settings: plans.RunnerSettings) -> list[str]:
     """Restores the models' committed configs, writes the host record and packs the records."""
     return [*runner_argv(settings), "--restore"]
 
 
-def runner_call(settings: rec.RunnerSettings, variants: Sequence[str], repetitions: Sequence[int], *,
+def runner_call(settings: plans.RunnerSettings, variants: Sequence[str], repetitions: Sequence[int], *,
                 token: str, todo: int, runtime: str | None = None, restore: bool = False,
                 restore_past: float | None = None) -> RunnerCall:
     """The call measuring ``variants`` (in plan order; only ``repetitions`` of them when given), ``todo``

@@ -32,14 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..node import defaults
-from ..node.records import (
-    ParamValue,
-    SearchBudgetRecord,
-    SearchCandidate,
-    SearchPlan,
-    SearchRung,
-    SearchShard,
-)
+from ..node.plans import ParamValue, SearchBudgetRecord, SearchCandidate, SearchPlan, SearchRung, SearchShard
 from . import perfargv
 from .shard import Shard
 from .spec.models import Search, SearchBudget, TritonSpec

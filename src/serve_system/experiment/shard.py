@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..node.records import HostShard, SearchShard, ShardRecord
+from ..node.plans import HostShard, SearchShard, ShardRecord
 from .spec.messages import SpecError
 
 #: how the report names the rule; kept in the plan's and the manifest's shard record

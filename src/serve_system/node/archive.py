@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import safeio
+from . import plans
 from . import records as rec
 
 #: what one host's records travel as, from the node to the controller (one transfer)
@@ -88,13 +89,13 @@ class _Counted:
             pass
 
 
-def planned_levels(plan: rec.HostPlan) -> dict[str, set[str]]:
+def planned_levels(plan: plans.HostPlan) -> dict[str, set[str]]:
     """variant name -> the ids of its planned levels (what a host's archive may hold)."""
     return {v.name: {lv.id for lv in v.levels} for v in plan.variants}
 
 
 def unpack(archive: str | Path, host_dir: str | Path,
-           variants: list[str] | dict[str, set[str]] | rec.HostPlan,
+           variants: list[str] | dict[str, set[str]] | plans.HostPlan,
            *, member_budget: int | None = None, total_budget: int | None = None) -> int:
     """Put a host's archive (see :func:`pack`) into its results folder; the number of files.
 
@@ -125,10 +126,10 @@ def unpack(archive: str | Path, host_dir: str | Path,
     return len(files)
 
 
-def _planned(variants: list[str] | dict[str, set[str]] | rec.HostPlan) -> dict[str, set[str] | None]:
+def _planned(variants: list[str] | dict[str, set[str]] | plans.HostPlan) -> dict[str, set[str] | None]:
     """variant name -> its planned level ids (None: any level, only the variant's name is known)."""
     planned: dict[str, set[str] | None] = {}
-    if isinstance(variants, rec.HostPlan):
+    if isinstance(variants, plans.HostPlan):
         planned.update(planned_levels(variants))
     elif isinstance(variants, dict):
         planned.update(variants)
@@ -267,7 +268,7 @@ def collect_run(run_dir: str | Path, hosts: Collection[str] | None = None) -> li
             host_dir = archive.parent.parent
             if hosts is not None and host_dir.name not in hosts:
                 continue
-            plan = rec.read(host_dir / rec.PLAN_FILE, rec.HostPlan, fix=PLAN_FIX)
+            plan = rec.read(host_dir / rec.PLAN_FILE, plans.HostPlan, fix=PLAN_FIX)
             out.append((host_dir.name, unpack(archive, host_dir, plan)))
             archive.unlink()
     return out

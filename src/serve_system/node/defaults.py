@@ -2,7 +2,7 @@
 setting out, the runner's timeouts and memory cap, and the planner's rough costs.
 
 Read by the planner (:mod:`serve_system.experiment.plan`, ``.search``, ``.perfargv``), by the records
-(:class:`.records.RunnerSettings`' defaults) and by the runner; standard library only and importing
+(:class:`.plans.RunnerSettings`' defaults) and by the runner; standard library only and importing
 nothing: it travels in the node bundle with the rest of :mod:`serve_system.node`. A spec's ``perf``
 setting, a role variable or an option of ``serve-system plan`` overrides the value here; nothing else
 writes these numbers.
@@ -33,7 +33,7 @@ RETRIES = 1
 #: requests sent after each load, before measuring (a spec's ``warmup.requests``)
 WARMUP_REQUESTS = 20
 
-# ------------------------------------------------------------------ the runner (records.RunnerSettings)
+# ------------------------------------------------------------------ the runner (plans.RunnerSettings)
 
 #: seconds between two metrics samples while a level runs
 METRICS_INTERVAL_S = 1.0

@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import archive, bundle, defaults, events, nodeproc, tritonapi
+from . import archive, bundle, defaults, events, nodeproc, plans, tritonapi
 from . import records as rec
 
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
@@ -72,9 +72,9 @@ def failed_load_status(kind: str, answered: bool, error: str | None) -> str:
 
 
 def given_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The runner's settings a call gives (its options made from :data:`rec.NUMBERS`, and
+    """The runner's settings a call gives (its options made from :data:`plans.NUMBERS`, and
     ``--progress``), to go over the plan's."""
-    given = {f.name: getattr(args, f.name, None) for f in rec.NUMBERS}
+    given = {f.name: getattr(args, f.name, None) for f in plans.NUMBERS}
     given["progress"] = getattr(args, "progress", None)
     return {k: v for k, v in given.items() if v is not None}
 
@@ -94,10 +94,10 @@ def given_facts(text: str) -> dict[str, Any]:
 class Runner:
     def __init__(self, args: argparse.Namespace):
         self.plan_path = Path(args.plan)
-        self.plan: rec.HostPlan = rec.read(self.plan_path, rec.HostPlan)
+        self.plan: plans.HostPlan = rec.read(self.plan_path, plans.HostPlan)
         self.home = self.plan_path.parent
         #: how it measures: the plan's settings, each one the call gives over it
-        self.settings: rec.RunnerSettings = dataclasses.replace(self.plan.runner, **given_settings(args))
+        self.settings: plans.RunnerSettings = dataclasses.replace(self.plan.runner, **given_settings(args))
         ends = {**self.plan.endpoints, **{k: getattr(args, k) for k in ("triton", "metrics", "fastapi")
                                           if getattr(args, k)}}
         for key in () if args.triton_log else ("triton", "metrics", "fastapi"):  # --triton-log reaches none
@@ -111,7 +111,7 @@ class Runner:
         self.log = open(self.home / args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
         self.facts: dict[str, Any] = {**nodeproc.host_facts(), **self.plan.facts, **given_facts(args.facts)}
         self.session_levels: list[float] = []
-        self.pending: dict[str, list[rec.LevelPlan]] = {}
+        self.pending: dict[str, list[plans.LevelPlan]] = {}
         self.total = self.n = 0
         self.restored = self.hold_last = False
         self.held: events.Event | None = None
@@ -164,7 +164,7 @@ class Runner:
         return f"ETA {time.strftime('%H:%M:%S', time.gmtime(time.time() + left))} UTC ({left:.0f} s left)"
 
     # ---------------------------------------------------------------------------------- measuring
-    def provenance(self, variant: rec.VariantPlan) -> dict[str, Any]:
+    def provenance(self, variant: plans.VariantPlan) -> dict[str, Any]:
         import hashlib
 
         if not hasattr(self, "_versions"):
@@ -259,7 +259,7 @@ class Runner:
             return [(r, name) for r, names in enumerate(self.plan.rounds, 1) for name in names]
         return [(None, v.name) for v in self.plan.variants]
 
-    def step(self, v: rec.VariantPlan, rep: int | None) -> tuple[int | None, int]:
+    def step(self, v: plans.VariantPlan, rep: int | None) -> tuple[int | None, int]:
         """Load a variant afresh and measure its pending levels of repetition ``rep`` (None: all).
 
         Returns (levels measured, of which failed); (None, 0) when the load was refused (or the FastAPI
@@ -330,7 +330,7 @@ class Runner:
                 self.emit(event)
         return len(pending), failed
 
-    def fastapi_up(self, v: rec.VariantPlan) -> tuple[bool, str | None, dict[str, Any] | None]:
+    def fastapi_up(self, v: plans.VariantPlan) -> tuple[bool, str | None, dict[str, Any] | None]:
         deadline = time.time() + self.settings.ready_timeout
         code, body = -1, None
         while time.time() < deadline:
@@ -344,7 +344,7 @@ class Runner:
         detail = (health or {}).get("detail") or (health or {}).get("error") or f"HTTP {code}"
         return False, f"the endpoint is not serving: {detail}", health
 
-    def level(self, v: rec.VariantPlan, lv: rec.LevelPlan, ldir: Path) -> rec.LevelRecord:
+    def level(self, v: plans.VariantPlan, lv: plans.LevelPlan, ldir: Path) -> rec.LevelRecord:
         if ldir.exists():  # an interrupted attempt: start it again from scratch
             shutil.rmtree(ldir)
         ldir.mkdir(parents=True)
@@ -499,8 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triton", default="", help="Triton's HTTP API (default: the plan's endpoints)")
     ap.add_argument("--metrics", default="", help="Triton's metrics URL (default: the plan's endpoints)")
     ap.add_argument("--fastapi", default="", help="the FastAPI endpoint (default: the plan's endpoints)")
-    # the runner's settings: the host plan's (records.RunnerSettings), unless given here
-    for f in rec.NUMBERS:
+    # the runner's settings: the host plan's (plans.RunnerSettings), unless given here
+    for f in plans.NUMBERS:
         unit = f" ({f.metadata['unit']})" if "unit" in f.metadata else ""
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=float, default=None,
                         help=f.metadata["help"] + unit)

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from . import records as rec
+from . import plans
 
 #: beside the plan: per model, the load body last loaded in this run (see :meth:`Triton.note_loaded`)
 LOADED = ".loaded.json"
@@ -70,7 +70,7 @@ class Triton(Http):
             time.sleep(0.25)
         return False
 
-    def load(self, v: rec.VariantPlan) -> tuple[bool, str | None, float, bool]:
+    def load(self, v: plans.VariantPlan) -> tuple[bool, str | None, float, bool]:
         """Ask Triton to load the variant's config: (loaded, the error, seconds, whether Triton answered).
 
         A load that gets no answer at all (connection refused or reset: Triton is restarting, e.g. after a
@@ -134,10 +134,10 @@ class Triton(Http):
         tmp.write_text(json.dumps(data), encoding="utf-8")
         tmp.replace(self.home / LOADED)
 
-    def stats(self, v: rec.VariantPlan) -> tuple[int, Any]:
+    def stats(self, v: plans.VariantPlan) -> tuple[int, Any]:
         return self.call("GET", f"/v2/models/{v.model}/versions/{v.version}/stats")
 
-    def reload(self, v: rec.VariantPlan) -> None:
+    def reload(self, v: plans.VariantPlan) -> None:
         """Load the variant afresh (unloaded first: new instances, new stubs) and wait READY."""
         self.call("POST", f"/v2/repository/models/{v.model}/unload", {}, timeout=self.ready_timeout)
         ok = self.load(v)[0]
@@ -145,7 +145,7 @@ class Triton(Http):
         if ok:
             self.wait_ready(v.model, v.version, self.ready_timeout)
 
-    def recover(self, v: rec.VariantPlan) -> None:
+    def recover(self, v: plans.VariantPlan) -> None:
         """After Triton went away: wait for it, load the variant again, wait READY."""
         if not self.wait_ready(None, "", self.ready_timeout):
             return

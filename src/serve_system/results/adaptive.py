@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import ServeSystemError
 from ..experiment import runnercall
-from ..node import archive, records
+from ..node import archive, plans, records
 from . import findings as fnd
 from . import reasons as why_
 from . import searchdecide as search
@@ -93,7 +93,7 @@ def next_round(run_dir: Path, host: str) -> Decision:
         raise ServeSystemError(f"--host {host!r}: not a host of the run (the name of its folder under "
                                f"{run_dir}): give the inventory name the run was planned with")
     try:
-        hplan = records.read(run_dir / host / "plan.json", records.HostPlan)
+        hplan = records.read(run_dir / host / "plan.json", plans.HostPlan)
         # only the host's own records, but a sharded search's: it is decided on every host's
         archive.collect_run(run_dir, None if _sharded(hplan) else {host})
     except records.RecordError as exc:
@@ -143,7 +143,7 @@ def next_round(run_dir: Path, host: str) -> Decision:
     return Decision(True, f"{host}: {waiting}; the budget is spent ({len(hplan.rounds)} repetitions)")
 
 
-def search_round(run_dir: Path, hplan: records.HostPlan) -> Decision:
+def search_round(run_dir: Path, hplan: plans.HostPlan) -> Decision:
     """A search's next batch on a host (:func:`serve_system.results.searchdecide.step` on its records).
 
     Sharded: the search is decided on every host's records (the role asks every host's ``decide``
@@ -171,7 +171,7 @@ def search_round(run_dir: Path, hplan: records.HostPlan) -> Decision:
                            "so far)", _call(hplan, mine, out.repetitions, todo, f"s{out.runs}"))
 
 
-def _call(hplan: records.HostPlan, variants: list[str], repetitions: list[int], todo: int,
+def _call(hplan: plans.HostPlan, variants: list[str], repetitions: list[int], todo: int,
           label: str, restore: bool = False, restore_past: float | None = None) -> runnercall.RunnerCall:
     """The runner call of a further round, as the role runs it (:func:`runnercall.runner_call`)."""
     token = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{label}"
@@ -179,7 +179,7 @@ def _call(hplan: records.HostPlan, variants: list[str], repetitions: list[int], 
                                   restore=restore, restore_past=restore_past)
 
 
-def _sharded(hplan: records.HostPlan) -> bool:
+def _sharded(hplan: plans.HostPlan) -> bool:
     return hplan.search is not None and hplan.search.shard is not None
 
 
@@ -202,7 +202,7 @@ class KeptStep:
     minutes: float
 
 
-def shared_step(run_dir: Path, rec: records.SearchPlan) -> Outcome:
+def shared_step(run_dir: Path, rec: plans.SearchPlan) -> Outcome:
     """A sharded search's next batch, decided on every host's records once per state of them.
 
     Every host's ``decide`` asks it each round: the first reads all the records and keeps the outcome

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import metrics
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
-from ..node import records
+from ..node import plans
 from . import intervals as iv
 from . import reasons as why_
 from . import sequential as sq
@@ -27,11 +27,11 @@ from .row import Row, value
 from .status import Status
 
 
-def _within(b: records.BoundRecord, v: float) -> bool:
+def _within(b: plans.BoundRecord, v: float) -> bool:
     return not (b.max is not None and v > b.max) and not (b.min is not None and v < b.min)
 
 
-def rank(rows: list[Row], objective: records.ObjectiveRecord) -> list[Ranked]:
+def rank(rows: list[Row], objective: plans.ObjectiveRecord) -> list[Ranked]:
     """Every (host, variant, mode, load) that qualifies for an objective, best first (by the mean over
     the repetitions; ``samples`` keeps each repetition's value)."""
     metric, at_load, cons = objective.metric, objective.at_load, objective.constraints
@@ -83,7 +83,7 @@ NOT_JUDGED = "not judged"
 NOT_JUDGED_WHY = "an objective before it named no winner: the objectives are judged in the spec's order"
 
 
-def best_variant(rows: list[Row], objectives: list[records.ObjectiveRecord],
+def best_variant(rows: list[Row], objectives: list[plans.ObjectiveRecord],
                  smallest: float = DEFAULT_SMALLEST_EFFECT, looks: sq.Looks | None = None,
                  split: Split | None = None, control: bool = True) -> Finding:
     """The ``best_variant`` claim: for each objective, the best variant and its lead over the next one,

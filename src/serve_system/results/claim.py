@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from .. import metrics
-from ..node import records
+from ..node import plans
 from . import intervals as iv
 from . import sequential as sq
 
@@ -54,7 +54,7 @@ class Ranked:
     repetitions: int
     samples: list[float]
     at_load: float | None
-    constraints: dict[str, records.BoundRecord]
+    constraints: dict[str, plans.BoundRecord]
 
     def to_json(self) -> dict[str, object]:
         """As summary.json and a finding's evidence keep it."""

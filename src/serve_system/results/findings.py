@@ -46,7 +46,7 @@ from typing import cast
 
 from .. import metrics
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
-from ..node import records
+from ..node import plans
 from . import best
 from . import claim as cl
 from . import intervals as iv
@@ -522,7 +522,7 @@ def onnx_backend(means: Levels, setups: dict[tuple[str, str], Setup], rows: Rows
 
 
 def evaluate(rows: list[Row], raw_setups: dict[tuple[str, str], VariantSetup],
-             objectives: list[records.ObjectiveRecord], smallest: float = DEFAULT_SMALLEST_EFFECT,
+             objectives: list[plans.ObjectiveRecord], smallest: float = DEFAULT_SMALLEST_EFFECT,
              looks: sq.Looks | None = None, control: bool = True) -> list[Finding]:
     """Every claim's finding for a run, in the lab's order, judged against ``smallest`` (the spec's
     smallest effect of interest).

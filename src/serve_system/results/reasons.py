@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..node import records
+from ..node import plans
 from .row import Row
 from .setups import Setup, is_shim
 from .status import Status
@@ -301,7 +301,7 @@ def apart(pairs: list[tuple[Setup, Setup, list[str]]], what: str) -> str:
             + (": " + "; ".join(shown) + more if shown else "") + ".")
 
 
-def unqualified(objective: records.ObjectiveRecord, rows: list[Row], qualified: set[str]) -> str:
+def unqualified(objective: plans.ObjectiveRecord, rows: list[Row], qualified: set[str]) -> str:
     """`` (`b`: why)`` for each variant of the run that does not qualify for an objective: failed at its
     load (the failure's reason), not measured at its load (where it was), without its metric, or
     outside its constraints."""

@@ -19,7 +19,7 @@ from .. import metrics, safeio, textsafe
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment.manifest import Manifest
-from ..node import records
+from ..node import plans
 from . import best as bestmod
 from . import drawing as drawingmod
 from . import findings as fnd
@@ -108,7 +108,7 @@ def write_summary(run_dir: Path, rows: list[Row], extra: Outcome | None = None) 
     return csv_path, json_path
 
 
-def best(rows: list[Row], objective: records.ObjectiveRecord) -> bestmod.Ranked | None:
+def best(rows: list[Row], objective: plans.ObjectiveRecord) -> bestmod.Ranked | None:
     """The best (host, variant, load) by an objective, averaging repetitions; None if no row qualifies."""
     ranked = bestmod.rank(rows, objective)
     return ranked[0] if ranked else None
@@ -117,7 +117,7 @@ def best(rows: list[Row], objective: records.ObjectiveRecord) -> bestmod.Ranked 
 # -- report.md ----------------------------------------------------------------------------------
 
 
-def _rule(o: records.ObjectiveRecord) -> str:
+def _rule(o: plans.ObjectiveRecord) -> str:
     rule = f"{o.goal} {o.metric}"
     if o.at_load is not None:
         rule += f" at load {float(o.at_load):g}"

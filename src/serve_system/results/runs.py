@@ -18,14 +18,14 @@ from ..errors import ServeSystemError
 from ..experiment.manifest import Manifest
 from ..experiment.spec.models import DEFAULT_OBJECTIVES as _DEFAULT
 from ..experiment.spec.models import DEFAULT_SMALLEST_EFFECT
-from ..node import records
+from ..node import plans, records
 from . import sequential
 from . import tree as res
 from .row import Row
 from .status import NOT_MEASURED
 
 
-def default_objectives() -> list[records.ObjectiveRecord]:
+def default_objectives() -> list[plans.ObjectiveRecord]:
     """The objectives of a run whose manifest names none."""
     return [o.record() for o in _DEFAULT]
 

@@ -15,7 +15,7 @@ The strategies: :mod:`.searchhalving` and :mod:`.searchoptuna`; the rule they sh
 from __future__ import annotations
 
 from ..experiment.search import HALVING, OPTUNA
-from ..node.records import SearchPlan
+from ..node.plans import SearchPlan
 from . import searchhalving as halving
 from . import searchoptuna as optuna_search
 from .row import Row

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..node.records import SearchPlan
+from ..node.plans import SearchPlan
 from .row import Row
 from .searchrule import (
     FAMILY_LEVEL,

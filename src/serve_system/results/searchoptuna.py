@@ -10,7 +10,7 @@ import warnings
 from typing import Any
 
 from .. import metrics
-from ..node.records import SearchPlan
+from ..node.plans import SearchPlan
 from .row import Row
 from .searchrule import Entry, Outcome, budget_left, result_text, standing, summarised
 from .searchview import SearchView

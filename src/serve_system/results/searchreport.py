@@ -4,7 +4,7 @@ winner with its interval, or the tie."""
 from __future__ import annotations
 
 from ..experiment.search import OPTUNA
-from ..node.records import SearchPlan
+from ..node.plans import SearchPlan
 from .searchrule import Outcome, result_text
 
 

@@ -61,7 +61,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import metrics
-from ..node.records import SearchPlan
+from ..node.plans import SearchPlan
 from . import intervals as iv
 from .intervals import Effect, Pool
 from .searchview import SearchView, best_first

@@ -8,7 +8,7 @@ import math
 import statistics
 
 from .. import metrics
-from ..node.records import SearchPlan
+from ..node.plans import SearchPlan
 from . import intervals as iv
 from .row import Row, value
 from .status import Status

@@ -63,7 +63,7 @@ from scipy.special import ndtr, ndtri
 from .intervals import pct_level
 
 if TYPE_CHECKING:
-    from ..node.records import AdaptivePlan
+    from ..node.plans import AdaptivePlan
 
 #: the error budget per verdict: the chance that a claim's verdict, or a named best, is wrong
 ALPHA = 0.05

@@ -32,7 +32,7 @@ from pathlib import Path
 from .. import metrics
 from ..experiment import shard as shardmod
 from ..experiment.manifest import Manifest
-from ..node import records
+from ..node import plans, records
 from . import intervals as iv
 from . import tree as res
 from .cells import cell
@@ -245,7 +245,7 @@ def _effect(e: iv.Effect | None) -> str:
     return "-" if e is None or e.change is None else iv.effect_text(e)
 
 
-def ranking(rows: list[Row], shard: shardmod.Shard, objective: records.ObjectiveRecord,
+def ranking(rows: list[Row], shard: shardmod.Shard, objective: plans.ObjectiveRecord,
             smallest: float) -> str | None:
     """One line: the best variant by an objective across nodes, each variant divided by its own node's
     reference (the reference itself: 1), and its lead over the next with its interval."""
@@ -286,7 +286,7 @@ def ranking(rows: list[Row], shard: shardmod.Shard, objective: records.Objective
 
 
 def markdown(view: View, rows: list[Row], shard: shardmod.Shard,
-             objectives: list[records.ObjectiveRecord]) -> list[str]:
+             objectives: list[plans.ObjectiveRecord]) -> list[str]:
     """## Sharded over N nodes: the rule, the reference per node, the flags, the merged table."""
     smallest = float(view.smallest_effect)
     hosts = view.hosts

@@ -31,7 +31,7 @@ from .. import metrics, safeio
 from ..errors import ServeSystemError
 from ..experiment import perf as perfmod
 from ..experiment.manifest import Manifest
-from ..node import records
+from ..node import plans, records
 from . import fastapi_tree as fastapi_results
 from . import intervals
 from . import stats as statsmod
@@ -155,13 +155,13 @@ def host_dirs(run: Path, hosts: Collection[str] | None = None) -> list[Path]:
 _LEVEL_FIX = "re-run the experiment to measure this level again, or delete the level folder"
 
 
-def read_plan(host_dir: Path) -> records.HostPlan | None:
-    """A host folder's plan.json as its record (:class:`records.HostPlan`); None where there is none,
+def read_plan(host_dir: Path) -> plans.HostPlan | None:
+    """A host folder's plan.json as its record (:class:`plans.HostPlan`); None where there is none,
     one line naming the file and the field where it is not one."""
     path = host_dir / records.PLAN_FILE
     if not os.path.lexists(path):
         return None
-    return records.read(path, records.HostPlan, fix="plan the run again (serve-system plan) or delete it")
+    return records.read(path, plans.HostPlan, fix="plan the run again (serve-system plan) or delete it")
 
 
 def read_level(path: Path) -> records.LevelRecord:
@@ -401,7 +401,7 @@ def variant_setups(run_dir: str | Path, hosts: Collection[str] | None = None
     run = Path(run_dir)
     out: dict[tuple[str, str], VariantSetup] = {}
     for host_dir in host_dirs(run, hosts):
-        plan: records.HostPlan | None = _quiet(read_plan, host_dir)
+        plan: plans.HostPlan | None = _quiet(read_plan, host_dir)
         for vdir in subdirs(host_dir):
             vrec: records.VariantRecord | None = _quiet(read_variant, vdir)
             cfg = vdir / records.CONFIG_FILE

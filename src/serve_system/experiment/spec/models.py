@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from ... import metrics
-from ...node import defaults, records
+from ...node import defaults, plans
 from ...textsafe import JINJA_RE, clean
 
 #: the largest spec file read, in bytes
@@ -348,11 +348,11 @@ class Objective(_Model):
     def title(self) -> str:
         return self.name or f"{self.goal}_{self.metric}"
 
-    def record(self) -> records.ObjectiveRecord:
+    def record(self) -> plans.ObjectiveRecord:
         """The objective as a run keeps it (the manifest, a search plan)."""
-        return records.ObjectiveRecord(
+        return plans.ObjectiveRecord(
             name=self.title, metric=self.metric, goal=self.goal, at_load=self.at_load,
-            constraints={m: records.BoundRecord(max=b.max, min=b.min) for m, b in self.constraints.items()})
+            constraints={m: plans.BoundRecord(max=b.max, min=b.min) for m, b in self.constraints.items()})
 
     def as_record(self) -> dict[str, object]:
         """The objective as JSON, as a run writes it (:meth:`record`'s ``to_json``)."""

@@ -267,7 +267,7 @@ def test_aa_spec_with_auto_repetitions_names_no_best(rehearsal_cluster, tmp_path
     assert "every claim is decided" in res.flat or "undecided: repetition 4 of" in res.flat, res.tail(80)
     run = tmp_path / "r" / "noise" / "aa1"
     plan = records.read(run / node.name / "plan.json", plans.HostPlan)
-    assert plan.adaptive == {"start": 3, "max": 4, "minutes": None} and len(plan.rounds) == 4
+    assert plan.adaptive == plans.AdaptivePlan(start=3, max=4) and len(plan.rounds) == 4
     rows = json.loads((run / "summary.json").read_text())["rows"]
     reps = sorted((r["variant"], r["repetition"]) for r in rows)
     assert len(reps) == len(set(reps)) and {("first", 3), ("again", 3)} <= set(reps), reps

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from serve_system.experiment import shard as shardmod
+from serve_system.experiment.manifest import Manifest
 from serve_system.node import plans, records
 
 from .ansible_run import run_playbook
@@ -54,8 +55,7 @@ def test_sweep_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path,
                        limit=",".join(names))
     assert res.rc == 0, res.tail(80)
     run = results / "sharded" / "sh1"
-    manifest = json.loads((run / "manifest.json").read_text())
-    shard = shardmod.from_record(manifest["shard"])
+    shard = shardmod.from_record(records.read(run / "manifest.json", Manifest).shard)
     assert shard is not None and shard.hosts == names and shard.reference == "baseline"
     # the plan's own deal: every candidate on one host, two each (equal costs: round-robin)
     assert sorted(c for cs in shard.assignment.values() for c in cs) == sorted(CANDIDATES)
@@ -66,7 +66,7 @@ def test_sweep_sharded_over_both_nodes(rehearsal_cluster, tmp_path: Path,
     spans: dict[str, list[float]] = {}  # each host's first level start, last level end
     for host in names:
         plan = records.read(run / host / "plan.json", plans.HostPlan)
-        assert plan.shard is not None and plan.shard["candidates"] == shard.assignment[host]
+        assert plan.shard is not None and plan.shard.candidates == shard.assignment[host]
         assert [v.name for v in plan.variants] == shard.variants_of(host)
         for vdir in sorted(p for p in (run / host).iterdir() if p.is_dir() and not p.name.startswith(".")):
             levels = [records.read(ld / "level.json", records.LevelRecord)

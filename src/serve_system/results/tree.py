@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypeVar
 
 from .. import metrics, safeio
 from ..errors import ServeSystemError
@@ -55,26 +55,6 @@ COLUMNS: tuple[str, ...] = (
 STAT_METRICS: tuple[str, ...] = metrics.PER_LEVEL
 
 
-class StatRow(TypedDict):
-    """A :class:`LevelStat` as a row of summary_stats.csv and summary.json's ``stats`` (its fields, in
-    order)."""
-
-    experiment: str
-    run_id: str
-    host: str
-    variant: str
-    mode: str
-    load: float
-    metric: str
-    n: int
-    mean: float | None
-    sd: float | None
-    ci_low: float | None
-    ci_high: float | None
-    cv: float | None
-    noisy: bool
-
-
 @dataclass(frozen=True)
 class LevelStat:
     """One metric over a level's ok repetitions (a row of summary_stats.csv: one per host x variant x load
@@ -95,11 +75,9 @@ class LevelStat:
     cv: float | None
     noisy: bool
 
-    def as_row(self) -> StatRow:
+    def as_row(self) -> dict[str, object]:
         """The row as summary_stats.csv and summary.json's ``stats`` keep it (columns in order)."""
-        return StatRow(experiment=self.experiment, run_id=self.run_id, host=self.host, variant=self.variant,
-                       mode=self.mode, load=self.load, metric=self.metric, n=self.n, mean=self.mean,
-                       sd=self.sd, ci_low=self.ci_low, ci_high=self.ci_high, cv=self.cv, noisy=self.noisy)
+        return dataclasses.asdict(self)
 
 
 #: summary_stats.csv's columns

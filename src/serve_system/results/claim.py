@@ -24,7 +24,7 @@ objective is (:func:`serve_system.results.intervals.combine_all`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from .. import metrics
@@ -71,10 +71,6 @@ def _json(x: object) -> object:
         return x.to_json()
     if isinstance(x, tuple):
         return [_json(i) for i in x]
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return asdict(x)
-    if isinstance(x, Mapping):
-        return dict(x)
     return x
 
 

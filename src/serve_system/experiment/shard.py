@@ -98,13 +98,11 @@ def reference_of(setting: str, variants: Sequence[str]) -> str:
 
 
 def from_record(data: SearchShard | None) -> Shard | None:
-    """A shard record (plan.json's, manifest.json's, a search's) as a :class:`Shard`; None when there is
-    none, or when its fields are not of their types (read records are checked as they are read; one
-    built otherwise is checked here: a host's candidates that are not a list are left out)."""
-    if data is None or not isinstance(data.reference, str) or not isinstance(data.assignment, dict):
+    """A shard record (plan.json's, manifest.json's, a search's; checked field by field as it was read) as
+    a :class:`Shard`; None when there is none."""
+    if data is None:
         return None
-    assignment = {str(h): [str(c) for c in cs] for h, cs in data.assignment.items() if isinstance(cs, list)}
-    return Shard(data.reference, assignment)
+    return Shard(data.reference, {h: list(cs) for h, cs in data.assignment.items()})
 
 
 def check_same_hosts(earlier: SearchShard | None, shard: Shard, where: str) -> None:

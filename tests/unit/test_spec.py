@@ -58,8 +58,8 @@ def test_both_kinds_load(tmp_path: Path) -> None:
     t = load_spec(_write(tmp_path, TRITON))
     assert isinstance(t, TritonSpec)
     assert [v.name for v in t.all_variants] == ["a", "b"]
-    assert t.goals()[0].as_record() == {"name": "max_throughput", "metric": "throughput", "goal": "max",
-                                        "at_load": 8.0, "constraints": {}}
+    assert t.goals()[0].record().to_json() == {"name": "max_throughput", "metric": "throughput",
+                                               "goal": "max", "at_load": 8.0, "constraints": {}}
     assert t.warmup.requests == 20 and t.repetitions == 1 and t.on_missing_gpus == "refuse"
     assert t.smallest_effect == 0.05
     f = load_spec(_write(tmp_path, FASTAPI, "f.yml"))
@@ -200,7 +200,7 @@ def test_report_reads_objectives_through_the_model(tmp_path: Path) -> None:
     assert [o.title for o in read_objectives(None, manifest)] == ["max_throughput"]
     got = read_objectives([{"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8,
                                     "constraints": {"throughput": {"min": 10}}}], manifest)
-    assert got[0].as_record() == {"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8.0,
+    assert got[0].record().to_json() == {"name": "fast", "metric": "p95_us", "goal": "min", "at_load": 8.0,
                                   "constraints": {"throughput": {"min": 10.0}}}
     with pytest.raises(SpecError) as exc:
         read_objectives([{"metric": "throughput"}, {"metric": "speed"}], manifest)

@@ -354,10 +354,6 @@ class Objective(_Model):
             name=self.title, metric=self.metric, goal=self.goal, at_load=self.at_load,
             constraints={m: plans.BoundRecord(max=b.max, min=b.min) for m, b in self.constraints.items()})
 
-    def as_record(self) -> dict[str, object]:
-        """The objective as JSON, as a run writes it (:meth:`record`'s ``to_json``)."""
-        return self.record().to_json()
-
 
 DEFAULT_OBJECTIVES = [Objective(name="max_throughput", metric="throughput", goal="max")]
 

@@ -379,7 +379,7 @@ def _check_search(spec: TritonSpec, variants: list[Any], where: str, errs: list[
 
 
 def read_objectives(records: Any, where: Path | str) -> list[Objective]:
-    """Objectives as a run's manifest keeps them (:meth:`Objective.as_record`); none: the default."""
+    """Objectives as a run's manifest keeps them (:meth:`Objective.record`); none: the default."""
     if not records:
         return list(DEFAULT_OBJECTIVES)
     if not isinstance(records, list):

@@ -36,7 +36,7 @@ class Series:
     label: str | None = None
     xerr: Any = None
     yerr: Any = None
-    style: dict[str, Any] = field(default_factory=dict)
+    style: dict[str, object] = field(default_factory=dict)
     #: (text, x, y): a small label beside a point
     notes: list[tuple[str, float, float]] = field(default_factory=list)
 
@@ -49,14 +49,14 @@ class Panel:
     xlabel: str
     ylabel: str
     series: list[Series]
-    title_style: dict[str, Any] = field(default_factory=dict)
-    xscale: tuple[str, dict[str, Any]] | None = None
-    yscale: tuple[str, dict[str, Any]] | None = None
+    title_style: dict[str, object] = field(default_factory=dict)
+    xscale: tuple[str, dict[str, object]] | None = None
+    yscale: tuple[str, dict[str, object]] | None = None
     #: (positions, labels, font size or None)
     xticks: tuple[Sequence[float], list[str], float | None] | None = None
     ylim: dict[str, float] | None = None
-    grid: dict[str, Any] | None = field(default_factory=lambda: {"alpha": 0.3})
-    legend: dict[str, Any] | None = None
+    grid: dict[str, object] | None = field(default_factory=lambda: dict[str, object](alpha=0.3))
+    legend: dict[str, object] | None = None
 
 
 @dataclass
@@ -133,7 +133,9 @@ def render(plot: Plot) -> bytes:
             ax.set_ylim(**p.ylim)
         ax.set_xlabel(p.xlabel)
         ax.set_ylabel(p.ylabel)
-        ax.set_title(_fitted(p.title, plot.size[0] * share / sum(ratios), p.title_style.get("fontsize", 12)),
+        size = p.title_style.get("fontsize", 12)
+        size = size if isinstance(size, int | float) else 12
+        ax.set_title(_fitted(p.title, plot.size[0] * share / sum(ratios), size),
                      **p.title_style)
         if p.grid is not None:
             ax.grid(**p.grid)

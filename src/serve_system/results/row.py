@@ -72,7 +72,7 @@ def value(row: Row, name: str) -> Any:
 def put(row: Row, values: Mapping[str, Any]) -> None:
     """Set the columns ``values`` names in ``row`` (columns named at run time: the metrics a parser
     read, a benchmark client's fields)."""
-    cast(dict[str, Any], row).update(values)
+    cast(dict[str, object], row).update(values)
 
 
 def blank(columns: tuple[str, ...], base: Row) -> Row:

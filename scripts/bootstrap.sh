@@ -52,3 +52,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.serve-system-stamp 2>/dev/null)"
 else
   log ".venv is up to date"
 fi
+# the bytecode of the project's own modules and the roles' plugins, every time (only what changed is
+# compiled): an editable install leaves it to their first import, which never writes it where
+# PYTHONDONTWRITEBYTECODE is set, so every command (plan, decide, report, ...) would compile them again
+.venv/bin/python -m compileall -q src roles/*/action_plugins roles/*/filter_plugins >/dev/null

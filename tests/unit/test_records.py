@@ -6,6 +6,8 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
+import os
+import select
 import shutil
 import subprocess
 import sys
@@ -180,6 +182,27 @@ def test_runner_caps_memory_and_time(tmp_path: Path) -> None:
                                    "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
                                   tmp_path, memory_mb=500, timeout_s=30)
     assert killed.rc == -9 and killed.reason is not None and "SIGKILL" in killed.reason
+
+
+def test_runner_sees_the_measuring_command_exit_as_it_exits() -> None:
+    """A level ends when its command does: the exit signal (a pidfd) is quiet while the command runs and
+    readable once it has exited, and the command is still there to reap (its exit status and rusage)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    exited = nodeproc._exit_signal(proc.pid)
+    assert exited is not None  # Linux 5.3+ (every node and this machine): a pidfd
+    try:
+        assert select.select([exited], [], [], 0)[0] == []
+        assert nodeproc._reap(proc) is None
+        assert proc.stdin is not None
+        proc.stdin.close()  # the command ends
+        assert select.select([exited], [], [], 30)[0] == [exited]
+        reaped = nodeproc._reap(proc, block=True)
+        assert reaped is not None and proc.returncode == 0
+    finally:
+        os.close(exited)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_runner_records_the_exact_peak_rss(tmp_path: Path) -> None:

@@ -14,6 +14,9 @@ from pathlib import Path
 from . import events
 from . import records as rec
 
+#: how often the log is looked at (a stat; it is read only when it grew)
+POLL_S = 0.05
+
 
 def runner_alive(lock: Path) -> bool:
     """Whether a runner holds a run's lock (each holds it from its start to its end)."""
@@ -38,28 +41,32 @@ def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> i
     its end event (what it wrote to ``stderr`` is quoted) or nothing comes within ``timeout`` seconds.
     """
     deadline = time.time() + timeout
-    seen, quiet_since, checked = -1, time.time(), 0.0
+    size, quiet_since, checked = -1, time.time(), 0.0
     while True:
         try:
-            text = log.read_text(encoding="utf-8")
+            now_size = log.stat().st_size
         except FileNotFoundError:
-            text = ""
-        try:
-            got, _ = events.read_events(text[:text.rfind("\n") + 1], str(log))  # whole lines only
-        except rec.RecordError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        ends = [i for i, e in enumerate(got) if e.kind == events.END]
-        hit = next((i for i, e in enumerate(got) if e.kind == events.LEVEL and e.seq == seq), None)
-        if ends or (hit is not None and got[hit].seq != got[hit].total):
-            upto = ends[0] + 1 if ends else (hit or 0) + 1
-            for e in got[:upto]:
-                print(events.event_line(e), flush=True)
-            return 0
+            now_size = 0
+        if now_size != size:  # the log grew (it only grows): read and look again
+            size, quiet_since = now_size, time.time()
+            try:
+                text = log.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                text = ""
+            try:
+                got, _ = events.read_events(text[:text.rfind("\n") + 1], str(log))  # whole lines only
+            except rec.RecordError as exc:
+                print(exc, file=sys.stderr)
+                return 2
+            ends = [i for i, e in enumerate(got) if e.kind == events.END]
+            hit = next((i for i, e in enumerate(got) if e.kind == events.LEVEL and e.seq == seq), None)
+            if ends or (hit is not None and got[hit].seq != got[hit].total):
+                upto = ends[0] + 1 if ends else (hit or 0) + 1
+                for e in got[:upto]:
+                    print(events.event_line(e), flush=True)
+                return 0
         now = time.time()
-        if len(text) != seen:
-            seen, quiet_since = len(text), now
-        elif now - quiet_since >= 5 and now - checked >= 5:
+        if now - quiet_since >= 5 and now - checked >= 5:
             checked = now
             if not runner_alive(log.parent / rec.RUNNER_LOCK) and log.read_text(encoding="utf-8") == text:
                 said = (stderr.read_text(errors="replace").strip().splitlines()
@@ -72,7 +79,8 @@ def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> i
             print(f"{log}: no event of level {seq} nor the end within {timeout:.0f} s: see the runner's log",
                   file=sys.stderr)
             return 1
-        time.sleep(0.2)
+        # a look is one stat() while nothing is written: often enough that a call's end is seen at once
+        time.sleep(POLL_S)
 
 
 def main(argv: list[str] | None = None) -> int:

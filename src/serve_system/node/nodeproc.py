@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import threading
@@ -189,20 +190,25 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
         except OSError as exc:
             return rec.Attempt(argv=argv, rc=None, start=start, end=time.time(),
                                reason=f"could not start: {exc}"), ""
-        while (reaped := _reap(proc)) is None:
-            rss = _rss_mb(proc.pid)
-            if rss is not None:
-                peak = max(peak, rss)
-            if rss is not None and rss > memory_mb:
-                reason = (f"killed by the runner: memory cap {memory_mb:.0f} MB reached "
-                          f"(resident {rss:.0f} MB)")
-            elif time.time() - start > timeout_s:
-                reason = f"killed by the runner: time cap {timeout_s:.0f} s reached"
-            if reason:
-                os.killpg(proc.pid, signal.SIGKILL)
-                reaped = _reap(proc, block=True)
-                break
-            time.sleep(0.2)
+        exited = _exit_signal(proc.pid)
+        try:
+            while (reaped := _reap(proc)) is None:
+                rss = _rss_mb(proc.pid)
+                if rss is not None:
+                    peak = max(peak, rss)
+                if rss is not None and rss > memory_mb:
+                    reason = (f"killed by the runner: memory cap {memory_mb:.0f} MB reached "
+                              f"(resident {rss:.0f} MB)")
+                elif time.time() - start > timeout_s:
+                    reason = f"killed by the runner: time cap {timeout_s:.0f} s reached"
+                if reason:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    reaped = _reap(proc, block=True)
+                    break
+                _wait_exit(exited, 0.2)
+        finally:
+            if exited is not None:
+                os.close(exited)
     rc = proc.returncode
     if reason is None and rc is not None and rc < 0:
         name = signal.Signals(-rc).name
@@ -214,6 +220,24 @@ def run_capped(argv: list[str], cwd: Path, memory_mb: float, timeout_s: float) -
                        max_rss_mb=round(peak, 1) or None,
                        peak_rss_bytes=None if reaped is None else reaped[0] * 1024,
                        cpu_s=None if reaped is None else round(reaped[1], 3)), text
+
+
+def _exit_signal(pid: int) -> int | None:
+    """A file descriptor that becomes readable when process ``pid`` exits (a pidfd), or None where the
+    kernel or Python has none (Linux before 5.3): the caller then waits its whole interval."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _wait_exit(exited: int | None, seconds: float) -> None:
+    """Wait ``seconds``, or less: until the process of ``exited`` (:func:`_exit_signal`) exits. A level
+    ends as its measuring command does, not up to one sampling interval later."""
+    if exited is None:
+        time.sleep(seconds)
+    else:
+        select.select([exited], [], [], seconds)
 
 
 def _reap(proc: subprocess.Popen[bytes], block: bool = False) -> tuple[int, float] | None:

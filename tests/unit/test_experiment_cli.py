@@ -240,7 +240,8 @@ def test_plan_writes_run_folder_and_resumes(tmp_path: Path, capsys: pytest.Captu
     with zipfile.ZipFile(run / "node-1" / ".node.pyz") as z:
         assert set(z.namelist()) == {"__main__.py", "plan.json", "fastapi_bench.py", "food_input.json",
                                      *(f"serve_system/{n}" for n in nodebundle.FOUNDATION),
-                                     *(f"serve_system/node/{p.name}" for p in node_pkg.glob("*.py"))}
+                                     *(f"serve_system/node/{p.name}" for p in node_pkg.glob("*.py")
+                                       if p.name != nodebundle.CLIENT)}
         assert "serve_system/node/runner.py" in z.namelist()
         assert json.loads(z.read("plan.json")) == out["node-1"]
     # run as the node runs it, with the standard library alone (-I -S: no site-packages, no PYTHONPATH):

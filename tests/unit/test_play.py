@@ -95,12 +95,12 @@ def test_fresh_empties_the_node_folder_in_the_hosts_put_and_the_controllers_copy
     hosts = {"a": {"gpus": 0, "look": "os=x\n"}, "b": {"gpus": 0, "look": "os=x\n"}}
     assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path), "hosts": hosts}) == 0
     kept = json.loads(capsys.readouterr().out)["hosts"]
-    assert [kept[h]["put"]["argv"][-1] for h in hosts] == ["/opt/serve-system/work/dynbatch/r1"] * 2
+    assert [kept[h]["put"][-1] for h in hosts] == ["/opt/serve-system/work/dynbatch/r1"] * 2
     earlier = tmp_path / "results" / "dynbatch" / "r1" / "a" / "earlier.txt"
     earlier.write_text("measured before")
     assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path, fresh="true"), "hosts": hosts}) == 0
     fresh = json.loads(capsys.readouterr().out)["hosts"]
-    assert [fresh[h]["put"]["argv"][-2:] for h in hosts] == [["/opt/serve-system/work/dynbatch/r1",
+    assert [fresh[h]["put"][-2:] for h in hosts] == [["/opt/serve-system/work/dynbatch/r1",
                                                             "--fresh"]] * 2
     assert not earlier.exists()
 
@@ -185,13 +185,17 @@ def test_the_bundle_travels_on_the_puts_stdin_and_a_large_one_is_copied(
     spec = _dynbatch_in_repo(tmp_path)
     doc = {"inputs": _inputs(tmp_path), "hosts": {"a": {"gpus": 0, "look": ""}}}
     assert _play(monkeypatch, spec, doc) == 0
-    put = json.loads(capsys.readouterr().out)["hosts"]["a"]["put"]
+    view = json.loads(capsys.readouterr().out)["hosts"]["a"]
+    put = view["put"]
     run = tmp_path / "results" / "dynbatch" / "r1"
     bundle = (run / "a" / ".node.pyz").read_bytes()
-    assert put["stdin_file"] == str(run / "a" / ".node.pyz")
-    assert put["argv"][:2] == ["python3", "-c"] and put["argv"][-1] == "/opt/serve-system/work/dynbatch/r1"
+    # every path the role names comes with the view (the role spells none of them)
+    assert view["bundle"] == str(run / "a" / ".node.pyz")
+    assert view["fetched"] == str(run / "a" / ".fetch" / "results.tar.gz")
+    assert view["archive"] == "/opt/serve-system/work/dynbatch/r1/results.tar.gz"
+    assert put[:2] == ["python3", "-c"] and put[-1] == "/opt/serve-system/work/dynbatch/r1"
     node = tmp_path / "node" / "work"
-    argv = [sys.executable, *put["argv"][1:-1], str(node)]
+    argv = [sys.executable, *put[1:-1], str(node)]
     proc = subprocess.run(argv, input=bundle, capture_output=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (node / ".node.pyz").read_bytes() == bundle and not (node / ".node.pyz.put").exists()

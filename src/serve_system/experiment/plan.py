@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..node import defaults
+from ..node import bundle, defaults
 from ..node.plans import LevelPlan, VariantPlan
 from ..triton.host import (
     TENSORRT_MIN_COMPUTE_CAPABILITY,
@@ -274,7 +274,7 @@ def _perf_field(v: Variant, key: str) -> str:
 def plan_fastapi(spec: FastapiSpec, *, url: str = FASTAPI_URL, node_work_dir: str = NODE_WORK_DIR,
                  image: str | None = None, done: set[tuple[str, str]] | None = None) -> list[VariantPlan]:
     """The lab's two measurements per runtime: one sender in sequence, then concurrent senders."""
-    client = [f"{node_work_dir}/fastapi_bench.py", "--url", f"{url}/predict",
+    client = [f"{node_work_dir}/{bundle.CLIENT}", "--url", f"{url}/predict",
               "--timeout", f"{spec.request_timeout_s:g}"]
     warm_n = spec.warmup.requests
     client = ["python3", *client] + (["--image", f"{node_work_dir}/{image}"] if image else [])

@@ -19,29 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import safeio
-from ..node import bundle, plans
+from ..node import archive, bundle, plans
 from ..node import records as rec
 from . import runnercall
 from .spec.messages import SpecError
 from .spec.models import AnySpec, FastapiSpec
 
-#: a host's node bundle, beside its plan in the run folder: what the role's put sends on its stdin (a
-#: bundle over :data:`runnercall.PUT_LIMIT` is copied instead)
-BUNDLE = ".node.pyz"
-
 
 def picked_names(only: Sequence[str]) -> list[str]:
     """``--only`` as given (repeated, or comma lists) as a list of names."""
     return [n.strip() for item in only for n in item.split(",") if n.strip()]
-
-
-@dataclass
-class Put:
-    """Puts the node bundle in one task: ``argv`` on the node, the bundle (``stdin_file``, on the
-    controller) on its stdin."""
-
-    argv: list[str]
-    stdin_file: str
 
 
 @dataclass
@@ -51,14 +38,18 @@ class HostView:
     models: list[str]
     node_dir: str
     restore: list[str]
-    #: on the node: prints the host's records archive for the role to write home (base64), or exits
-    #: ``fetch_too_large``: the role fetches it
+    #: the host's node bundle on the controller, beside its plan in the run folder
+    bundle: str
+    #: on the node: prints the host's records archive (``archive``) for the role to write home as
+    #: ``fetched`` (base64), or exits ``fetch_too_large``: the role fetches it
     fetch: list[str]
     fetch_too_large: int
+    archive: str
+    fetched: str
     #: serve-system's words that ask for the host's next call (repetitions: auto, a search)
     decide: list[str]
-    #: the bundle sent on the put's stdin, or None: copied (one over runnercall.PUT_LIMIT)
-    put: Put | None
+    #: on the node: puts the bundle, sent on its stdin; None: it is copied (one over runnercall.PUT_LIMIT)
+    put: list[str] | None
     calls: list[runnercall.RunnerCall]
     #: the calls the role may add, each asked of serve-system decide
     more_rounds: int
@@ -89,10 +80,10 @@ class RoleView:
                 **({"finish": self.finish} if self.finish else {})}
 
 
-def _put(settings: plans.RunnerSettings, bundle: Path, fresh: bool) -> Put | None:
-    """The put of a host's bundle, or None where it is copied instead (one over the limit)."""
-    small = bundle.is_file() and bundle.stat().st_size <= runnercall.PUT_LIMIT
-    return Put(argv=runnercall.put_argv(settings, fresh), stdin_file=str(bundle)) if small else None
+def _put(settings: plans.RunnerSettings, path: Path, fresh: bool) -> list[str] | None:
+    """The put of a host's bundle (``path``), or None where it is copied instead (one over the limit)."""
+    small = path.is_file() and path.stat().st_size <= runnercall.PUT_LIMIT
+    return runnercall.put_argv(settings, fresh) if small else None
 
 
 def role_view(spec: AnySpec, run: Path, written: dict[str, plans.HostPlan], only: list[str],
@@ -118,10 +109,11 @@ def role_view(spec: AnySpec, run: Path, written: dict[str, plans.HostPlan], only
         settings, adaptive = hplan.runner, hplan.adaptive
         chosen = [v for v in hplan.variants if not only or v.name in only]
         where = HostView(models=list(hplan.models), node_dir=settings.node_dir,
-                         restore=runnercall.restore_argv(settings), fetch=runnercall.fetch_argv(settings),
-                         fetch_too_large=runnercall.FETCH_TOO_LARGE,
+                         restore=runnercall.restore_argv(settings), bundle=str(run / host / bundle.NAME),
+                         fetch=runnercall.fetch_argv(settings), fetch_too_large=runnercall.FETCH_TOO_LARGE,
+                         archive=runnercall.archive_path(settings), fetched=str(run / host / archive.FETCHED),
                          decide=["decide", str(run), "--host", host],
-                         put=_put(settings, run / host / BUNDLE, fresh), calls=[], more_rounds=0)
+                         put=_put(settings, run / host / bundle.NAME, fresh), calls=[], more_rounds=0)
         if hplan.search is not None:  # a search: serve-system decide picks every call, the first one too
             hosts[host] = dataclasses.replace(where, more_rounds=hplan.search.calls)
             continue
@@ -156,14 +148,16 @@ def write_bundle(hdir: Path, hplan: plans.HostPlan, variants: list[plans.Variant
     """What the role puts on the node in one task: the node bundle, a Python zip application of the
     node package with the plan and its inputs (``python3 .node.pyz`` puts them beside itself, then runs), as
     ``hdir/.node.pyz``."""
-    dest = hdir / BUNDLE
+    dest = hdir / bundle.NAME
     top = Path(__file__).parents[1]  # serve_system/: the package as it imports here
     node = top / "node"
-    # the code: serve_system/node/ whole and what it imports of serve_system, at their package paths
+    # the code: serve_system/node/ whole (but the FastAPI client, a data member below) and what it
+    # imports of serve_system, at their package paths
     code: dict[str, Path] = {f"serve_system/{name}": top / name for name in bundle.FOUNDATION}
-    code.update({f"serve_system/node/{p.name}": p for p in sorted(node.glob("*.py"))})
+    code.update({f"serve_system/node/{p.name}": p for p in sorted(node.glob("*.py"))
+                 if p.name != bundle.CLIENT})
     # the data put beside it: the FastAPI client (a script the plan's argv names), the inputs, the image
-    files: dict[str, Path] = {"fastapi_bench.py": node / "fastapi_bench.py"}
+    files: dict[str, Path] = {bundle.CLIENT: node / bundle.CLIENT}
     for data in sorted({v.input_data for v in variants if v.input_data}):
         files[Path(data).name] = Path(data)
     if image is not None and hplan.kind == rec.FASTAPI:

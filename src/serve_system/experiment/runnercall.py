@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..node import plans
+from ..node import bundle, plans
 from ..node.archive import ARCHIVE
 
 
@@ -41,7 +41,7 @@ def runner_argv(settings: plans.RunnerSettings, *, detach: bool = False) -> list
     """The runner in the client container (``docker exec``), on the host plan's ``plan.json``."""
     here = settings.client_dir.rstrip("/")
     return ["docker", "exec", "--detach" if detach else "-i", settings.container,
-            "python3", f"{here}/.node.pyz", "--plan", f"{here}/plan.json"]
+            "python3", f"{here}/{bundle.NAME}", "--plan", f"{here}/plan.json"]
 
 
 #: the most a node bundle may weigh to travel on a command's stdin; a larger one (large input data) is
@@ -53,20 +53,20 @@ FETCH_LIMIT = 64 * 1024 * 1024
 #: :func:`fetch_argv`'s exit status for an archive over :data:`FETCH_LIMIT`
 FETCH_TOO_LARGE = 3
 
-#: on the node: writes the bundle from stdin into the folder argv[1] names, under a temporary name
-#: renamed over ``.node.pyz`` (never through a link); with ``--fresh`` the folder (the run's own on the
-#: node) is removed first, a link in its place refused
+#: on the node: writes the bundle from stdin into the folder argv[2] names, under a temporary name
+#: renamed over the bundle's name argv[1] (never through a link); with ``--fresh`` the folder (the run's
+#: own on the node) is removed first, a link in its place refused
 _PUT = """import os, shutil, sys
-folder = sys.argv[1]
+name, folder = sys.argv[1:3]
 data = sys.stdin.buffer.read()
-if sys.argv[2:] == ["--fresh"] and os.path.lexists(folder):
+if sys.argv[3:] == ["--fresh"] and os.path.lexists(folder):
     shutil.rmtree(folder)
 os.makedirs(folder, exist_ok=True)
-tmp = os.path.join(folder, ".node.pyz.put")
+tmp = os.path.join(folder, name + ".put")
 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
 with os.fdopen(fd, "wb") as out:
     out.write(data)
-os.replace(tmp, os.path.join(folder, ".node.pyz"))
+os.replace(tmp, os.path.join(folder, name))
 """
 
 
@@ -92,14 +92,19 @@ def put_argv(settings: plans.RunnerSettings, fresh: bool = False) -> list[str]:
     """On the node (its python3): puts the node bundle, sent on its stdin, in the run's node folder (one
     task, no transfer of its own); ``fresh``: what the folder held is removed first (the run measured
     afresh: ``-e fresh=true``)."""
-    return ["python3", "-c", _PUT, _node_dir(settings), *(["--fresh"] if fresh else [])]
+    return ["python3", "-c", _PUT, bundle.NAME, _node_dir(settings), *(["--fresh"] if fresh else [])]
 
 
 def fetch_argv(settings: plans.RunnerSettings) -> list[str]:
     """On the node (its python3): prints the host's records archive in base64 (the role writes it home
     in the same task, no transfer of its own); exits :data:`FETCH_TOO_LARGE` for one over
     :data:`FETCH_LIMIT` (the role fetches that one)."""
-    return ["python3", "-c", _SEND, f"{_node_dir(settings)}/{ARCHIVE}", str(FETCH_LIMIT)]
+    return ["python3", "-c", _SEND, archive_path(settings), str(FETCH_LIMIT)]
+
+
+def archive_path(settings: plans.RunnerSettings) -> str:
+    """The host's records archive on the node (the runner packs it at the end of every call)."""
+    return f"{_node_dir(settings)}/{ARCHIVE}"
 
 
 def restore_argv(settings: plans.RunnerSettings) -> list[str]:
@@ -123,7 +128,7 @@ def runner_call(settings: plans.RunnerSettings, variants: Sequence[str], repetit
              *(["--restore"] if restore else []),
              *([f"--restore-past={restore_past!r}"] if restore_past is not None and not restore else []),
              "--log", log, "--stderr", f"{log}.err"]
-    follow = ["python3", f"{node}/.node.pyz", "--follow", f"{node}/{log}",
+    follow = ["python3", f"{node}/{bundle.NAME}", "--follow", f"{node}/{log}",
               "--stderr", f"{node}/{log}.err", "--timeout", str(s.level_wait_s())]
     return RunnerCall(
         variants=list(variants), todo=todo, runtime=runtime, start=start,

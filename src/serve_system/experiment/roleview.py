@@ -108,12 +108,13 @@ def role_view(spec: AnySpec, run: Path, written: dict[str, plans.HostPlan], only
     for host, hplan in written.items():
         settings, adaptive = hplan.runner, hplan.adaptive
         chosen = [v for v in hplan.variants if not only or v.name in only]
+        packed = run / host / bundle.NAME
         where = HostView(models=list(hplan.models), node_dir=settings.node_dir,
-                         restore=runnercall.restore_argv(settings), bundle=str(run / host / bundle.NAME),
+                         restore=runnercall.restore_argv(settings), bundle=str(packed),
                          fetch=runnercall.fetch_argv(settings), fetch_too_large=runnercall.FETCH_TOO_LARGE,
                          archive=runnercall.archive_path(settings), fetched=str(run / host / archive.FETCHED),
                          decide=["decide", str(run), "--host", host],
-                         put=_put(settings, run / host / bundle.NAME, fresh), calls=[], more_rounds=0)
+                         put=_put(settings, packed, fresh), calls=[], more_rounds=0)
         if hplan.search is not None:  # a search: serve-system decide picks every call, the first one too
             hosts[host] = dataclasses.replace(where, more_rounds=hplan.search.calls)
             continue

@@ -43,11 +43,7 @@ def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> i
     deadline = time.time() + timeout
     size, quiet_since, checked = -1, time.time(), 0.0
     while True:
-        try:
-            now_size = log.stat().st_size
-        except FileNotFoundError:
-            now_size = 0
-        if now_size != size:  # the log grew (it only grows): read and look again
+        if (now_size := _size(log)) != size:  # the log grew (it only grows): read and look again
             size, quiet_since = now_size, time.time()
             try:
                 text = log.read_text(encoding="utf-8")
@@ -68,7 +64,7 @@ def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> i
         now = time.time()
         if now - quiet_since >= 5 and now - checked >= 5:
             checked = now
-            if not runner_alive(log.parent / rec.RUNNER_LOCK) and log.read_text(encoding="utf-8") == text:
+            if not runner_alive(log.parent / rec.RUNNER_LOCK) and _size(log) == size:
                 said = (stderr.read_text(errors="replace").strip().splitlines()
                         if stderr and stderr.is_file() else [])
                 print(f"{log}: the runner is gone without its end event"
@@ -81,6 +77,14 @@ def follow(log: Path, seq: int, timeout: float, stderr: Path | None = None) -> i
             return 1
         # a look is one stat() while nothing is written: often enough that a call's end is seen at once
         time.sleep(POLL_S)
+
+
+def _size(log: Path) -> int:
+    """The event log's size (0 before the runner made it): it only grows, so a new size is new lines."""
+    try:
+        return log.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:

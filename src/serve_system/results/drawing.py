@@ -19,11 +19,18 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypedDict
 
 from .. import safeio
 
 Kind = Literal["errorbar", "line", "step", "bar", "box", "hline", "span"]
+
+
+class TitleStyle(TypedDict, total=False):
+    """A panel title's matplotlib keyword arguments (its font size also fits the title to the panel)."""
+
+    fontsize: float
+    pad: float
 
 
 @dataclass
@@ -49,7 +56,7 @@ class Panel:
     xlabel: str
     ylabel: str
     series: list[Series]
-    title_style: dict[str, object] = field(default_factory=dict)
+    title_style: TitleStyle = field(default_factory=lambda: TitleStyle())
     xscale: tuple[str, dict[str, object]] | None = None
     yscale: tuple[str, dict[str, object]] | None = None
     #: (positions, labels, font size or None)
@@ -133,9 +140,7 @@ def render(plot: Plot) -> bytes:
             ax.set_ylim(**p.ylim)
         ax.set_xlabel(p.xlabel)
         ax.set_ylabel(p.ylabel)
-        size = p.title_style.get("fontsize", 12)
-        size = size if isinstance(size, int | float) else 12
-        ax.set_title(_fitted(p.title, plot.size[0] * share / sum(ratios), size),
+        ax.set_title(_fitted(p.title, plot.size[0] * share / sum(ratios), p.title_style.get("fontsize", 12)),
                      **p.title_style)
         if p.grid is not None:
             ax.grid(**p.grid)

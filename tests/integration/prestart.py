@@ -15,6 +15,8 @@ with ``-p no:...`` or ``--collect-only``, or the fixture is not among the collec
 the body runs where pytest would run it.
 
 ``SERVE_SYSTEM_IT_PRESTART=0`` turns the background off (every body runs in place).
+At the end, one line gives each set-up's time and how long the tests waited for it (also written to
+``$SERVE_SYSTEM_SETUP_REPORT`` when set: scripts/test.sh prints it after the suite).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +81,9 @@ class _Job:
     value: Any = None
     error: BaseException | None = None
     closed: bool = False
+    #: seconds the body took up to its ``yield`` (its set-up), and seconds a test waited for it
+    setup_s: float = 0.0
+    waited_s: float = 0.0
 
     def close(self) -> None:
         """Run the body's teardown (once), then drop its work folder."""
@@ -113,6 +119,7 @@ class Background:
 
     def _run(self) -> None:
         for job in self._jobs.values():
+            started = time.monotonic()
             try:
                 if self._stopping.is_set():
                     raise RuntimeError("the session ended before this setup started")
@@ -121,6 +128,7 @@ class Background:
             except BaseException as exc:  # noqa: BLE001 - raised again where the fixture is used
                 job.error = exc
             finally:
+                job.setup_s = time.monotonic() - started
                 job.ready.set()
 
     def take(self, name: str) -> Iterator[Any]:
@@ -134,7 +142,9 @@ class Background:
             finally:
                 _drop(workdir)
             return
+        asked = time.monotonic()
         job.ready.wait()
+        job.waited_s = time.monotonic() - asked
         if job.error is not None:
             job.close()
             raise job.error
@@ -153,6 +163,20 @@ class Background:
         self._thread.join()
         for job in self._jobs.values():
             job.close()
+        line = self.summary()
+        print(line, file=sys.stderr)
+        report = os.environ.get("SERVE_SYSTEM_SETUP_REPORT")
+        if report:  # scripts/test.sh prints it again after pytest's own summary
+            Path(report).write_text(line + "\n", encoding="utf-8")
+
+    def summary(self) -> str:
+        """One line: each background set-up's time, and how long the tests waited for it (the part of
+        the set-up the other tests did not hide)."""
+        parts = [f"{job.name} {job.setup_s:.0f} s (waited {job.waited_s:.0f} s)" for job in self._jobs.values()]
+        total = sum(job.setup_s for job in self._jobs.values())
+        waited = sum(job.waited_s for job in self._jobs.values())
+        return (f"[prestart] background set-ups {total:.0f} s, of which the tests waited {waited:.0f} s: "
+                + "; ".join(parts))
 
 
 BACKGROUND = Background()

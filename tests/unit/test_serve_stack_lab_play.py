@@ -43,9 +43,10 @@ def _play(tmp_path: Path, nodes: dict[str, tuple[str, str]]) -> tuple[subprocess
     play = tmp_path / "play.yml"
     play.write_text(PLAY)
     inventory = tmp_path / "hosts.json"
-    inventory.write_text(json.dumps({"all": {"hosts": {
-        name: {"serve_stack_root": str(tmp_path / name), "serve_stack_lab_repo": url,
-               "serve_stack_lab_commit": commit, "serve_gpus": 0} for name, (url, commit) in nodes.items()}}}))
+    hosts = {name: {"serve_stack_root": str(tmp_path / name), "serve_stack_lab_repo": url,
+                    "serve_stack_lab_commit": commit, "serve_gpus": 0}
+             for name, (url, commit) in nodes.items()}
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     run = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(play)], cwd=REPO,
                          env=env, capture_output=True, text=True, check=False, timeout=300)
@@ -72,8 +73,8 @@ def test_the_lab_is_cloned_checked_and_copied_once(tmp_path: Path) -> None:
     assert run.returncode == 0, out[-4000:]
     assert _recap(out, "node")["changed"] == 2  # the clone, the copies
     root = tmp_path / "node"
-    head = subprocess.run(["git", "-C", str(root / "lab"), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(root / "lab"), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
     assert head == lab.commit
     files = labrepo.standin_files()
     onnx = files["models_staging/food_classifier_onnx/1/model.onnx"]
@@ -104,5 +105,5 @@ def test_a_git_lfs_pointer_or_an_unreachable_repository_stops_the_play_with_one_
     assert said.startswith(f"cannot fetch the lab's repository {nowhere} at {commit} into "
                            f"{tmp_path}/unreachable/lab (")
     assert said.endswith(f"): check that the node reaches it (git ls-remote {nowhere}), or set "
-                         "serve_stack_lab_repo to a copy it reaches (and serve_stack_lab_commit to a commit of "
-                         "that copy)")
+                         "serve_stack_lab_repo to a copy it reaches (and serve_stack_lab_commit to a commit "
+                         "of that copy)")

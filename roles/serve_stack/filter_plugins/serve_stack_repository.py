@@ -90,9 +90,9 @@ def serve_stack_lab_fetch_error(git: Mapping[str, Any], apt: Mapping[str, Any], 
     if any(s in text for s in _NO_COMMIT):
         return (f"the lab's repository {repository} has no commit {commit} ({said(git)}): set "
                 "serve_stack_lab_commit to a full commit of it (git ls-remote shows its branches' commits)")
-    return (f"cannot fetch the lab's repository {repository} at {commit} into {checkout} ({said(git)}): check "
-            f"that the node reaches it (git ls-remote {repository}), or set serve_stack_lab_repo to a copy "
-            "it reaches (and serve_stack_lab_commit to a commit of that copy)")
+    return (f"cannot fetch the lab's repository {repository} at {commit} into {checkout} ({said(git)}): "
+            f"check that the node reaches it (git ls-remote {repository}), or set serve_stack_lab_repo to a "
+            "copy it reaches (and serve_stack_lab_commit to a commit of that copy)")
 
 
 def serve_stack_render_options(plan: Mapping[str, Any], checked: Mapping[str, Any] | None, repository: str,

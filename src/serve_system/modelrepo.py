@@ -10,9 +10,13 @@ the configs as protobuf messages (``ModelConfig``: strict parsing, no text surge
 * ``onnx_serving == "python_shim"``: ``onnxruntime`` models get ``backend: "python"`` and the shim
   ``shims/onnx_python_shim.py`` as ``1/model.py``;
 * models listed in ``standin`` get the stand-in ONNX weights generated for them
-  (``serve_system.standin``: each known model has one with its signature and kind of compute);
-  any other model keeps the weights files its source directory holds (``1/model.onnx``, ...), or
-  gets them fetched on the node (the food classifiers' URLs).
+  (``serve_system.standin``: each known model has one with its signature and kind of compute), marked
+  ``serve_system_standin_chosen`` where the user chose stand-ins (``--standin-chosen``);
+* the lab's models (``serve_system.labrepo``) otherwise get the lab's weights, which the serve_stack role
+  copies from the lab's repository on the node: their files, sha256 and repository (``--lab-weights``)
+  go into the config's ``serve_system_weights`` and ``serve_system_weights_sha256`` parameters, and
+  on a GPU node the engine the lab runs them with (``serve_system_engine``);
+  any other model keeps the weights files its source directory holds (``1/model.onnx``, ...).
 
 Every edit is recorded in the config's ``serve_system_*`` parameters and in ``models.json`` (the
 model table the play prints), so nothing is changed silently. Files are rewritten only when their
@@ -27,16 +31,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import ownedtree, safeio
+from . import labrepo, ownedtree, safeio
 from .errors import ServeSystemError
+from .node.plans import STANDIN_CHOSEN_PARAM
 from .standin import STANDIN_NOTE, standin_bytes, standin_for
 
 SHIM = Path(__file__).resolve().parent / "shims" / "onnx_python_shim.py"
 ONNX_SERVING = ("onnxruntime", "python_shim")
-#: the weights file each known model expects when no stand-in is used
-WEIGHTS = {"food_classifier": "food11.pth", "food_classifier_onnx": "model.onnx"}
 WEIGHT_SUFFIXES = (".pth", ".onnx", ".pt")
 MANIFEST = "models.json"
+#: the config parameter saying that the user chose the stand-in (``serve_stack_weights: standin``)
+CHOSEN_PARAM = STANDIN_CHOSEN_PARAM
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,11 @@ def _set_param(config: Any, key: str, value: str) -> None:
 
 
 def render_model(
-    src: Path, *, gpus: int, onnx_serving: str, standin: bool
+    src: Path, *, gpus: int, onnx_serving: str, standin: bool, lab: labrepo.LabWeights | None = None,
+    standin_chosen: bool = False,
 ) -> tuple[dict[str, bytes], ModelRow]:
-    """The files (relative path -> bytes) of one rendered model, and its table row."""
+    """The files (relative path -> bytes) of one rendered model, and its table row. ``lab``: the lab's
+    weights on the node, for the lab's models (unless ``standin``)."""
     from .triton.host import adapt_to_host  # protobuf and tritonclient: loaded only to render
     from .triton.pbtxt import kind_name, load_pbtxt, render_pbtxt
 
@@ -69,6 +76,7 @@ def render_model(
     config.name = name
     files: dict[str, bytes] = {}
     own_weights: list[str] = []
+    from_lab = [] if standin or lab is None else lab.for_model(name, gpus)
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         rel = path.relative_to(src).as_posix()
         if rel == "config.pbtxt" or "__pycache__" in rel or rel == "README.md":
@@ -76,6 +84,11 @@ def render_model(
         if rel.endswith(WEIGHT_SUFFIXES):
             if standin:
                 continue  # the stand-in replaces them
+            if from_lab:
+                raise ServeSystemError(
+                    f"{path}: {name}'s weights come from the lab's repository "
+                    f"({lab.repository if lab else ''}): remove this file, or point serve_stack_lab_repo at "
+                    "a repository that holds yours")
             own_weights.append(rel)
         files[rel] = path.read_bytes()
 
@@ -86,7 +99,7 @@ def render_model(
     if lab_backend in ("onnxruntime", "onnxruntime_onnx") and onnx_serving == "python_shim":
         config.platform = ""
         config.backend = "python"
-        served_by = "serve-system ONNX shim (Python backend + onnxruntime, CPU)"
+        served_by = "serve-system ONNX shim (Python backend + onnxruntime, {device})"
         _set_param(config, "serve_system_served_by",
                    "onnx_python_shim: Triton has no onnxruntime backend here")
         files["1/model.py"] = SHIM.read_bytes()
@@ -96,16 +109,28 @@ def render_model(
         _set_param(config, "serve_system_instances", "; ".join(moved))
     kinds = [f"{g.count or 1}x{kind_name(g.kind)}"
              for g in config.instance_group]
+    # the shim runs a KIND_GPU instance on onnxruntime's CUDA provider, a KIND_CPU one on its CPU provider
+    served_by = served_by.format(device="CUDA" if any("GPU" in k for k in kinds) else "CPU")
 
     if standin:
         maker = standin_for(name)
         files["1/model.onnx"] = standin_bytes(name)
         weights = f"stand-in: {STANDIN_NOTE}; replaces {maker.replaces}"
         _set_param(config, "serve_system_weights", weights)
+        if standin_chosen:  # the plan measures stand-ins on a GPU node only where they were chosen
+            _set_param(config, CHOSEN_PARAM, "serve_stack_weights=standin")
+    elif from_lab and lab is not None:
+        weights, sums = labrepo.weights_text(name, from_lab, lab)
+        _set_param(config, "serve_system_weights", weights)
+        _set_param(config, "serve_system_weights_sha256", sums)
+        engine = labrepo.ENGINE_ON_GPU.get(name)
+        if gpus > 0 and engine and "serve_system_engine" not in config.parameters:
+            _set_param(config, "serve_system_engine", engine)
     elif own_weights:
         weights = ", ".join(own_weights) + " (from the source repository)"
-    elif name in WEIGHTS:
-        weights = f"1/{WEIGHTS[name]} (fetched on the node)"
+    elif name in labrepo.LAB_MODELS:
+        raise ServeSystemError(f"{src}: model {name!r} is one of the lab's: give the lab's weights as the "
+                               "node holds them (--lab-weights), or its stand-in (--standin)")
     else:
         raise ServeSystemError(f"{src}: model {name!r} has no weights (no 1/model.onnx) and no stand-in was "
                                "asked for: put its weights there, or deploy it with its stand-in")
@@ -124,11 +149,14 @@ def render(
     standin: list[str],
     standin_unless_given: list[str] | None = None,
     force: bool = False,
+    lab: labrepo.LabWeights | None = None,
+    standin_chosen: bool = False,
 ) -> tuple[bool, list[ModelRow]]:
     """Render ``models`` of ``source`` into ``dest``; returns (changed, model table).
 
     Models in ``standin`` get their stand-in; models in ``standin_unless_given`` get it only when
-    their source directory holds no weights file (the user's own weights win).
+    their source directory holds no weights file (the user's own weights win); the lab's models
+    otherwise get ``lab``'s weights. ``standin_chosen``: the user chose stand-ins (every one is marked so).
     """
     if onnx_serving not in ONNX_SERVING:
         raise ServeSystemError(f"onnx_serving must be one of {', '.join(ONNX_SERVING)}, got {onnx_serving!r}")
@@ -143,7 +171,8 @@ def render(
         src = source / name
         if not (src / "config.pbtxt").is_file():
             raise ServeSystemError(f"{src}/config.pbtxt not found: model {name!r} is not in {source}")
-        files, row = render_model(src, gpus=gpus, onnx_serving=onnx_serving, standin=name in standin)
+        files, row = render_model(src, gpus=gpus, onnx_serving=onnx_serving, standin=name in standin, lab=lab,
+                                  standin_chosen=standin_chosen)
         wanted.update({f"{name}/{rel}": data for rel, data in files.items()})
         rows.append(row)
     wanted[MANIFEST] = (json.dumps([asdict(r) for r in rows], indent=2) + "\n").encode()

@@ -67,8 +67,8 @@ def test_fastapi_mode_replaces_triton_and_predicts(rehearsal_cluster: RehearsalC
     assert "triton_server" not in states  # the two share port 8000: one mode at a time
     health = json.loads(rehearsal_cluster.exec(node, "curl", "-fsS", "http://127.0.0.1:8000/health").stdout)
     assert health["status"] == "ok" and health["runtime"] == "onnx" and health["standin"] is True
-    # the Triton stack's model file
-    assert health["model_path"] == "/models/food_classifier_onnx/1/model.onnx"
+    # the lab's FastAPI model, read in its checkout (the rehearsal's: a generated stand-in, and said so)
+    assert health["model_path"] == "/lab/fastapi_onnx/food11.onnx"
     code, answer = _post(rehearsal_cluster, node, json.dumps({"image": _jpeg_b64()}))
     assert code == 200 and answer["prediction"] in CLASSES and 0 <= answer["probability"] <= 1
     code, answer = _post(rehearsal_cluster, node, json.dumps({"image": "bm90IGFuIGltYWdl"}))

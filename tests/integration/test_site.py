@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from serve_system import labrepo
 from serve_system.standin import CLASSES
 
 from .conftest import RehearsalCluster
@@ -148,11 +149,66 @@ def test_gpu_role_skips_cleanly_without_gpus(rehearsal_cluster: RehearsalCluster
         assert rehearsal_cluster.host(node).package("nvtop").is_installed
 
 
+LAB = "/opt/serve-system/lab"
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_the_labs_repository_was_fetched_from_the_local_stand_in_and_its_checksums_recorded(
+        rehearsal_cluster: RehearsalCluster, index: int) -> None:
+    """The same fetch as on a real node (git installed, git clone at the pinned commit) from the
+    rehearsal's stand-in in the lab's layout (a file:// URL the node reaches through its read-only
+    mount); each weights file's sha256 in weights.json (every level's provenance) and the configs,
+    marked as a stand-in everywhere; the lab's notebooks in Jupyter's work folder."""
+    node = rehearsal_cluster.nodes[index]
+    url, commit = node.vars["serve_stack_lab_repo"], node.vars["serve_stack_lab_commit"]
+    assert url.startswith("file:///") and url.endswith("/serve-system-chi.git") and len(commit) == 40
+
+    def run(*argv: str) -> str:
+        return rehearsal_cluster.exec(node, *argv).stdout
+
+    assert run("git", "-C", LAB, "rev-parse", "HEAD").strip() == commit
+    assert run("git", "-C", LAB, "remote", "get-url", "origin").strip() == url
+    assert run("git", "-C", LAB, "status", "--porcelain").strip() == ""
+    record = json.loads(run("cat", "/opt/serve-system/weights.json"))
+    assert (record["weights"], record["repository"], record["commit"]) == ("lab", url, commit)
+    on_node = {f["path"]: f for f in record["files"]}
+    assert sorted(on_node) == sorted(f.path for f in labrepo.WEIGHTS)
+    sums = dict(reversed(line.split()) for line in run(
+        "sh", "-c", f"cd {LAB} && sha256sum {' '.join(sorted(on_node))}").splitlines())
+    for path, f in on_node.items():
+        assert f["sha256"] == sums[path] and f["standin"] is True, path
+    # copied where Triton serves them, the same bytes; the configs carry the checksums
+    repo = "/opt/serve-system/model_repository"
+    served = dict(reversed(line.split()) for line in run(
+        "sha256sum", f"{repo}/food_classifier_onnx/1/model.onnx", f"{repo}/food_classifier/1/food11.pth",
+        f"{repo}/food_classifier/1/model.onnx").splitlines())
+    onnx_sha = on_node["models_staging/food_classifier_onnx/1/model.onnx"]["sha256"]
+    assert served[f"{repo}/food_classifier_onnx/1/model.onnx"] == onnx_sha
+    assert served[f"{repo}/food_classifier/1/model.onnx"] == onnx_sha  # no GPU: the ONNX export too
+    assert served[f"{repo}/food_classifier/1/food11.pth"] == \
+        on_node["models_staging/food_classifier/1/food11.pth"]["sha256"]
+    config = run("cat", f"{repo}/food_classifier_onnx/config.pbtxt")
+    assert f"model.onnx={onnx_sha}" in config
+    assert "stand-in: generated stand-in model" in config and "from the rehearsal's lab repository" in config
+    # the play's model table said it
+    assert ("food_classifier_onnx | python | serve-system ONNX shim (Python backend + onnxruntime, CPU) | "
+            "1xCPU | stand-in: generated stand-in model") in rehearsal_cluster.site.flat
+    # the lab's own files, from the checkout, in Jupyter's work folder
+    for name in ("triton.ipynb", "fastapi.ipynb", "input.json", "test_image.jpeg"):
+        assert run("cmp", f"{LAB}/workspace/{name}", f"/opt/serve-system/work/{name}") == ""
+
+
 def test_second_site_run_changes_nothing(rehearsal_cluster: RehearsalCluster) -> None:
     again = rehearsal_cluster.playbook("site.yml")
     assert again.rc == 0, again.tail()
     for node in rehearsal_cluster.nodes:
         assert again.recap[node.name]["changed"] == 0, again.tail(120)
+    # the lab's repository: its checkout at the commit, nothing fetched, nothing copied (the first run
+    # installed git, which the node image lacks, and cloned)
+    assert "Install git where it is missing" in rehearsal_cluster.site.stdout
+    assert "Clone the lab's repository" in rehearsal_cluster.site.stdout
+    assert "Clone the lab's repository" not in again.stdout and "Install git where it is missing" \
+        not in again.stdout
 
 
 def test_deploy_puts_back_what_differs_in_the_model_repository(rehearsal_cluster: RehearsalCluster) -> None:

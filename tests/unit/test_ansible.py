@@ -50,16 +50,18 @@ def _write_rehearsal_inventory(repo: Path) -> None:
     """inventory/hosts.yml and known_hosts as the README's main job (scripts/rehearse.sh: local rehearsal
     nodes, two here) leaves them."""
     from serve_system.images.build import StackImage
+    from serve_system.labrepo import StandinRepo
     from serve_system.provision.local import node_vars_for
 
     stack = {k: StackImage(k, f"localhost/serve-system-{k}:1",
                            Path(f"/root/.cache/serve-system/images/{k}.tar"))
              for k in ("triton", "client", "fastapi")}
+    lab = StandinRepo(Path("/root/.cache/serve-system/lab/0/serve-system-chi.git"), "f" * 40)
     nodes = [Node(name=f"serve-system-rehearsal-{i}", address="127.0.0.1", user="cc", port=2200 + i,
                   key_path=str(repo / "inventory" / "rehearsal.key"), provider="local",
                   provider_ids={"container": f"serve-system-rehearsal-{i}",
                                 "image": "localhost/serve-system-node:1"},
-                  vars=node_vars_for(stack)) for i in (1, 2)]
+                  vars=node_vars_for(stack, lab)) for i in (1, 2)]
     known_hosts = repo / "inventory" / "known_hosts"
     known_hosts.write_text("[127.0.0.1]:2201 ssh-ed25519 AAAA\n[127.0.0.1]:2202 ssh-ed25519 AAAA\n")
     write_inventory(nodes, repo / "inventory" / "hosts.yml", known_hosts)

@@ -197,6 +197,40 @@ def test_node_base_configs_keep_their_serving_edits(tmp_path: Path) -> None:
         exp.plan(load_spec(SPECS / "backends.yml"), 0, repository=tmp_path / "node_base")
 
 
+def _node_onnx_config(tmp_path: Path, *params: tuple[str, str]) -> Path:
+    node = tmp_path / "node_base" / "food_classifier_onnx"
+    node.mkdir(parents=True)
+    (node / "config.pbtxt").write_text(
+        'name: "food_classifier_onnx"\nbackend: "onnxruntime"\nmax_batch_size: 16\n'
+        'input [ { name: "input" data_type: TYPE_FP32 dims: [3, 224, 224] } ]\n'
+        'output [ { name: "output" data_type: TYPE_FP32 dims: [11] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_GPU gpus: [0] } ]\n'
+        + "".join(f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}\n' for k, v in params))
+    return tmp_path / "node_base"
+
+
+def test_a_gpu_nodes_stand_in_weights_are_measured_only_where_chosen(tmp_path: Path) -> None:
+    """A GPU node serving generated weights nobody chose is refused in one line (whatever the number of
+    variants); chosen stand-ins (serve_stack_weights: standin) and a node without GPUs are planned."""
+    spec = load_spec(SPECS / "arrivals.yml")
+    weights = ("serve_system_weights", "stand-in: generated stand-in model")
+    base = _node_onnx_config(tmp_path / "a", weights)
+    with pytest.raises(SpecError) as refused:
+        exp.plan(spec, 1, repository=base)
+    assert len(refused.value.lines) == 1 and len(spec.all_variants) > 1
+    assert refused.value.lines[0].endswith(
+        "arrivals.yml: model food_classifier_onnx: the GPU node serves generated stand-in weights, which "
+        "nobody chose: deploy the lab's weights (serve_stack_weights: lab; the model's own in "
+        "model_repository/food_classifier_onnx/1/ for a model the lab has none of), or choose stand-ins with "
+        "-e serve_stack_weights=standin, then run playbooks/deploy.yml")
+    assert all(p.stand_in for p in exp.plan(spec, 0, repository=base))  # no GPU: measured, marked
+    chosen = _node_onnx_config(tmp_path / "b", weights,
+                               ("serve_system_standin_chosen", "serve_stack_weights=standin"))
+    assert all(p.stand_in for p in exp.plan(spec, 1, repository=chosen))
+    lab = _node_onnx_config(tmp_path / "c", ("serve_system_weights", "lab: 1/model.onnx <- ..."))
+    assert not any(p.stand_in for p in exp.plan(spec, 1, repository=lab))
+
+
 def test_a_base_moved_off_gpus_at_deploy_is_an_adaptation_of_the_variants_that_run_it(tmp_path: Path) -> None:
     """serve_system_instances (written by the render for a node without GPU) becomes each variant's note,
     unless the variant brings its own instance groups (then the planner's own adaptation says it)."""

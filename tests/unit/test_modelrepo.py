@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from serve_system import labrepo
 from serve_system.errors import ServeSystemError
-from serve_system.modelrepo import SHIM, render
+from serve_system.labrepo import LabWeights
+from serve_system.modelrepo import CHOSEN_PARAM, SHIM, render
 from serve_system.standin import is_standin
 from serve_system.triton.pbtxt import load_pbtxt as parse_config
 
@@ -50,14 +52,99 @@ def test_render_for_a_cpu_rehearsal_node(tmp_path: Path) -> None:
                   standin=MODELS)[0] is False
 
 
+def _lab(standin: bool = False) -> LabWeights:
+    """The lab's weights as the node's check answers them (sha256 of each file's path, for the test)."""
+    files = {f.path: {"sha256": hashlib.sha256(f.path.encode()).hexdigest(), "size": 9, "standin": standin}
+             for f in (*labrepo.WEIGHTS, labrepo.CPU_FALLBACK)}
+    return LabWeights.from_json(json.dumps({"repository": "https://github.com/teaching-on-testbeds/"
+                                            "serve-system-chi.git", "commit": "0" * 40, "files": files}))
+
+
 def test_render_for_a_gpu_node_keeps_the_lab_config(tmp_path: Path) -> None:
-    render(REPO, tmp_path, models=MODELS, gpus=2, onnx_serving="onnxruntime", standin=[])
+    _, rows = render(REPO, tmp_path, models=MODELS, gpus=2, onnx_serving="onnxruntime", standin=[],
+                     lab=_lab())
     onnx = parse_config(tmp_path / "food_classifier_onnx" / "config.pbtxt")
     assert onnx.backend == "onnxruntime"
     assert onnx.instance_group[0].kind == onnx.instance_group[0].KIND_GPU
     assert list(onnx.instance_group[0].gpus) == [0]
     assert not (tmp_path / "food_classifier_onnx" / "1" / "model.py").exists()
-    assert not (tmp_path / "food_classifier_onnx" / "1" / "model.onnx").exists()  # fetched on the node
+    assert not (tmp_path / "food_classifier_onnx" / "1" / "model.onnx").exists()  # copied on the node
+    # the lab's weights, named with their sha256 and the repository's commit; torch on the GPU
+    sha = hashlib.sha256(b"models_staging/food_classifier_onnx/1/model.onnx").hexdigest()
+    weights = onnx.parameters["serve_system_weights"].string_value
+    assert weights == ("lab: 1/model.onnx <- models_staging/food_classifier_onnx/1/model.onnx "
+                       f"(sha256 {sha[:12]}) at teaching-on-testbeds/serve-system-chi@000000000000")
+    assert onnx.parameters["serve_system_weights_sha256"].string_value == f"model.onnx={sha}"
+    py = parse_config(tmp_path / "food_classifier" / "config.pbtxt")
+    assert py.parameters["serve_system_engine"].string_value == "pytorch"
+    assert "1/food11.pth <- models_staging/food_classifier/1/food11.pth" in py.parameters[
+        "serve_system_weights"].string_value
+    assert "model.onnx" not in py.parameters["serve_system_weights_sha256"].string_value  # torch only
+    assert {r.model: r.weights for r in rows}["food_classifier_onnx"] == weights
+    assert "serve_system_engine" not in onnx.parameters
+
+
+def test_a_node_without_gpus_serves_the_labs_onnx_export_where_torch_is_missing(tmp_path: Path) -> None:
+    render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="python_shim", standin=[], lab=_lab())
+    py = parse_config(tmp_path / "food_classifier" / "config.pbtxt")
+    assert "serve_system_engine" not in py.parameters  # auto: food11.pth with torch, else model.onnx
+    assert py.parameters["serve_system_weights_sha256"].string_value.split(", ")[1].startswith("model.onnx=")
+    assert not (tmp_path / "food_classifier" / "1" / "model.onnx").exists()  # the node's copy, not ours
+
+
+def test_the_rehearsals_lab_repository_is_a_stand_in_everywhere(tmp_path: Path) -> None:
+    _, rows = render(REPO, tmp_path, models=MODELS, gpus=0, onnx_serving="python_shim", standin=[],
+                     lab=_lab(standin=True))
+    for row in rows:
+        assert row.weights.startswith("stand-in: generated stand-in model")
+        assert "from the rehearsal's lab repository teaching-on-testbeds/serve-system-chi@000000000000" \
+            in row.weights
+        cfg = parse_config(tmp_path / row.model / "config.pbtxt")
+        assert cfg.parameters["serve_system_weights"].string_value == row.weights
+        assert CHOSEN_PARAM not in cfg.parameters  # not chosen: a GPU node's plan refuses it
+
+
+def test_chosen_stand_ins_say_so_and_the_labs_models_need_weights(tmp_path: Path) -> None:
+    render(REPO, tmp_path, models=MODELS, gpus=1, onnx_serving="onnxruntime", standin=MODELS,
+           standin_chosen=True)
+    for name in MODELS:
+        cfg = parse_config(tmp_path / name / "config.pbtxt")
+        assert cfg.parameters[CHOSEN_PARAM].string_value == "serve_stack_weights=standin"
+        assert "serve_system_engine" not in cfg.parameters  # the stand-in is ONNX: model.py's auto engine
+    with pytest.raises(ServeSystemError, match="food_classifier' is one of the lab's: give the lab's"):
+        render(REPO, tmp_path / "none", models=MODELS, gpus=1, onnx_serving="onnxruntime", standin=[])
+
+
+def test_weights_of_a_lab_model_in_the_source_folder_are_refused(tmp_path: Path) -> None:
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "food_classifier_onnx", src / "food_classifier_onnx")
+    (src / "food_classifier_onnx" / "1").mkdir()
+    (src / "food_classifier_onnx" / "1" / "model.onnx").write_bytes(b"mine")
+    with pytest.raises(ServeSystemError, match="1/model.onnx: food_classifier_onnx's weights come from the "
+                                               "lab's repository .*: remove this file"):
+        render(src, tmp_path / "out", models=["food_classifier_onnx"], gpus=0, onnx_serving="onnxruntime",
+               standin=[], lab=_lab())
+
+
+def test_cli_takes_the_labs_weights_as_json_and_refuses_a_bad_document(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from serve_system.cli import main
+
+    doc = {"repository": "file:///x/serve-system-chi.git", "commit": "a" * 40,
+           "files": {"models_staging/food_classifier_onnx/1/model.onnx": {"sha256": "b" * 64, "size": 3,
+                                                                         "standin": False}}}
+    argv = ["models", "render", "--source", str(REPO), "--dest", str(tmp_path / "o"), "--model",
+            "food_classifier_onnx", "--gpus", "1", "--json", "--lab-weights"]
+    assert main([*argv, json.dumps(doc)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["models"][0]["weights"].startswith(
+        "lab: 1/model.onnx <- models_staging/food_classifier_onnx/1/model.onnx (sha256 bbbbbbbbbbbb) at "
+        "x/serve-system-chi@aaaa")
+    doc["commit"] = "main"
+    assert main([*argv, json.dumps(doc)]) == 2
+    assert "--lab-weights: commit 'main': give a full commit" in capsys.readouterr().err
 
 
 def test_render_removes_stale_files_and_reports_it(tmp_path: Path) -> None:

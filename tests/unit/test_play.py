@@ -72,6 +72,46 @@ def test_one_call_plans_every_host_on_its_own_look_and_refuses_only_the_host_tha
     assert json.loads((run / "manifest.json").read_text())["hosts"] == ["a", "b", "c"]
 
 
+def _weights(standin: bool, choice: str = "lab") -> str:
+    record = {"weights": choice, "repository": "file:///c/serve-system-chi.git", "commit": "c" * 40,
+              "files": [{"path": "models_staging/food_classifier/1/food11.pth", "sha256": "d" * 64, "size": 5,
+                         "standin": standin, "extra": "dropped"}],
+              "generated": {"blip/1/model.onnx": "e" * 64}}
+    return "weights=" + base64.b64encode(json.dumps(record).encode()).decode()
+
+
+def test_the_nodes_weights_go_into_the_provenance_and_unchosen_stand_ins_on_a_gpu_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look's weights record (serve_stack's weights.json) is kept in the host's facts, which every level's
+    provenance holds; a GPU host whose Triton serves generated weights nobody chose is refused alone, in one
+    line; the same weights chosen (serve_stack_weights: standin) are planned."""
+    spec = _dynbatch_in_repo(tmp_path)
+    repo_cfg = (spec.parents[2] / "model_repository" / "food_classifier" / "config.pbtxt").read_bytes()
+    standin = repo_cfg + b'parameters { key: "serve_system_weights" value { string_value: "stand-in: x" } }\n'
+    chosen = standin + b'parameters { key: "serve_system_standin_chosen" value { string_value: "y" } }\n'
+    hosts = {"a": {"gpus": 1, "look": _look(repo_cfg, _weights(False))},
+             "b": {"gpus": 1, "look": _look(standin, _weights(True))},
+             "c": {"gpus": 1, "look": _look(chosen, _weights(True, "standin"))},
+             "d": {"gpus": 0, "look": _look(standin, _weights(True))}}
+    assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path), "hosts": hosts}) == 0
+    view = json.loads(capsys.readouterr().out)
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    weights = records.read(run / "a" / "plan.json", plans.HostPlan).facts["weights"]
+    assert weights == {"weights": "lab", "repository": "file:///c/serve-system-chi.git", "commit": "c" * 40,
+                       "files": [{"path": "models_staging/food_classifier/1/food11.pth", "sha256": "d" * 64,
+                                  "size": 5, "standin": False}],
+                       "generated": {"blip/1/model.onnx": "e" * 64}}
+    refused = view["hosts"]["b"]["refused"]
+    assert "model food_classifier: the GPU node serves generated stand-in weights, which nobody" in refused
+    assert "\n" not in refused and refused.count("nobody chose") == 1
+    assert view["hosts"]["c"]["calls"] and view["hosts"]["d"]["calls"]
+    bad_record = "weights=" + base64.b64encode(b'{"weights": 1}').decode()
+    bad = {"a": {"gpus": 0, "look": _look(repo_cfg, bad_record)}}
+    assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path), "hosts": bad}) == 0
+    assert "weights=: not the record serve_stack writes" in json.loads(capsys.readouterr().out)["hosts"]["a"][
+        "refused"]
+
+
 def test_a_look_that_names_no_repository_plans_on_the_spec_and_an_empty_repository_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     spec = _dynbatch_in_repo(tmp_path)
@@ -245,3 +285,20 @@ def test_one_typed_request_plans_the_run_and_answers_the_roles_typed_view(tmp_pa
     assert isinstance(written, dict) and isinstance(written["a"], plans.HostPlan)
     assert written["a"] == records.read(tmp_path / "results" / "dynbatch" / "r1" / "a" / "plan.json",
                                       plans.HostPlan)
+
+
+def test_a_fastapi_plan_on_a_gpu_node_with_unchosen_stand_in_weights_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FastAPI endpoint serves the lab's files of the node's weights record: where those are a stand-in
+    repository's on a GPU node, the host is refused in one line; stand-ins chosen, or no GPU, are planned."""
+    spec = Path(__file__).resolve().parents[2] / "experiments" / "specs" / "fastapi.yml"
+    hosts = {"a": {"gpus": 1, "look": "os=x\n" + _weights(True) + "\n"},
+             "b": {"gpus": 1, "look": "os=x\n" + _weights(True, "standin") + "\n"},
+             "c": {"gpus": 0, "look": "os=x\n" + _weights(True) + "\n"}}
+    assert _play(monkeypatch, spec, {"inputs": _inputs(tmp_path), "hosts": hosts}) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["hosts"]["a"]["refused"] == (
+        "a: the GPU node serves generated stand-in weights (models_staging/food_classifier/1/food11.pth of "
+        "file:///c/serve-system-chi.git is one), which nobody chose: point serve_stack_lab_repo at the lab's "
+        "repository, or choose stand-ins with -e serve_stack_weights=standin, then run playbooks/deploy.yml")
+    assert view["hosts"]["b"]["calls"] and view["hosts"]["c"]["calls"]

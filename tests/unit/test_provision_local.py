@@ -6,6 +6,7 @@ import pytest
 
 from serve_system.errors import ServeSystemError
 from serve_system.images.build import StackImage
+from serve_system.labrepo import StandinRepo
 from serve_system.provision import local as rehearsal
 from serve_system.provision.base import is_ours, server_names
 
@@ -37,7 +38,11 @@ def test_is_ours_matches_numbers_and_students_not_longer_prefixes() -> None:
 def test_node_vars_adapt_the_roles(tmp_path: Path) -> None:
     stack = {k: StackImage(k, f"localhost/serve-system-{k}:abc", tmp_path / f"{k}.tar")
              for k in ("triton", "client", "fastapi")}
-    hv = rehearsal.node_vars_for(stack)
+    lab = StandinRepo(tmp_path / "lab" / "serve-system-chi.git", "f" * 40)
+    hv = rehearsal.node_vars_for(stack, lab)
+    # the lab's repository: the same fetch as on a real node, from the local stand-in (a file:// URL)
+    assert hv["serve_stack_lab_repo"] == f"file://{tmp_path}/lab/serve-system-chi.git"
+    assert hv["serve_stack_lab_commit"] == "f" * 40
     assert hv["docker_source"] == "distro"
     assert hv["docker_storage_driver"] == "overlay2"
     assert hv["serve_stack_onnx_serving"] == "python_shim"

@@ -1,15 +1,11 @@
-"""roles/serve_stack's filters: which files the node's model repository needs (serve_stack_repository_plan),
-which weights it fetches and which models get a stand-in (serve_stack_weights)."""
+"""roles/serve_stack's filter serve_stack_repository_plan: which files the node's model repository needs
+(the lab's weights: test_serve_stack_lab.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-from serve_system.modelrepo import WEIGHTS
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
@@ -18,7 +14,6 @@ assert _spec and _spec.loader
 plugin = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(plugin)
 plan = plugin.serve_stack_repository_plan
-weights = plugin.serve_stack_weights
 
 ROOT = "/opt/serve-system/model_repository"
 WANTED = {"m/config.pbtxt": "aa", "m/1/model.onnx": "bb", "models.json": "cc"}
@@ -55,33 +50,7 @@ def test_leftovers_are_removed_but_kept_paths_stay() -> None:
                    "remove_files": [f"{ROOT}/m/1/leftover.txt", f"{ROOT}/old/config.pbtxt"]}
 
 
-def test_without_urls_every_deployed_model_with_fetched_weights_gets_its_standin() -> None:
-    out = weights({"food_classifier": "", "food_classifier_onnx": ""}, ["food_classifier", "simple"])
-    assert out == {"models": ["food_classifier", "food_classifier_onnx"], "standin": ["food_classifier"],
-                   "keep": [], "fetch": []}
-
-
-def test_a_url_fetches_the_weights_file_named_in_python_and_keeps_it() -> None:
-    url = "https://example.org/food11.pth?token=x"
-    out = weights({"food_classifier": url, "food_classifier_onnx": ""}, ["food_classifier_onnx"])
-    assert out["standin"] == ["food_classifier_onnx"]
-    assert out["keep"] == [f"food_classifier/1/{WEIGHTS['food_classifier']}"]
-    assert out["fetch"] == []  # food_classifier is not deployed: kept on the node, not fetched
-    out = weights({"food_classifier": url}, ["food_classifier", "food_classifier_onnx"])
-    assert out["fetch"] == [{"model": "food_classifier", "url": url, "path": "food_classifier/1/food11.pth"}]
-    assert out["standin"] == ["food_classifier_onnx"]
-
-
-def test_a_url_for_a_model_without_a_known_weights_file_is_refused() -> None:
-    with pytest.raises(ValueError, match="no weights file is known for blip"):
-        weights({"blip": "https://example.org/blip.onnx"}, ["blip"])
-
-
-def test_the_role_uses_them_under_their_registered_names() -> None:
-    assert plugin.FilterModule().filters() == {"serve_stack_repository_plan": plan,
-                                               "serve_stack_weights": weights}
+def test_the_role_uses_it_under_its_registered_name() -> None:
+    assert plugin.FilterModule().filters()["serve_stack_repository_plan"] is plan
     tasks = (REPO / "roles/serve_stack/tasks/model_repository.yml").read_text()
-    role_vars = (REPO / "roles/serve_stack/vars/main.yml").read_text()
-    assert "serve_stack_repository_plan(" in tasks and "serve_stack_weights(" in role_vars
-    for name in WEIGHTS.values():  # the file names are Python's alone
-        assert name not in tasks and name not in role_vars
+    assert "serve_stack_repository_plan(" in tasks

@@ -3,13 +3,18 @@
 Input ``INPUT_IMAGE`` (TYPE_STRING [1]): base64-encoded image bytes (the lab's Flask app sends them so).
 Outputs ``FOOD_LABEL`` (TYPE_STRING [1]) and ``PROBABILITY`` (TYPE_FP32 [1], sigmoid of the top logit).
 
-Weights, in order of preference:
+Weights, in order of preference (parameter ``serve_system_engine``: ``auto``, ``pytorch`` or ``onnx``):
 
-1. ``food11.pth`` next to this file (the lab's PyTorch model, fetched by the serve_stack role from
-   ``serve_stack_food11_pth_url``), when ``torch`` is importable in the Triton image;
-2. ``model.onnx`` next to this file, run with onnxruntime on CPU. On rehearsal nodes and offline this
-   is the locally generated stand-in (same signature, random weights): its labels are meaningless,
-   and this model logs so at load time and in the ``serve_system_weights`` config parameter.
+1. ``food11.pth`` next to this file (the lab's PyTorch model, copied by the serve_stack role from the
+   lab's repository), when ``torch`` is importable in the Triton image; on a GPU node the role sets
+   ``serve_system_engine: pytorch``, so the lab's model runs through torch or not at all;
+2. ``model.onnx`` next to this file, run with onnxruntime: the lab's own ONNX export (nodes without
+   GPUs), or the generated stand-in (same signature, random weights; its labels are meaningless, and
+   the load-time log line and the ``serve_system_weights`` config parameter say so).
+
+A ``KIND_GPU`` instance runs on its GPU or refuses to load, with the reason: torch on ``cuda:<id>``, or
+onnxruntime's CUDAExecutionProvider on that device. It never runs on the CPU silently. The log line
+says which engine, provider and device serve.
 """
 
 import base64
@@ -30,6 +35,38 @@ MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32).reshape(3, 1, 1)
 
 
+#: the metadata key of a generated stand-in ONNX model (serve_system.standin.STANDIN_KEY)
+STANDIN_KEY = "serve_system_standin"
+
+
+def ort_version():
+    import onnxruntime as ort
+
+    return ort.__version__
+
+
+def onnx_session(path, kind, device_id):
+    """An onnxruntime session of ``path`` and the provider that runs it: a KIND_GPU instance gets the
+    CUDAExecutionProvider on its device, or the load is refused (never the CPU in its place)."""
+    import onnxruntime as ort
+
+    if kind != "gpu":
+        return ort.InferenceSession(path, providers=["CPUExecutionProvider"]), "CPUExecutionProvider"
+    available = ort.get_available_providers()
+    if "CUDAExecutionProvider" not in available:
+        raise pb_utils.TritonModelException(
+            f"food_classifier: a KIND_GPU instance, but onnxruntime {ort.__version__} here has no "
+            f"CUDAExecutionProvider (available: {', '.join(available)}): install onnxruntime-gpu in the Triton "
+            "image, or give the model a KIND_CPU instance group")
+    session = ort.InferenceSession(path, providers=[("CUDAExecutionProvider", {"device_id": device_id})])
+    if session.get_providers()[0] != "CUDAExecutionProvider":
+        raise pb_utils.TritonModelException(
+            f"food_classifier: a KIND_GPU instance, but onnxruntime's CUDAExecutionProvider did not start on "
+            f"GPU {device_id} (it runs {', '.join(session.get_providers())}): check the CUDA and cuDNN libraries "
+            "of the Triton image")
+    return session, f"CUDAExecutionProvider, GPU {device_id}"
+
+
 class TritonPythonModel:
     def initialize(self, args):
         model_dir = os.path.dirname(__file__)
@@ -47,6 +84,8 @@ class TritonPythonModel:
         if engine == "pytorch" and not os.path.exists(pth):
             raise pb_utils.TritonModelException(
                 f"food_classifier: serve_system_engine=pytorch but there is no food11.pth in {model_dir}")
+        kind = args.get("model_instance_kind", "cpu").lower()
+        device_id = int(args.get("model_instance_device_id", 0))
         if engine != "onnx" and os.path.exists(pth):
             try:
                 import torch
@@ -59,27 +98,33 @@ class TritonPythonModel:
                     "food_classifier: serve_system_engine=pytorch but torch is not installed in this server")
             if torch is not None:
                 self.torch = torch
-                kind = args.get("model_instance_kind", "cpu").lower()
-                if kind == "gpu" and torch.cuda.is_available():
-                    device_id = int(args.get("model_instance_device_id", 0))
+                if kind == "gpu":
+                    if not torch.cuda.is_available():
+                        raise pb_utils.TritonModelException(
+                            f"food_classifier: a KIND_GPU instance, but torch {torch.__version__} sees no usable "
+                            "GPU: use a CUDA build of torch that supports this GPU, or a KIND_CPU instance group")
                     torch.cuda.set_device(device_id)
                     self.device = torch.device(f"cuda:{device_id}")
                 else:
                     self.device = torch.device("cpu")
-                self.model = torch.load(pth, map_location=self.device, weights_only=False)
-                self.model.to(self.device)
+                try:
+                    self.model = torch.load(pth, map_location=self.device, weights_only=False)
+                    self.model.to(self.device)
+                except Exception as exc:  # a file torch cannot read: say which, and why
+                    raise pb_utils.TritonModelException(
+                        f"food_classifier: torch cannot load {pth} ({type(exc).__name__}: {exc})") from None
                 self.model.eval()
-                self.engine = f"pytorch ({self.device})"
+                self.engine = f"pytorch {torch.__version__} ({self.device}) from food11.pth"
         if self.torch is None:
             if not os.path.exists(onnx_path):
                 raise pb_utils.TritonModelException(
                     f"food_classifier: neither a usable food11.pth (with torch) nor model.onnx in {model_dir}"
                 )
-            import onnxruntime as ort
-
-            self.session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+            self.session, provider = onnx_session(onnx_path, kind, device_id)
             self.input_name = self.session.get_inputs()[0].name
-            self.engine = "onnxruntime (CPU)"
+            meta = self.session.get_modelmeta().custom_metadata_map
+            what = "a generated stand-in" if STANDIN_KEY in meta else "an ONNX model"
+            self.engine = f"onnxruntime {ort_version()} ({provider}) from model.onnx, {what}"
         note = params.get("serve_system_weights", "")
         print(f"food_classifier: serving with {self.engine}" + (f"; weights: {note}" if note else ""), flush=True)
 

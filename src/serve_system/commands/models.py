@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import ownedtree
 from ..argtypes import Whole
+from ..labrepo import LabWeights
 from ..modelrepo import ONNX_SERVING, format_table, render
 from ..textsafe import dumps, echo
 
@@ -33,6 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model that gets the generated stand-in weights")
     r.add_argument("--standin-unless-given", action="append", default=[], metavar="MODEL",
                    help="model that gets its stand-in unless its source directory holds weights")
+    r.add_argument("--standin-chosen", action="store_true",
+                   help="the stand-ins were chosen (serve_stack_weights: standin): their configs say so, and "
+                        "a plan on a GPU node measures them")
+    r.add_argument("--lab-weights", default=None, metavar="JSON",
+                   help="the lab's weights as the node's check found them: {repository, commit, files: "
+                        "{path: {sha256, size, standin}}} (the serve_stack role passes it)")
     r.add_argument("--json", action="store_true", help="print {changed, models, files, sha256} as JSON")
     r.set_defaults(func=_render)
     m = msub.add_parser("standins", help="parameters, compute and CPU time of the generated stand-in models")
@@ -44,10 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
+    lab = LabWeights.from_json(args.lab_weights) if args.lab_weights is not None else None
     changed, rows = render(
         args.source, args.dest, models=args.models, gpus=args.gpus,
         onnx_serving=args.onnx_serving, standin=args.standin,
-        standin_unless_given=args.standin_unless_given, force=args.force,
+        standin_unless_given=args.standin_unless_given, force=args.force, lab=lab,
+        standin_chosen=args.standin_chosen,
     )
     # the tool's files (not its own list of them, not a link): what the role copies to the node
     files = sorted(rel for p in args.dest.rglob("*")

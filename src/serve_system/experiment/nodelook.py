@@ -4,10 +4,13 @@ The look (``roles/experiment/tasks/main.yml``) prints one ``key=value`` line per
 node's PRETTY_NAME), ``image=/CONTAINER=ID`` (``docker inspect``), ``cap=X.Y`` (``nvidia-smi``'s
 compute_cap), ``gpu=NAME`` (its name: where the driver refuses compute_cap, the capability comes
 from NVIDIA's table by name, :func:`serve_system.triton.host.compute_capability_of`),
-``repository=yes|no`` (whether the node has a model repository) and, per model folder of
+``repository=yes|no`` (whether the node has a model repository), per model folder of
 that repository, ``config=MODEL BASE64`` (its ``config.pbtxt`` as the node's Triton serves it; nothing
-after the name when it is missing or larger than :data:`CONFIG_LIMIT`). Nothing the node printed is
-evaluated, and no model name it gives becomes a path unless the spec names that model too.
+after the name when it is missing or larger than :data:`CONFIG_LIMIT`), and ``weights=BASE64`` (the
+``weights.json`` the serve_stack role writes: the lab's repository and commit, each weights file's
+sha256, the generated ones; kept in the facts, so every level's provenance records it:
+:func:`read_weights`). Nothing the node printed is evaluated, and no model name it gives becomes a path
+unless the spec names that model too.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ _UNAVAILABLE = re.compile(r"\[[A-Za-z /]{1,40}\]")
 _MAX_GPUS = 64
 #: the most a node's base config may hold (Triton's configs are a few KB)
 CONFIG_LIMIT = 1024 * 1024
+#: the most the node's weights record may hold (a few files' checksums)
+WEIGHTS_LIMIT = 256 * 1024
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 #: why a model the spec names has no base config in the node's look
 _NO_CONFIG = ("the node has no regular file model_repository/{model}/config.pbtxt of at most 1 MiB: deploy "
               "the models with playbooks/site.yml first")
@@ -84,15 +90,71 @@ def read_look(host: str, gpus: int, text: str) -> Look:
                 look.facts["gpu_names"] = list(look.gpu_names)
         elif key == "repository" and value in ("yes", "no"):
             look.repository = value == "yes"
+        elif key == "weights" and value:
+            look.facts["weights"] = read_weights(host, value)
         elif key == "config" and value:
             model, _, body = value.partition(" ")
             look.configs[model] = body.strip()
         elif line.strip():
             raise SpecError([(f"--node-facts {host}: line {line[:80]!r}: not os=..., image=/NAME=ID, "
-                              "cap=X.Y, gpu=NAME, repository=yes|no or config=MODEL BASE64: give what the "
-                              "experiment role's look at the node prints")])
+                              "cap=X.Y, gpu=NAME, repository=yes|no, config=MODEL BASE64 or weights=BASE64: "
+                              "give what the experiment role's look at the node prints")])
     look.by_name()
     return look
+
+
+def read_weights(host: str, body: str) -> dict[str, Any]:
+    """The node's weights record (``weights=BASE64`` of serve_stack's ``weights.json``) as the facts keep
+    it: ``weights`` (lab or standin), ``repository``, ``commit``, ``files`` ([{path, sha256, size,
+    standin}]) and ``generated`` ({path: sha256}); anything else in it is dropped, and a record of another
+    form is refused in one line."""
+    where = f"--node-facts {host}: weights="
+    fix = ("give what the experiment role's look prints of the serve_stack role's weights.json "
+           "(run playbooks/deploy.yml)")
+    try:
+        raw = base64.b64decode(body, validate=True)
+    except ValueError:
+        raise SpecError([f"{where}: not base64: {fix}"]) from None
+    if len(raw) > WEIGHTS_LIMIT:
+        raise SpecError([f"{where}: larger than {WEIGHTS_LIMIT // 1024} KiB: {fix}"])
+    try:
+        doc = safeio.loads_json(safeio.decode(raw, where), where)
+    except safeio.UnsafeFile as exc:
+        raise SpecError([f"{exc}: {fix}"]) from None
+
+    def text(value: Any) -> bool:
+        return isinstance(value, str) and len(value) <= 4096
+
+    ok = (isinstance(doc, dict) and doc.get("weights") in ("lab", "standin") and text(doc.get("repository"))
+          and text(doc.get("commit")) and isinstance(doc.get("files"), list) and len(doc["files"]) <= 64
+          and isinstance(doc.get("generated", {}), dict) and len(doc.get("generated", {})) <= 256)
+    files = doc.get("files") if ok else []
+    ok = ok and all(isinstance(f, dict) and text(f.get("path")) and isinstance(f.get("sha256"), str)
+                    and _SHA256.fullmatch(f["sha256"]) and isinstance(f.get("standin"), bool)
+                    and isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool) for f in files)
+    generated = doc.get("generated", {}) if ok else {}
+    ok = ok and all(text(k) and isinstance(v, str) and _SHA256.fullmatch(v) for k, v in generated.items())
+    if not ok:
+        raise SpecError([(f"{where}: not the record serve_stack writes (weights lab or standin, repository, "
+                          f"commit, files with path, sha256, size and standin): {fix}")])
+    return {"weights": doc["weights"], "repository": doc["repository"], "commit": doc["commit"],
+            "files": [{k: f[k] for k in ("path", "sha256", "size", "standin")} for f in files],
+            "generated": dict(generated)}
+
+
+def unchosen_standins(look: Look) -> str | None:
+    """Why a GPU node's lab weights are generated ones nobody chose (its weights record says the lab's
+    weights are served and they are a stand-in repository's), or None."""
+    record = look.facts.get("weights")
+    if look.facts["gpus"] <= 0 or not record or record["weights"] != "lab":
+        return None
+    made = [f["path"] for f in record["files"] if f["standin"]]
+    if not made:
+        return None
+    return (f"{look.host}: the GPU node serves generated stand-in weights ({made[0]} of "
+            f"{record['repository'][:200]} is one), which nobody chose: point serve_stack_lab_repo at the "
+            "lab's repository, or choose stand-ins with -e serve_stack_weights=standin, then run "
+            "playbooks/deploy.yml")
 
 
 def base_config(look: Look, model: str) -> bytes | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..node import bundle, defaults
-from ..node.plans import LevelPlan, VariantPlan
+from ..node.plans import STANDIN_CHOSEN_PARAM, LevelPlan, VariantPlan
 from ..triton.host import (
     TENSORRT_MIN_COMPUTE_CAPABILITY,
     adapt_to_host,
@@ -166,6 +166,13 @@ def _config(spec: TritonSpec, v: Variant, host_gpus: int, compute_capability: fl
     if "serve_system_weights" in params and (
             params["serve_system_weights"].string_value.startswith("stand-in")):
         stand_in = params["serve_system_weights"].string_value
+        if host_gpus > 0 and STANDIN_CHOSEN_PARAM not in params:
+            # one line per model, however many variants run it (the errors are deduplicated)
+            errs.append(f"{where}: model {model}: the GPU node serves generated stand-in weights, which "
+                        "nobody chose: deploy the lab's weights (serve_stack_weights: lab; the model's own "
+                        f"in model_repository/{model}/1/ for a model the lab has none of), or choose "
+                        "stand-ins with -e serve_stack_weights=standin, then run playbooks/deploy.yml")
+            return None
     if "serve_system_served_by" in params:
         notes.append(f"served by: {params['serve_system_served_by'].string_value}")
     if "serve_system_instances" in params and "instance_group" not in (v.config or {}):

@@ -132,6 +132,10 @@ def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, plans.HostPlan] 
     bases = {h.name: h.base_dir for h in req.hosts if h.base_dir is not None}
     looks = {h.name: nodelook.read_look(h.name, h.gpus, h.look) for h in req.hosts if h.look is not None}
     facts = {h: look.facts for h, look in looks.items()}
+    if not isinstance(spec, TritonSpec):  # a Triton plan is refused per model, from its node's config
+        refused = [why for look in looks.values() if (why := nodelook.unchosen_standins(look))]
+        if refused:
+            raise SpecError(refused)
     caps = {h.name: h.compute_capability for h in req.hosts if h.compute_capability is not None}
     caps |= {h: lowest_cap(h, f["gpu_compute_capability"]) for h, f in facts.items()
              if f["gpu_compute_capability"]}

@@ -131,9 +131,10 @@ TRIXIE_SLIM = BaseSpec("trixie", ("python3", "python3-venv", "curl", "ca-certifi
 BOOKWORM_SLIM = BaseSpec("bookworm", ("python3", "python3-pip", "libpython3.11", "ca-certificates", "curl"),
                          components=("main",))
 
-#: packages the docker / nvtop roles install on a rehearsal node, pre-downloaded (not installed)
+#: packages the docker / nvtop / serve_stack roles install on a rehearsal node, pre-downloaded (not
+#: installed; git: serve_stack clones the lab's repository with it)
 NODE_PREFETCH = ("docker.io", "docker-cli", "docker-compose", "nvtop", "python3-requests", "python3-yaml",
-                 "rsync", "pciutils")
+                 "rsync", "pciutils", "git")
 
 NODE = ImageSpec("node", TRIXIE_NODE, {"PREFETCH": " ".join(NODE_PREFETCH)})
 TRITON = ImageSpec(

@@ -33,6 +33,11 @@ class LevelPlan:
     requests: int | None = None
 
 
+#: the config parameter the render writes where the user chose generated stand-ins
+#: (``serve_stack_weights: standin``): a plan measures stand-ins on a GPU node only where it is set
+STANDIN_CHOSEN_PARAM = "serve_system_standin_chosen"
+
+
 @dataclass
 class VariantPlan:
     name: str

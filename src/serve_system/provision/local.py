@@ -9,7 +9,9 @@ with password-less sudo (like Chameleon's CC-* images) and the project's generat
 returns :class:`~serve_system.provision.nodes.Node` records and the shared finish step pins their host keys
 and writes the inventory, exactly as for Chameleon nodes. Nodes carry host variables that adapt the
 roles to a container (``docker_source: distro``, ``docker_storage_driver: overlay2`` on a volume, the
-locally built stack images and their archives, the ONNX shim).
+locally built stack images and their archives, the ONNX shim, and the lab's repository: a local stand-in
+in the lab's layout with generated weights, :func:`serve_system.labrepo.ensure_standin_repo`, fetched
+by the same git task as on a real node from a ``file://`` URL).
 
 Containers are labelled ``serve-system.rehearsal.prefix=<prefix>``: :func:`teardown_nodes` removes
 only the containers of that prefix, never anyone else's. A rebuild removes a node's container and
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import interrupt
+from .. import interrupt, labrepo
 from ..errors import ServeSystemError
 from ..images import build as images
 from ..images import schedule
@@ -87,6 +89,11 @@ def _ssh_port(name: str) -> int:
     raise ServeSystemError(f"rehearsal node {name}: no published SSH port (podman port says {proc.stdout!r})")
 
 
+def lab_dir() -> Path:
+    """Where the rehearsal's stand-ins of the lab's repository are made (mounted into every node)."""
+    return images.cache_dir() / "lab"
+
+
 def _start(name: str, prefix: str, image: str, archive_dir: Path, port: int | None = None) -> None:
     info = _inspect(name)
     if info is not None:
@@ -100,6 +107,7 @@ def _start(name: str, prefix: str, image: str, archive_dir: Path, port: int | No
             podman("start", name, timeout=120)
         return
     archive_dir.mkdir(parents=True, exist_ok=True)
+    lab_dir().mkdir(parents=True, exist_ok=True)
     podman(
         "run", "-d", "--name", name, "--hostname", name,
         "--label", f"{LABEL}={prefix}",
@@ -115,6 +123,8 @@ def _start(name: str, prefix: str, image: str, archive_dir: Path, port: int | No
         "-v", "/var/lib/containerd",
         # the serve-stack image archives, read-only at the same path as on the controller
         "-v", f"{archive_dir}:{archive_dir}:ro",
+        # the stand-ins of the lab's repository, read-only at the same path (serve_stack_lab_repo: file://)
+        "-v", f"{lab_dir()}:{lab_dir()}:ro",
         "-p", f"127.0.0.1:{port or ''}:22",
         image, "/sbin/init",
         timeout=120,
@@ -156,8 +166,9 @@ def _wait_ssh(name: str, port: int, timeout: float = SSH_WAIT_S) -> None:
                            f"({logs})")
 
 
-def node_vars_for(stack: dict[str, images.StackImage]) -> dict[str, Any]:
-    """Host variables that adapt the roles to a rehearsal node (see each role's README)."""
+def node_vars_for(stack: dict[str, images.StackImage], lab: labrepo.StandinRepo) -> dict[str, Any]:
+    """Host variables that adapt the roles to a rehearsal node (see each role's README); ``lab``: the
+    stand-in of the lab's repository the node fetches."""
     return {
         "docker_source": "distro",
         "docker_storage_driver": "overlay2",
@@ -169,6 +180,8 @@ def node_vars_for(stack: dict[str, images.StackImage]) -> dict[str, Any]:
         ],
         "serve_stack_onnx_serving": "python_shim",
         "serve_stack_flask_build_context": "",
+        "serve_stack_lab_repo": lab.url,
+        "serve_stack_lab_commit": lab.commit,
     }
 
 
@@ -224,6 +237,7 @@ class LocalProvider:
         node_image = images.NODE.ref
         stack = stack_refs()
         archive_dir = images.cache_dir() / "images"
+        lab = labrepo.ensure_standin_repo(lab_dir())
         done = [0]
         built = [0]
         what = "rehearsal images (built once per recipe)"
@@ -247,7 +261,7 @@ class LocalProvider:
                 provider="local",
                 provider_ids={"container": name, "container_id": str(info.get("Id", ""))[:12],
                               "image": node_image},
-                vars={**node_vars_for(stack), **node_vars.get(name, {})},
+                vars={**node_vars_for(stack, lab), **node_vars.get(name, {})},
             )
 
         def start_all() -> list[Node]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +37,26 @@ OWN_NVIDIA = (f"X-Repolib-Name: nvidia-container-toolkit\nTypes: deb\nURIs: {NVI
 UBUNTU = "deb http://archive.ubuntu.com/ubuntu noble main\n"
 
 
-def _run(tmp_path: Path, etc_apt: Path, repositories: list[str],
-         **more: Any) -> subprocess.CompletedProcess[str]:
-    """The role on this machine, its lock files in ``tmp_path`` (not this machine's apt)."""
+def _play(tmp_path: Path, etc_apt: Path, repositories: list[str],
+          **more: Any) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of the role on this machine, its lock files in ``tmp_path``
+    (not this machine's apt)."""
     play = tmp_path / "guard.yml"
     play.write_text("- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: apt_guard\n")
     extra = {"apt_guard_etc_apt": str(etc_apt), "apt_guard_repositories": repositories,
              "apt_guard_locks": [str(tmp_path / "lock-frontend"), str(tmp_path / "lock")],
              "ansible_python_interpreter": sys.executable, **more}
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_STDOUT_CALLBACK="default")
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play),
-         "-e", json.dumps(extra)],
-        cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=300)
+               ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_STDOUT_CALLBACK="default",
+               PYTHONUNBUFFERED="1")
+    return ([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play),
+             "-e", json.dumps(extra)], env)
+
+
+def _run(tmp_path: Path, etc_apt: Path, repositories: list[str],
+         **more: Any) -> subprocess.CompletedProcess[str]:
+    argv, env = _play(tmp_path, etc_apt, repositories, **more)
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
 def _changed(out: str) -> int:
@@ -127,14 +135,25 @@ def test_the_role_waits_for_a_held_dpkg_lock_and_says_who_held_it(tmp_path: Path
     for it, names the holder at once, and says how long it waited once the lock is free."""
     etc = tmp_path / "apt"
     (etc / "sources.list.d").mkdir(parents=True)
-    with held(tmp_path, 4, "lock-frontend", "lock") as holder:
-        proc = _run(tmp_path, etc, [DOCKER])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = " ".join(proc.stdout.split())
+    argv, env = _play(tmp_path, etc, [DOCKER])
+    lines = []
+    with held(tmp_path, 120, "lock-frontend", "lock") as holder:
+        play = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        assert play.stdout is not None
+        for line in play.stdout:  # the holder lets go 2 s after the play says it waits
+            lines.append(line)
+            if "waiting before apt" in line:
+                time.sleep(2)
+                break
+    lines += play.stdout.readlines()
+    assert play.wait(timeout=300) == 0, "".join(lines)
+    out = " ".join("".join(lines).split())
     assert f"localhost: waiting before apt (0 s of 900 s, apt_guard_lock_timeout): pid {holder.pid} (" in out
     assert f"holds {tmp_path}/lock-frontend, {tmp_path}/lock" in out
-    assert f"s for apt's locks (pid {holder.pid} (" in out and "; all free now" in out
-    assert _changed(proc.stdout) == 0
+    waited = re.search(rf"localhost: waited (\d+) s for apt's locks \(pid {holder.pid} \(", out)
+    assert waited is not None and 2 <= int(waited[1]) < 60 and "; all free now" in out
+    assert _changed(out) == 0
 
 
 def test_past_the_bound_the_role_stops_with_one_line_naming_the_holder(tmp_path: Path) -> None:

@@ -23,7 +23,10 @@ test_runner_local.py) start in the background as soon as the tests are collected
 bad-input and fuzz tests run first (prestart.py).
 
 Node 1 has a pre-seeded /etc/docker/daemon.json holding an ``nvidia`` runtime entry before site.yml
-runs (to prove the docker role merges rather than overwrites).
+runs (to prove the docker role merges rather than overwrites). On node 2 a process holds dpkg's locks
+(as apt and dpkg take them) for ``DPKG_HOLD_S`` seconds from just before site.yml starts, as
+unattended-upgrades does on a first boot: the play waits for it (role apt_guard); ``dpkg_hold`` says who
+held it and what apt said meanwhile.
 
 Environment: ``SERVE_SYSTEM_IT_PREFIX`` sets the node-name prefix (default ``it-<random>``);
 ``SERVE_SYSTEM_IT_KEEP=1`` leaves the nodes running after the session (for debugging).
@@ -58,6 +61,31 @@ NODE_COUNT = 2
 PRESEEDED_DAEMON_JSON = {
     "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
 }
+#: seconds node 2's dpkg locks are held from just before site.yml starts (apt's own wait is 60 s)
+DPKG_HOLD_S = 120
+#: where the holder lives on the node; it takes dpkg's locks as apt and dpkg do (fcntl write lock on the
+#: whole file: `flock(1)` would not keep apt out), says so, and sleeps
+DPKG_HOLDER = "/run/serve-system-it-hold-dpkg-lock"
+_DPKG_HOLDER_PY = """\
+import fcntl, os, sys, time
+paths = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
+fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o640) for p in paths]
+for fd in fds:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("locked", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+@dataclass(frozen=True)
+class DpkgHold:
+    """dpkg's locks held on ``node`` by process ``pid`` for ``seconds`` from just before site.yml ran;
+    ``apt_said``: what ``apt-get check`` said meanwhile (apt's own refusal, naming the holder)."""
+
+    node: str
+    pid: int
+    seconds: int
+    apt_said: str
 
 
 @dataclass
@@ -66,6 +94,7 @@ class RehearsalCluster:
     known_hosts: Path
     nodes: list[Node]
     site: PlaybookResult
+    dpkg_hold: DpkgHold | None = None
 
     def playbook(self, name: str, *args: str, limit: str | None = None) -> PlaybookResult:
         return run_playbook(name, self.inventory, *args, limit=limit)
@@ -95,6 +124,20 @@ def _preseed_daemon_json(node: Node) -> None:
            input=json.dumps(PRESEEDED_DAEMON_JSON, indent=2), timeout=60)
 
 
+def _hold_dpkg_lock(node: Node, seconds: int) -> DpkgHold:
+    """Start the holder on ``node`` (detached, it outlives this exec), wait until it holds the locks,
+    and ask apt whether it can lock: one podman exec."""
+    script = (
+        f"set -e; cat > {DPKG_HOLDER}; "
+        f"nohup python3 {DPKG_HOLDER} {seconds} </dev/null >{DPKG_HOLDER}.out 2>&1 & pid=$!; "
+        f"n=0; until grep -q locked {DPKG_HOLDER}.out; do n=$((n+1)); "
+        f"if [ $n -gt 300 ]; then cat {DPKG_HOLDER}.out >&2; exit 3; fi; sleep 0.1; done; "
+        "echo \"holder $pid\"; apt-get check 2>&1 || true")
+    done = podman("exec", "-i", node.name, "sh", "-c", script, input=_DPKG_HOLDER_PY, timeout=60)
+    first, _, apt_said = done.stdout.partition("\n")
+    return DpkgHold(node.name, int(first.removeprefix("holder ")), seconds, apt_said.strip())
+
+
 @prestartable(scope="session")
 def rehearsal_cluster(workdir: Path) -> Iterator[RehearsalCluster]:
     """The shared rehearsal nodes, site.yml run on them (set up in the background: prestart.py)."""
@@ -106,10 +149,11 @@ def rehearsal_cluster(workdir: Path) -> Iterator[RehearsalCluster]:
         nodes = provider.launch(LaunchRequest(tuple(server_names(prefix, NODE_COUNT))), quiet)
         finish(nodes, inventory, known_hosts, quiet)
         _preseed_daemon_json(nodes[0])
+        hold = _hold_dpkg_lock(nodes[1], DPKG_HOLD_S)
         site = run_playbook("site.yml", inventory)
         if site.rc != 0:
             pytest.fail(f"site.yml failed on the rehearsal nodes (rc {site.rc}):\n{site.tail(80)}")
-        yield RehearsalCluster(inventory, known_hosts, nodes, site)
+        yield RehearsalCluster(inventory, known_hosts, nodes, site, hold)
     finally:
         if os.environ.get("SERVE_SYSTEM_IT_KEEP") != "1":
             provider.teardown()

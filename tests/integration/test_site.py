@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 
 import pytest
 
 from serve_system import labrepo
 from serve_system.standin import CLASSES
 
-from .conftest import RehearsalCluster
+from .conftest import DPKG_HOLDER, RehearsalCluster
 from .windows import Windows
 
 pytestmark = pytest.mark.windows("none")
@@ -24,6 +25,28 @@ def test_site_succeeds_on_every_node_at_once(rehearsal_cluster: RehearsalCluster
     for node in rehearsal_cluster.nodes:
         assert site.host_ok(node.name), site.tail()
         assert site.recap[node.name]["changed"] > 0  # it really did configure a fresh node
+
+
+def test_site_waited_for_dpkg_locks_held_when_it_started(rehearsal_cluster: RehearsalCluster) -> None:
+    """Node 2's dpkg locks were held for DPKG_HOLD_S (120) s from just before site.yml started, as
+    unattended-upgrades holds them on a first boot: apt itself was kept out (its own refusal, naming the
+    holder), the play named the holder at once, waited longer than apt's own 60 s, and passed."""
+    hold = rehearsal_cluster.dpkg_hold
+    assert hold is not None
+    apt_refused = f"Could not get lock /var/lib/dpkg/lock-frontend. It is held by process {hold.pid}"
+    assert apt_refused in hold.apt_said, hold.apt_said
+    site = rehearsal_cluster.site
+    assert site.rc == 0 and site.host_ok(hold.node), site.tail()
+    holder = f"pid {hold.pid} (python3: python3 {DPKG_HOLDER} {hold.seconds}, running "
+    flat = site.flat
+    assert f"{hold.node}: waiting before apt (0 s of 900 s, apt_guard_lock_timeout): {holder}" in flat
+    assert "holds /var/lib/dpkg/lock-frontend, /var/lib/dpkg/lock" in flat
+    waited = re.search(rf"{re.escape(hold.node)}: waited (\d+) s for apt's locks \({re.escape(holder)}", flat)
+    assert waited is not None, site.tail()
+    assert 60 < int(waited[1]) <= hold.seconds + 5  # longer than apt's own lock_timeout; until it let go
+    print(f"site.yml: {site.seconds:.0f} s, of which {waited[1]} s waiting for node 2's dpkg locks")
+    other = next(n.name for n in rehearsal_cluster.nodes if n.name != hold.node)
+    assert f"{other}: waiting before apt" not in flat  # nothing held there: one look, no line
 
 
 @pytest.mark.parametrize("index", [0, 1])

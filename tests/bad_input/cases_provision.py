@@ -110,7 +110,8 @@ CASES: list[BadInput] = [
                    "does not match its type ssh-rsa"),
     _launch_roster("roster-short-row", _ROSTER_HEAD + "alice\n", "row 2 has 1 fields"),
     # every bad row at once, in one line: one round of fixes, not one per row
-    _launch_roster("roster-every-bad-row", _ROSTER_HEAD + f"Alice,{_KEY},a@x\nbob,ssh-ed25519 AAAAC3Nza!!,b@x\n"
+    _launch_roster("roster-every-bad-row",
+                   _ROSTER_HEAD + f"Alice,{_KEY},a@x\nbob,ssh-ed25519 AAAAC3Nza!!,b@x\n"
                    f"carol,{_KEY},c@x\ndave\n",
                    "3 bad rows, each to fix", "row 2, student 'Alice'", "row 3, ssh_public_key",
                    "row 5 has 1 fields"),

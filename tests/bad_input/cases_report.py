@@ -47,7 +47,8 @@ def _plan(levels: list[str], config: str = "") -> str:
     """node-1's plan.json as ``serve-system plan`` writes it: the variant ``baseline`` at ``levels``."""
     return json.dumps(records.to_json(plans.HostPlan(
         host="node-1", gpus=1, experiment="demo", run_id="r1", variants=[plans.VariantPlan(
-            name="baseline", model="food_classifier", version="1", config_pbtxt=config, load_body={}, notes=[],
+            name="baseline", model="food_classifier", version="1", config_pbtxt=config, load_body={},
+            notes=[],
             levels=[plans.LevelPlan(id=lid, mode="concurrency", load=int(lid[1:].split("_")[0]),
                                       repetition=1, argv=["perf_analyzer"], retry_argv=[]) for lid in levels],
             input_data=None, perf={})])))
@@ -112,7 +113,8 @@ CASES: list[BadInput] = [
     _report("report-mixed-configurations",
             _run(_level(provenance={"config_sha256": hashlib.sha256(b"max_batch_size: 4\n").hexdigest()}),
                  **{f"{RUN}/node-1/plan.json": _plan(["c8_r1"], config="max_batch_size: 8\n"),
-                    f"{RUN}/node-1/host.json": json.dumps({"host": "node-1", "end": "2026-11-22T05:00:00Z"})}),
+                    f"{RUN}/node-1/host.json": json.dumps({"host": "node-1",
+                                                           "end": "2026-11-22T05:00:00Z"})}),
             "1 level(s) measured under another plan than their host's plan.json",
             "node-1/baseline/c8_r1 (configuration changed)", "a report never mixes two configurations",
             "plan the run again", "-e run_id=r1", argv=(f"{{tmp}}/{RUN}", "--partial")),

@@ -176,8 +176,8 @@ CASES: list[BadInput] = [
     _validate("override-unknown-kind",
               GOOD.replace("config: {dynamic_batching: {max_queue_delay_microseconds: 100}}",
                            "config: {instance_group: [{kind: KIND_GUP}]}"),
-              "dyn: config: instance_group[0].kind: KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, KIND_CPU "
-              "or KIND_MODEL"),
+              "dyn: config: instance_group[0].kind: KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, "
+              "KIND_CPU or KIND_MODEL"),
     _validate("override-group-not-a-list",
               GOOD.replace("config: {dynamic_batching: {max_queue_delay_microseconds: 100}}",
                            "config: {instance_group: {kind: KIND_CPU, count: 2}}"),

@@ -43,8 +43,8 @@ def test_validate_pbtxt_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture
     assert err == [
         (f"{bad}: dynamic_batching.preferred_batch_size: preferred batch size 8 > max_batch_size 4 "
         "(Triton: dynamic batching preferred size must be <= max batch size)"),
-        f'{typo}:2:3: instance_groups is not a field of model config (did you mean "instance_group"? its '
-        f"fields: {', '.join(f.name for f in ModelConfig.DESCRIPTOR.fields)})",
+        (f'{typo}:2:3: instance_groups is not a field of model config (did you mean "instance_group"? its '
+         f"fields: {', '.join(f.name for f in ModelConfig.DESCRIPTOR.fields)})"),
     ]
 
 

@@ -151,7 +151,7 @@ def test_changed_perf_settings_measure_every_level_again_naming_the_option(
     host = run / "node-1"
     _record(recorded, first, host, "baseline", "c8_r1")
     _edit(spec, "measurement_interval_ms: 1500", "measurement_interval_ms: 3000")
-    edited, said = _plan(spec, run, capsys)
+    edited, _ = _plan(spec, run, capsys)
     assert edited.measured_again == [
         "baseline c8_r1: measured again: perf settings changed (--measurement-interval 1500 -> 3000)"]
     assert not next(lv for v in edited.variants if v.name == "baseline" for lv in v.levels

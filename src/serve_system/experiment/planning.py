@@ -156,7 +156,8 @@ def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, plans.HostPlan] 
         _check_lease(req, spec, variants)
     out = runfolder.write_run(req.spec, spec, run, hosts, bases, targets, fresh=req.fresh,
                               manifest=req.manifest, shard=shard, only=roleview.picked_names(req.only),
-                              compute_capability=caps, runner=settings, facts=facts, host_files=req.host_files)
+                              compute_capability=caps, runner=settings, facts=facts,
+                              host_files=req.host_files)
     for host, hplan in out.items():  # what an earlier plan of the run id measured under other settings
         for line in hplan.measured_again:
             echo(f"{req.spec}: {host}: {line} (the old measurement is kept in {host}/<variant>/.superseded/)",

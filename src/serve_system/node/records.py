@@ -379,7 +379,8 @@ def _convert(value: Any, tp: Any, where: str, fld: str) -> Any:
 
 # ------------------------------------------------------------------------------------- resume
 
-def level_resume(level_dir: str | Path, planned: Setting | None = None) -> tuple[LevelRecord | None, list[str]]:
+def level_resume(level_dir: str | Path, planned: Setting | None = None
+                 ) -> tuple[LevelRecord | None, list[str]]:
     """The resume rule: a level's record (None: it has no complete, readable one) and what of its
     setting differs from the plan's (``planned``: the plan's :class:`Setting` for it; None: not compared).
 

@@ -43,7 +43,7 @@ def _sha(data: Any) -> str:
 def config_sha256(v: plans.VariantPlan) -> str:
     """A variant's configuration as a hash: its config.pbtxt's (the level records' provenance
     ``config_sha256``, the same hash); a FastAPI variant (no config.pbtxt): its runtime's."""
-    text = v.config_pbtxt if v.config_pbtxt else f"runtime: {v.runtime or ''}"
+    text = f"runtime: {v.runtime}" if v.runtime is not None and not v.config_pbtxt else v.config_pbtxt
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -94,7 +94,8 @@ def check_host(host_dir: str | Path, variants: list[plans.VariantPlan]
                 continue
             assert v is not None  # only a planned variant's setting differs
             words = describe(level, changed, v, lv, old_config)
-            stale.append(Superseded(v.name, ldir.name, words if lv is not None else f"no longer planned; {words}"))
+            words = words if lv is not None else f"no longer planned; {words}"
+            stale.append(Superseded(v.name, ldir.name, words))
     return done, stale
 
 

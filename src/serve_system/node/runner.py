@@ -142,7 +142,8 @@ class Runner:
         return n, total
 
     def done(self, v: plans.VariantPlan, lv: plans.LevelPlan) -> bool:
-        """Whether the node holds level ``lv`` of ``v`` measured under the plan's setting (the resume rule)."""
+        """Whether the node holds level ``lv`` of ``v`` measured under the plan's setting (the resume
+        rule)."""
         return rec.level_done(self.home / v.name / lv.id, resume.level_setting(v, lv))
 
     def settle(self) -> None:

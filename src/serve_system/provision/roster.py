@@ -149,7 +149,8 @@ def read_roster(path: Path) -> list[Student]:
         raise UsageError(f"{path}: {bad[0]}")
     if bad:
         more = f" | and {len(bad) - MAX_BAD_ROWS} more bad row(s)" if len(bad) > MAX_BAD_ROWS else ""
-        raise UsageError(f"{path}: {len(bad)} bad rows, each to fix: " + " | ".join(bad[:MAX_BAD_ROWS]) + more)
+        raise UsageError(f"{path}: {len(bad)} bad rows, each to fix: " + " | ".join(bad[:MAX_BAD_ROWS])
+                         + more)
     if not students:
         raise UsageError(f"{path}: no students; add one row per student under the header")
     return students

@@ -40,7 +40,8 @@ def choices(enum: EnumDescriptor) -> str:
 
 
 def flow(value: Any) -> str:
-    """A value as YAML's flow style writes it (what a spec would hold): ``[4, 6, 8]``, ``{kind: KIND_GPU}``."""
+    """A value as YAML's flow style writes it (what a spec would hold): ``[4, 6, 8]``,
+    ``{kind: KIND_GPU}``."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
@@ -121,19 +122,18 @@ def _check_one(value: Any, f: FieldDescriptor, where: str) -> str | None:
     if f.enum_type is not None:
         names = {v.name for v in f.enum_type.values}
         numbers = {v.number for v in f.enum_type.values}
-        if isinstance(value, str) and value in names:
-            return None
-        if isinstance(value, int) and not isinstance(value, bool) and value in numbers:
+        if (isinstance(value, str) and value in names) or (
+                isinstance(value, int) and not isinstance(value, bool) and value in numbers):
             return None
         return f"{where}: {flow(value)} is not a {words(f.name)}; use {choices(f.enum_type)}"
     if f.type in _INT_RANGES:
         number = value
-        if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,20}", value.strip()):
-            number = int(value)
-        elif isinstance(value, float) and value.is_integer():
+        if (isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,20}", value.strip())) or (
+                isinstance(value, float) and value.is_integer()):
             number = int(value)
         if isinstance(number, bool) or not isinstance(number, int):
-            return f"{where}: {flow(value)} is not a whole number: give one, e.g. {where.rsplit('.', 1)[-1]}: 8"
+            name = where.rsplit(".", 1)[-1]
+            return f"{where}: {flow(value)} is not a whole number: give one, e.g. {name}: 8"
         low, high = _INT_RANGES[f.type]
         if number < low:
             return f"{where}: {number} is negative: give 0 or more" if low == 0 else \

@@ -55,8 +55,8 @@ def test_override_replaces_removes_and_rejects_unknown_keys() -> None:
     assert base.instance_group[0].kind == KIND_GPU  # the base is not changed
     back = apply_overrides(v, {"dynamic_batching": None}, "s: v: config")
     assert not back.HasField("dynamic_batching")
-    with pytest.raises(ConfigError, match=r'^s: v: config: dynamic_batching.queue_delay: not a field of model '
-                                          r'dynamic batching \(its fields: preferred_batch_size, max_queue_'):
+    with pytest.raises(ConfigError, match=r'^s: v: config: dynamic_batching.queue_delay: not a field of '
+                                          r'model dynamic batching \(its fields: preferred_batch_size, max_'):
         apply_overrides(base, {"dynamic_batching": {"queue_delay": 5}}, "s: v: config")
 
 
@@ -72,7 +72,8 @@ def test_override_replaces_removes_and_rejects_unknown_keys() -> None:
     ({"instance_group": [{"kind": "KIND_GUP"}]},
      "instance_group[0].kind: KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, KIND_CPU or KIND_MODEL"),
     ({"instance_group": [{"kind": 7}]}, "instance_group[0].kind: 7 is not a kind; use KIND_AUTO"),  # parsed!
-    ({"instance_group": {"kind": "KIND_CPU"}}, "instance_group: a list, not one value: give [{kind: KIND_CPU}]"),
+    ({"instance_group": {"kind": "KIND_CPU"}},
+     "instance_group: a list, not one value: give [{kind: KIND_CPU}]"),
     ({"instance_group": [{"count": "two"}]}, "instance_group[0].count: two is not a whole number"),
     ({"dynamic_batching": {"max_queue_delay_microseconds": -5}},
      "dynamic_batching.max_queue_delay_microseconds: -5 is negative: give 0 or more"),
@@ -80,7 +81,8 @@ def test_override_replaces_removes_and_rejects_unknown_keys() -> None:
     ({"dynamic_batching": {"preserve_ordering": "yes"}},
      "dynamic_batching.preserve_ordering: yes is not true or false"),
     ({"dynamic_batching": 5}, "dynamic_batching: 5 is not a mapping of model dynamic batching's fields"),
-    ({"parameters": {"p": {"string_value": 3}}}, 'parameters.p.string_value: 3 is not text: quote it, e.g. "3"'),
+    ({"parameters": {"p": {"string_value": 3}}},
+     'parameters.p.string_value: 3 is not text: quote it, e.g. "3"'),
     ({"input": [{"name": "x", "data_type": "TYPE_FP3"}]},
      "input[0].data_type: TYPE_FP3 is not a data type; use TYPE_INVALID, TYPE_BOOL,"),
 ])
@@ -94,8 +96,8 @@ def test_a_refused_override_names_its_field_and_the_fix_never_protobufs_words(ov
 
 
 @pytest.mark.parametrize("text, says", [
-    ("instance_group [ { kind: KIND_GUP } ]", "KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, KIND_CPU or "
-                                              "KIND_MODEL"),
+    ("instance_group [ { kind: KIND_GUP } ]",
+     "KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, KIND_CPU or KIND_MODEL"),
     ('max_batch_size: "8"', '"8" is not a whole number: give one, e.g. 8'),
     ("max_batch: 8", 'max_batch is not a field of model config (did you mean "max_batch_size"?'),
 ])

@@ -214,8 +214,8 @@ def test_password_credentials_need_a_project() -> None:
     (["--ssh-port", "70000"], "port out of range"),
     (["--provider", "aws"], "invalid choice: 'aws'"),
     (["--margin", "soon"], "not a duration"),
-    (["--margin", "30"], "--margin: '30' has no unit: give 30m for minutes, 30h for hours or 30s for "
-                         "seconds"),
+    (["--margin", "30"], ("--margin: '30' has no unit: give 30m for minutes, 30h for hours or 30s for "
+                          "seconds")),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_launch_arguments(chi_env, capsys, argv, fragment) -> None:

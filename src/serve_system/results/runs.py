@@ -102,6 +102,8 @@ def _gaps(run: Path, manifest: Manifest) -> tuple[list[str], list[str]]:
         # each level's record read once, not once a question: done under the plan's settings, or not
         done, stale = resume.check_host(hdir, plan.variants if plan is not None else [])
         mixed += [f"{name}/{s.variant}/{s.level} ({s.why})" for s in stale]
+        other = {(s.variant, s.level): s.why for s in stale}
+        recorded = done | set(other)
         if plan is not None:
             if not os.path.lexists(hdir / records.HOST_FILE):
                 out.append(f"{name}/host.json (the host never finished)")
@@ -115,16 +117,19 @@ def _gaps(run: Path, manifest: Manifest) -> tuple[list[str], list[str]]:
                 for lv in v.levels:
                     if (v.name, lv.id) in done:
                         continue
+                    if (v.name, lv.id) in other:
+                        out.append(f"{name}/{v.name}/{lv.id} (measured under another plan: "
+                                   f"{other[v.name, lv.id]})")
+                        continue
                     if start is not None and lv.repetition > start and not (vdir / lv.id).exists():
                         continue  # an extra repetition auto did not ask for
                     out.append(f"{name}/{v.name}/{lv.id}")
         for ldir in sorted(hdir.glob("*/*/")):
             if ldir.is_dir() and not ldir.name.startswith(".") and not ldir.parent.name.startswith(".") \
-                    and (ldir.parent.name, ldir.name) not in done \
+                    and (ldir.parent.name, ldir.name) not in recorded \
                     and any(ldir.iterdir()) and f"{name}/{ldir.parent.name}/{ldir.name}" not in out:
                 out.append(f"{name}/{ldir.parent.name}/{ldir.name} (started, no level.json)")
-    stale_ids = {m.split(" (", 1)[0] for m in mixed}
-    return [g for g in out if g not in stale_ids], mixed
+    return out, mixed
 
 
 def plan_looks(run: Path) -> sequential.Looks | None:

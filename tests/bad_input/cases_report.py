@@ -7,6 +7,7 @@ a record (level.json, manifest.json, summary.json) or an output path.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from serve_system.node import plans, records
@@ -42,11 +43,12 @@ def _run(level_json: str | bytes | None = None, manifest: str | None = None,
     return files
 
 
-def _plan(levels: list[str]) -> str:
+def _plan(levels: list[str], config: str = "") -> str:
     """node-1's plan.json as ``serve-system plan`` writes it: the variant ``baseline`` at ``levels``."""
     return json.dumps(records.to_json(plans.HostPlan(
         host="node-1", gpus=1, experiment="demo", run_id="r1", variants=[plans.VariantPlan(
-            name="baseline", model="food_classifier", version="1", config_pbtxt="", load_body={}, notes=[],
+            name="baseline", model="food_classifier", version="1", config_pbtxt=config, load_body={},
+            notes=[],
             levels=[plans.LevelPlan(id=lid, mode="concurrency", load=int(lid[1:].split("_")[0]),
                                       repetition=1, argv=["perf_analyzer"], retry_argv=[]) for lid in levels],
             input_data=None, perf={})])))
@@ -103,6 +105,19 @@ CASES: list[BadInput] = [
             _run(_level(),
                  manifest=json.dumps({"experiment": "demo", "run_id": "r1", "hosts": ["node-1", "node-2"]})),
             "interrupted run", "node-2/ (a host of manifest.json without results)", "--partial"),
+    # a folder of runs (results/<experiment>) is no run: its run ids are no hosts
+    _report("report-folder-of-runs", _run(_level()), "{tmp}/results/demo holds runs, not one run: give one, "
+            "e.g. {tmp}/results/demo/r1", argv=("{tmp}/results/demo",)),
+    # a level measured under another configuration than its host's plan (planned again after it, never
+    # set aside): a report never mixes two configurations, --partial or not
+    _report("report-mixed-configurations",
+            _run(_level(provenance={"config_sha256": hashlib.sha256(b"max_batch_size: 4\n").hexdigest()}),
+                 **{f"{RUN}/node-1/plan.json": _plan(["c8_r1"], config="max_batch_size: 8\n"),
+                    f"{RUN}/node-1/host.json": json.dumps({"host": "node-1",
+                                                           "end": "2026-11-22T05:00:00Z"})}),
+            "1 level(s) measured under another plan than their host's plan.json",
+            "node-1/baseline/c8_r1 (configuration changed)", "a report never mixes two configurations",
+            "plan the run again", "-e run_id=r1", argv=(f"{{tmp}}/{RUN}", "--partial")),
     # -- report: level.json ------------------------------------------------------------------------
     _report("report-level-load-not-a-number", _run(_level(load="eight")),
             f"{{tmp}}/{LEVEL}/level.json", "field 'load'", "positive number", "'eight'",

@@ -169,6 +169,25 @@ CASES: list[BadInput] = [
     _validate("override-unknown-config-field", GOOD.replace("config: {dynamic", "config: {dynamic_batchin"),
               "dyn: config: \"dynamic_batchin_batching\" is not a field of Triton's ModelConfig (did you "
               "mean \"dynamic_batching\"?"),
+    # protobuf's wording never reaches the user: the field, what is wrong and the fix (the valid choices)
+    _validate("override-list-as-text",
+              GOOD.replace("max_queue_delay_microseconds: 100", "preferred_batch_size: '4, 6, 8'"),
+              "dyn: config: dynamic_batching.preferred_batch_size: a list, not one value: give [4, 6, 8]"),
+    _validate("override-unknown-kind",
+              GOOD.replace("config: {dynamic_batching: {max_queue_delay_microseconds: 100}}",
+                           "config: {instance_group: [{kind: KIND_GUP}]}"),
+              "dyn: config: instance_group[0].kind: KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, "
+              "KIND_CPU or KIND_MODEL"),
+    _validate("override-group-not-a-list",
+              GOOD.replace("config: {dynamic_batching: {max_queue_delay_microseconds: 100}}",
+                           "config: {instance_group: {kind: KIND_CPU, count: 2}}"),
+              "dyn: config: instance_group: a list, not one value: give [{{kind: KIND_CPU, count: 2}}]"),
+    _validate("override-delay-with-unit",
+              GOOD.replace("max_queue_delay_microseconds: 100", "max_queue_delay_microseconds: 100us"),
+              "dyn: config: dynamic_batching.max_queue_delay_microseconds: 100us is not a whole number"),
+    _validate("override-delay-negative",
+              GOOD.replace("max_queue_delay_microseconds: 100", "max_queue_delay_microseconds: -5"),
+              "dyn: config: dynamic_batching.max_queue_delay_microseconds: -5 is negative: give 0 or more"),
     _validate("batch-over-max", GOOD.replace("batch_size: 1", "batch_size: 64"),
               "spec.yml: perf.batch_size: 64 > max_batch_size 8: use a smaller batch_size"),
     # the file itself

@@ -214,6 +214,8 @@ def test_password_credentials_need_a_project() -> None:
     (["--ssh-port", "70000"], "port out of range"),
     (["--provider", "aws"], "invalid choice: 'aws'"),
     (["--margin", "soon"], "not a duration"),
+    (["--margin", "30"], ("--margin: '30' has no unit: give 30m for minutes, 30h for hours or 30s for "
+                          "seconds")),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_launch_arguments(chi_env, capsys, argv, fragment) -> None:
@@ -222,6 +224,32 @@ def test_bad_launch_arguments(chi_env, capsys, argv, fragment) -> None:
     assert exc.value.code == 2
     line = _one_error_line(capsys)
     assert fragment in line and line.startswith("launch.py: error:")
+
+
+@pytest.mark.parametrize("text, minutes", [("3m", 3), ("90s", 1.5), ("2h", 120), ("2h50m", 170),
+                                           ("2h 50m", 170), ("1H30M", 90), ("1h0m30s", 60.5)])
+def test_a_duration_is_numbers_with_their_units(text: str, minutes: float) -> None:
+    from serve_system.commands.chiargs import duration
+
+    assert duration(text) == timedelta(minutes=minutes)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("3", "'3' has no unit: give 3m for minutes, 3h for hours or 3s for seconds"),  # once 3 minutes, silently
+    (" 170 ", "'170' has no unit: give 170m"),
+    ("3 hours", "not a duration like 2h50m, 170m or 90s"), ("30s2m", "not a duration like"),
+    ("0m", "duration must be positive"), ("745h", "longer than 31 days"),
+])
+def test_a_duration_without_a_unit_is_refused_with_the_fix(text: str, fragment: str) -> None:
+    import argparse
+
+    from serve_system.commands.chiargs import duration
+
+    with pytest.raises(argparse.ArgumentTypeError, match=fragment):
+        duration(text)
+    # the lease's length as the user gives it on the command line: the option is named
+    with pytest.raises(SystemExit):
+        lease_main(["create", "--duration", text])
 
 
 def test_bad_lease_arguments(chi_env, capsys) -> None:

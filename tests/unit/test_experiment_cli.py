@@ -22,6 +22,7 @@ from serve_system.experiment.tritonlocal import free_ports
 from serve_system.node import bundle as nodebundle
 from serve_system.node import plans, records
 from serve_system.results import report
+from serve_system.triton.pbtxt import ModelConfig
 
 FIX = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,8 @@ def test_validate_pbtxt_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture
     assert err == [
         (f"{bad}: dynamic_batching.preferred_batch_size: preferred batch size 8 > max_batch_size 4 "
         "(Triton: dynamic batching preferred size must be <= max batch size)"),
-        f'{typo}:2:3: Message type "inference.ModelConfig" has no field named "instance_groups".',
+        (f'{typo}:2:3: instance_groups is not a field of model config (did you mean "instance_group"? its '
+         f"fields: {', '.join(f.name for f in ModelConfig.DESCRIPTOR.fields)})"),
     ]
 
 

@@ -203,6 +203,25 @@ def test_bad_rosters(tmp_path, content, fragment) -> None:
     assert "\n" not in str(exc.value)
 
 
+def test_a_roster_names_every_bad_row_at_once_in_one_line(tmp_path) -> None:
+    """A class of 40 with 30 bad rows: one round of fixes, not one per row; the good rows are not named."""
+    good = [f"s{i},{_ed25519(i)}" for i in range(10)]
+    bad = [f"S{i},{_ed25519(100 + i)}" for i in range(28)] + ["x,ssh-ed25519 AAAA!!!!", "y"]
+    path = tmp_path / "r.csv"
+    path.write_text("student,ssh_public_key\n" + "\n".join(good[:5] + bad + good[5:]) + "\n")
+    with pytest.raises(roster.UsageError) as exc:
+        roster.read_roster(path)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: 30 bad rows, each to fix: row 7, student 'S0'")
+    assert msg.count(" | row ") == roster.MAX_BAD_ROWS - 1 and msg.endswith("| and 5 more bad row(s)")
+    assert "row 6," not in msg  # the good rows before and after are not named
+    # the rows past the cap are counted, and each is named once it is among the first
+    path.write_text("student,ssh_public_key\n" + "\n".join(good + bad[-2:]) + "\n")
+    with pytest.raises(roster.UsageError, match=r"2 bad rows, each to fix: row 12, ssh_public_key: the key's "
+                                               r"base64 part is damaged.* \| row 13 has 1 fields"):
+        roster.read_roster(path)
+
+
 def _ed25519(seed: int) -> str:
     """A well-formed ed25519 public key line (its 32 bytes from ``seed``), no ssh-keygen needed."""
     kind = b"ssh-ed25519"

@@ -19,7 +19,7 @@ import pytest
 from serve_system.experiment.manifest import Manifest
 from serve_system.experiment.plan import estimate_seconds, lease_problem
 from serve_system.experiment.runfolder import Targets
-from serve_system.node import archive, events, follow, nodeproc, plans, records, runner
+from serve_system.node import archive, events, follow, nodeproc, plans, records, resume, runner
 
 
 def _level(**kw: object) -> records.LevelRecord:
@@ -304,7 +304,10 @@ def _refused_run(tmp_path: Path) -> Path:
     records.write(tmp_path / "fine" / "variant.json",
                   records.VariantRecord(name="fine", model="food", version="1",
                                                                            status="measured"))
-    records.write(tmp_path / "fine" / "c1_r1" / "level.json", _level(variant="fine", level="c1_r1"))
+    # measured under this plan: its setting (and its configuration's hash) the plan's, as the runner records
+    records.write(tmp_path / "fine" / "c1_r1" / "level.json", _level(
+        variant="fine", level="c1_r1", provenance={"config_sha256": resume.config_sha256(variants[2])},
+        setting=resume.level_setting(variants[2], lp)))
     (tmp_path / "fine" / "c8_r1").mkdir()  # an interrupted level: no record, not brought home
     return tmp_path / "plan.json"
 

@@ -55,8 +55,57 @@ def test_override_replaces_removes_and_rejects_unknown_keys() -> None:
     assert base.instance_group[0].kind == KIND_GPU  # the base is not changed
     back = apply_overrides(v, {"dynamic_batching": None}, "s: v: config")
     assert not back.HasField("dynamic_batching")
-    with pytest.raises(ConfigError, match=r'^s: v: config: .*no field named "queue_delay"'):
+    with pytest.raises(ConfigError, match=r'^s: v: config: dynamic_batching.queue_delay: not a field of '
+                                          r'model dynamic batching \(its fields: preferred_batch_size, max_'):
         apply_overrides(base, {"dynamic_batching": {"queue_delay": 5}}, "s: v: config")
+
+
+@pytest.mark.parametrize("override, says", [
+    # protobuf's "repeated field preferred_batch_size must be in [] which is 4, 6, 8"
+    ({"dynamic_batching": {"preferred_batch_size": "4, 6, 8"}},
+     "dynamic_batching.preferred_batch_size: a list, not one value: give [4, 6, 8]"),
+    ({"dynamic_batching": {"preferred_batch_size": 4}},
+     "dynamic_batching.preferred_batch_size: a list, not one value: give [4]"),
+    ({"dynamic_batching": {"preferred_batch_size": [4, "six"]}},
+     "dynamic_batching.preferred_batch_size[1]: six is not a whole number"),
+    # protobuf's "Invalid enum value KIND_GUP for enum type inference.ModelInstanceGroup.Kind"
+    ({"instance_group": [{"kind": "KIND_GUP"}]},
+     "instance_group[0].kind: KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, KIND_CPU or KIND_MODEL"),
+    ({"instance_group": [{"kind": 7}]}, "instance_group[0].kind: 7 is not a kind; use KIND_AUTO"),  # parsed!
+    ({"instance_group": {"kind": "KIND_CPU"}},
+     "instance_group: a list, not one value: give [{kind: KIND_CPU}]"),
+    ({"instance_group": [{"count": "two"}]}, "instance_group[0].count: two is not a whole number"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": -5}},
+     "dynamic_batching.max_queue_delay_microseconds: -5 is negative: give 0 or more"),
+    ({"max_batch_size": 2**31}, "max_batch_size: 2147483648 is too large: give at most 2147483647"),
+    ({"dynamic_batching": {"preserve_ordering": "yes"}},
+     "dynamic_batching.preserve_ordering: yes is not true or false"),
+    ({"dynamic_batching": 5}, "dynamic_batching: 5 is not a mapping of model dynamic batching's fields"),
+    ({"parameters": {"p": {"string_value": 3}}},
+     'parameters.p.string_value: 3 is not text: quote it, e.g. "3"'),
+    ({"input": [{"name": "x", "data_type": "TYPE_FP3"}]},
+     "input[0].data_type: TYPE_FP3 is not a data type; use TYPE_INVALID, TYPE_BOOL,"),
+])
+def test_a_refused_override_names_its_field_and_the_fix_never_protobufs_words(override, says) -> None:
+    base = load_pbtxt(REPO / "food_classifier" / "config.pbtxt")
+    with pytest.raises(ConfigError) as exc:
+        apply_overrides(base, override, "s.yml: v: config")
+    assert str(exc.value).startswith(f"s.yml: v: config: {says}"), str(exc.value)
+    for word in ("repeated field", "must be in []", "Invalid enum value", "Failed to parse", "inference."):
+        assert word not in str(exc.value)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("instance_group [ { kind: KIND_GUP } ]",
+     "KIND_GUP is not a kind; use KIND_AUTO, KIND_GPU, KIND_CPU or KIND_MODEL"),
+    ('max_batch_size: "8"', '"8" is not a whole number: give one, e.g. 8'),
+    ("max_batch: 8", 'max_batch is not a field of model config (did you mean "max_batch_size"?'),
+])
+def test_a_refused_config_pbtxt_says_the_fix_at_its_line(text, says) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_pbtxt(text, "c.pbtxt")
+    assert str(exc.value).startswith("c.pbtxt:1:") and says in str(exc.value)
+    assert "inference." not in str(exc.value) and "Couldn't parse" not in str(exc.value)
 
 
 def test_render_round_trips_and_load_body_is_json_config() -> None:

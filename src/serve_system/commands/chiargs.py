@@ -52,12 +52,21 @@ def positive(text: str) -> int:
     return value
 
 
+#: a duration: hours, minutes and seconds, each with its unit, in that order (``2h50m``, ``90s``)
+_DURATION = re.compile(r"(?:([0-9]{1,6})h)?(?:([0-9]{1,8})m)?(?:([0-9]{1,9})s)?")
+
+
 def duration(text: str) -> timedelta:
-    """``2h50m``, ``170m``, ``1h``, ``90`` (minutes)."""
-    m = re.fullmatch(r"\s*(?:([0-9]{1,6})\s*h)?\s*(?:([0-9]{1,8})\s*m?)?\s*", text)
+    """``2h50m``, ``170m``, ``2h``, ``90s``: numbers with their units (h, m, s). A bare number is refused
+    with the fix (it once meant minutes silently)."""
+    t = "".join(text.split()).lower()  # "2h 50m" as "2h50m"
+    if t.isascii() and t.isdigit() and len(t) <= 9:
+        raise argparse.ArgumentTypeError(f"{t!r} has no unit: give {t}m for minutes, {t}h for hours or {t}s "
+                                         "for seconds")
+    m = _DURATION.fullmatch(t) if t.isascii() else None
     if not m or not any(m.groups()):
-        raise argparse.ArgumentTypeError(f"not a duration like 2h50m or 170m: {text[:40]!r}")
-    td = timedelta(hours=int(m.group(1) or 0), minutes=int(m.group(2) or 0))
+        raise argparse.ArgumentTypeError(f"not a duration like 2h50m, 170m or 90s: {text[:40]!r}")
+    td = timedelta(hours=int(m.group(1) or 0), minutes=int(m.group(2) or 0), seconds=int(m.group(3) or 0))
     if td <= timedelta(0):
         raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
     if td > MAX_DURATION:

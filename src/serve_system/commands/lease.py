@@ -45,7 +45,8 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
     create.add_argument("--node-type", default=DEFAULT_NODE_TYPE, help="node type (default %(default)s)")
     create.add_argument("--count", type=chiargs.positive, default=1, help="number of nodes (default 1)")
     create.add_argument("--duration", type=chiargs.duration, default=DEFAULT_DURATION, metavar="2h50m",
-                        help="lease length (default 2h50m); ignored with --end")
+                        help="lease length with its units, e.g. 2h50m, 170m, 3h (default 2h50m); ignored "
+                             "with --end")
     create.add_argument("--start", type=_utc, metavar="'YYYY-MM-DD HH:MM'",
                         help="start time in UTC (default now)")
     create.add_argument("--end", type=_utc, metavar="'YYYY-MM-DD HH:MM'", help="end time in UTC")

@@ -130,6 +130,7 @@ def request(spec: Path, i: RoleInputs, where: str) -> planning.PlanRequest:
                                       client_container=i.client_container,
                                       node_dir_root=f"{serve_root.rstrip('/')}/work"),
         only=(only,) if only else (), shard=i.shard, fresh=i.fresh, empty_node_dirs=i.fresh, answer="role",
+        host_files=False,  # each host's folder is written by its own planning, on its look
         lease=planning.LeasePolicy(ignore_end=i.ignore_lease_end, fit=i.fit_lease))
 
 
@@ -147,7 +148,8 @@ def run(spec: Path, source: str) -> int:
             echo(line, file=sys.stderr)
         return 1
     # each host on its own look and lease; a sharded run's plan deals the candidates over every host
-    own = dataclasses.replace(every, fresh=False, manifest=False, shard_hosts=tuple(view.shard_hosts))
+    own = dataclasses.replace(every, fresh=False, manifest=False, shard_hosts=tuple(view.shard_hosts),
+                              host_files=True)
     for host, x in doc.hosts.items():
         try:
             one = planning.HostRequest(name=host, gpus=x.gpus, look=x.look, lease_end=x.lease_end)

@@ -101,6 +101,9 @@ class PlanRequest:
     empty_node_dirs: bool = False
     #: write the run's ``manifest.json`` and ``spec.yml``
     manifest: bool = True
+    #: write the hosts' folders (plans, configs, bundles; what the plan measures again set aside): not in
+    #: the play's first planning of every host together, whose hosts are each planned again on their look
+    host_files: bool = True
     lease: LeasePolicy = LeasePolicy()
     #: what :func:`plan_run` answers: the plan, the role's view, or nothing
     answer: Literal["plan", "role", "none"] = "plan"
@@ -157,7 +160,12 @@ def plan_run(req: PlanRequest) -> roleview.RoleView | dict[str, plans.HostPlan] 
         _check_lease(req, spec, variants)
     out = runfolder.write_run(req.spec, spec, run, hosts, bases, targets, fresh=req.fresh,
                               manifest=req.manifest, shard=shard, only=roleview.picked_names(req.only),
-                              compute_capability=caps, runner=settings, facts=facts)
+                              compute_capability=caps, runner=settings, facts=facts,
+                              host_files=req.host_files)
+    for host, hplan in out.items():  # what an earlier plan of the run id measured under other settings
+        for line in hplan.measured_again:
+            echo(f"{req.spec}: {host}: {line} (the old measurement is kept in {host}/<variant>/.superseded/)",
+                 file=sys.stderr)
     if req.answer == "role":
         return roleview.role_view(spec, run, out, list(req.only), req.empty_node_dirs)
     return None if req.answer == "none" else out

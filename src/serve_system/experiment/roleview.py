@@ -53,6 +53,9 @@ class HostView:
     calls: list[runnercall.RunnerCall]
     #: the calls the role may add, each asked of serve-system decide
     more_rounds: int
+    #: what this plan measures again that an earlier plan of the run id measured under other settings
+    #: (the host plan's ``measured_again``: variant, level, what changed), for the role to say
+    measured_again: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -114,7 +117,8 @@ def role_view(spec: AnySpec, run: Path, written: dict[str, plans.HostPlan], only
                          fetch=runnercall.fetch_argv(settings), fetch_too_large=runnercall.FETCH_TOO_LARGE,
                          archive=runnercall.archive_path(settings), fetched=str(run / host / archive.FETCHED),
                          decide=["decide", str(run), "--host", host],
-                         put=_put(settings, packed, fresh), calls=[], more_rounds=0)
+                         put=_put(settings, packed, fresh), calls=[], more_rounds=0,
+                         measured_again=list(hplan.measured_again))
         if hplan.search is not None:  # a search: serve-system decide picks every call, the first one too
             hosts[host] = dataclasses.replace(where, more_rounds=hplan.search.calls)
             continue

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import ownedtree, safeio
-from ..node import plans
+from ..node import plans, resume
 from ..node import records as rec
 from . import perfargv, roleview, search
 from . import shard as shardmod
@@ -78,7 +78,8 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
               shard: shardmod.Shard | None = None, only: Sequence[str] = (),
               compute_capability: dict[str, float] | None = None,
               runner: plans.RunnerSettings | None = None,
-              facts: dict[str, dict[str, Any]] | None = None) -> dict[str, plans.HostPlan]:
+              facts: dict[str, dict[str, Any]] | None = None,
+              host_files: bool = True) -> dict[str, plans.HostPlan]:
     """Write the run folder (``check_run_dir``'s ``run``): ``spec.yml`` and ``manifest.json`` (unless
     ``manifest`` is false), then per host its ``plan.json``, each variant's config and load body and the
     node bundle. ``fresh`` removes the hosts' earlier results first. ``shard``: each host plans only
@@ -87,7 +88,13 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
     repetitions only of these. ``compute_capability``: the lowest of each host's GPUs, where known.
     ``runner``: the runner's settings and place (its client folder is always ``targets.node_work_dir``);
     ``facts``: per host, what the runner records of it (OS, images, GPUs' compute capabilities).
-    Returns each host's plan as written."""
+    Resuming: a level is planned done only when the host's folder holds it measured under this plan's
+    configuration, load and perf settings (:func:`~serve_system.node.records.level_resume`); one
+    measured under others is set aside (:func:`~serve_system.node.resume.settle`, never deleted) and
+    measured again, each named in its plan's ``measured_again``. ``host_files`` false (the play's first
+    planning of every host together, each host planned again on its own look): the hosts' plans are
+    made but nothing is written in their folders (``fresh`` still empties them).
+    Returns each host's plan (as written)."""
     ccs = compute_capability or {}
     kind = spec.kind if isinstance(spec, FastapiSpec) else rec.TRITON
     hdirs = {h: check_host_dir(run, h) for h, _ in hosts}
@@ -114,10 +121,14 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
         hdir = hdirs[host]
         if fresh and hdir.exists():
             shutil.rmtree(hdir)
-        variants = host_variants(spec, targets, gpus, bases.get(host), rec.done_levels(hdir), ccs.get(host))
+        variants = host_variants(spec, targets, gpus, bases.get(host), set(), ccs.get(host))
         if shard is not None:
             variants = [v for v in variants if v.name in shard.variants_of(host)]
+        again = resume.settle(hdir, variants, within=run) if host_files else []
         for v in variants:
+            for lv in v.levels:
+                lv.done = rec.level_done(hdir / v.name / lv.id, resume.level_setting(v, lv))
+        for v in variants if host_files else []:
             vdir = hdir / safeio.plain_name(v.name, str(spec_path), "variant name")
             safeio.make_dirs(vdir, run)
             if v.config_pbtxt:
@@ -130,7 +141,7 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             warmup_requests=spec.warmup.requests,
             estimate_s=estimate_seconds(variants), endpoints=targets.endpoints(),
             runner=dataclasses.replace(runner or plans.RunnerSettings(), client_dir=targets.node_work_dir),
-            facts=(facts or {}).get(host, {}))
+            facts=(facts or {}).get(host, {}), measured_again=[str(a) for a in again])
         hplan.shard = shard.host_record(host) if shard else None
         hplan.seed = run_seed(spec.name, run.name, host)
         hplan.rounds = interleave(variants, hplan.seed)
@@ -143,8 +154,9 @@ def write_run(spec_path: Path, spec: AnySpec, run: Path, hosts: list[tuple[str, 
             hplan.adaptive = plans.AdaptivePlan(  # -e variants: the further repetitions only of these
                 start=min(AUTO_START, budget.repetitions), max=budget.repetitions, minutes=budget.minutes,
                 only=list(only) if only else None)
-        rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
-        roleview.write_bundle(hdir, hplan, variants, targets.fastapi_image, within=run)
+        if host_files:
+            rec.write(hdir / rec.PLAN_FILE, hplan, within=run)
+            roleview.write_bundle(hdir, hplan, variants, targets.fastapi_image, within=run)
         out[host] = hplan
     return out
 

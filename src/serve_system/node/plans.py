@@ -268,3 +268,7 @@ class HostPlan:
     #: what the runner records of the host beside what it reads itself: its OS, the images the stack
     #: runs, its GPUs' compute capabilities (the role's facts task, read by ``serve-system plan``)
     facts: dict[str, Any] = field(default_factory=dict)
+    #: the levels this plan measures again that an earlier plan of the run id measured under another
+    #: configuration, load or perf settings (theirs set aside in ``<variant>/.superseded/``), one line
+    #: each: variant, level, what changed (:mod:`.resume`)
+    measured_again: list[str] = field(default_factory=list)

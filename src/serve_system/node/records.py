@@ -14,8 +14,10 @@ Files of a run (``results/<experiment>/<run-id>/``)::
     node: /opt/serve-system/work/progress.json   Progress (read by ``serve-system status``)
 
 A record that does not parse is refused with one line naming the file and the field
-(:class:`RecordError`); :func:`level_done` is the one resume rule. The runner's JSON-lines messages to
-the controller are :mod:`.events`.
+(:class:`RecordError`); :func:`level_resume` is the one resume rule (:func:`level_done` its yes or no):
+a level is reused only when its record's :class:`Setting` (its configuration, load and perf settings,
+as hashes) is the plan's; what a changed plan measures again is set aside, never deleted
+(:mod:`.resume`). The runner's JSON-lines messages to the controller are :mod:`.events`.
 A host's records travel from the node to the controller in one archive: :mod:`.archive`.
 """
 
@@ -27,7 +29,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .. import safeio
 
@@ -143,6 +145,29 @@ def contention_cause(c: Contention) -> str | None:
 
 
 @dataclass
+class Setting:
+    """What a level is measured under, as hashes (:func:`.resume.level_setting` makes them from the plan,
+    the same way on the controller and on the node): the variant's configuration (its config.pbtxt; a
+    FastAPI variant's runtime), the level's load (mode, load, repetition, requests, arrival
+    distribution) and its perf settings (the measuring command, its retries and the warm-up before it).
+    None: not recorded (a level recorded before the hashes has its configuration's only)."""
+
+    config_sha256: str | None = None
+    load_sha256: str | None = None
+    perf_sha256: str | None = None
+
+    #: each hash's part, in words (what the plan says changed)
+    PARTS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("config_sha256", "configuration"), ("load_sha256", "load"), ("perf_sha256", "perf settings"))
+
+    def changed(self, planned: Setting) -> list[str]:
+        """The parts (in words) whose hash differs from ``planned``'s, where both are recorded."""
+        return [words for name, words in self.PARTS
+                if getattr(self, name) is not None and getattr(planned, name) is not None
+                and getattr(self, name) != getattr(planned, name)]
+
+
+@dataclass
 class LevelRecord:
     variant: str
     level: str
@@ -163,6 +188,16 @@ class LevelRecord:
     client_peak_rss_bytes: int | None = None
     #: what else used the node's CPU during the level (None: not sampled, e.g. an older runner)
     contention: Contention | None = None
+    #: what it was measured under (None: recorded before the hashes; its provenance's config_sha256)
+    setting: Setting | None = None
+
+    def recorded_setting(self) -> Setting:
+        """Its setting; a level recorded before the hashes: its configuration's hash (its provenance's
+        ``config_sha256``: a Triton level's; a FastAPI level's was of no config.pbtxt, and says nothing)."""
+        if self.setting is not None:
+            return self.setting
+        config = self.provenance.get("config_sha256") if self.tool == "perf_analyzer" else None
+        return Setting(config_sha256=config if isinstance(config, str) else None)
 
 
 def client_peak_rss(attempts: list[Attempt]) -> int | None:
@@ -194,6 +229,8 @@ class VariantRecord:
     stand_in: str | None = None
     runtime: str | None = None
     health: dict[str, Any] | None = None
+    #: the configuration it was loaded with (:func:`.resume.config_sha256`; None: recorded before it)
+    config_sha256: str | None = None
 
 
 @dataclass
@@ -342,22 +379,33 @@ def _convert(value: Any, tp: Any, where: str, fld: str) -> Any:
 
 # ------------------------------------------------------------------------------------- resume
 
-def level_done(level_dir: str | Path) -> bool:
-    """The resume rule: a level is done when its folder holds a complete, readable level record.
+def level_resume(level_dir: str | Path, planned: Setting | None = None
+                 ) -> tuple[LevelRecord | None, list[str]]:
+    """The resume rule: a level's record (None: it has no complete, readable one) and what of its
+    setting differs from the plan's (``planned``: the plan's :class:`Setting` for it; None: not compared).
 
-    A record is written last, atomically, once every raw file of the level is on disk, so its
-    presence means nothing of the level is missing; failed levels count as done too (their reason is
-    recorded; ``fresh`` measures them again). A level folder without a record is an interrupted
-    attempt and is measured again from scratch.
+    A level is reused (done) when it has a record and nothing differs. A record is written last,
+    atomically, once every raw file of the level is on disk, so its presence means nothing of the level
+    is missing; failed levels count as done too (their reason is recorded; ``fresh`` measures them
+    again). A level folder without a record is an interrupted attempt and is measured again from
+    scratch. A level whose configuration, load or perf settings differ from the plan's was measured
+    under another plan: it is set aside (:func:`.resume.settle`, never deleted) and measured again, so
+    a run's results never mix two configurations.
     """
-    path = Path(level_dir) / "level.json"
+    path = Path(level_dir) / LEVEL_FILE
     if not path.exists():
-        return False
+        return None, []
     try:
-        read(path, LevelRecord)
+        level = read(path, LevelRecord)
     except RecordError:
-        return False
-    return True
+        return None, []
+    return level, [] if planned is None else level.recorded_setting().changed(planned)
+
+
+def level_done(level_dir: str | Path, planned: Setting | None = None) -> bool:
+    """The resume rule's yes or no (:func:`level_resume`): the level is done and its setting the plan's."""
+    level, changed = level_resume(level_dir, planned)
+    return level is not None and not changed
 
 
 def done_levels(host_dir: str | Path) -> set[tuple[str, str]]:

@@ -15,7 +15,7 @@ the baseline; the role makes one call for a Triton spec's whole plan. For a Trit
     load through the repository API with the variant's config -> READY -> warm-up ->
     per pending level: stats before, metrics sampling, perf_analyzer (under a memory and a time
     cap; retried with a longer window after an unstable measurement), stats after
-    -> raw files + level.json (written last: the resume rule)
+    -> raw files + level.json (written last: the resume rule; with the setting it was measured under)
 
 A refused load is recorded with Triton's own message. A level whose perf_analyzer is killed, or
 during which Triton stops answering or restarts, is recorded as failed with the reason; the runner
@@ -37,7 +37,9 @@ reads the call's output through its filter (``events.summarize_events``); ``--fo
 half of a call (:mod:`.follow`, in the same bundle). With ``--restore`` (or ``--restore-past``) the
 call's last level event waits until the archive is ready, so the role fetches right after it.
 ``/work/progress.json`` (a :class:`records.Progress`) is kept current. A second runner on the same
-run waits for the first (a lock), then skips what it measured: nothing is measured twice.
+run waits for the first (a lock), then skips what it measured: nothing is measured twice. A level the
+node holds from an earlier plan of the run id under another configuration, load or perf settings is set
+aside first (:func:`resume.settle`) and measured again.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import archive, bundle, defaults, events, nodeproc, plans, tritonapi
+from . import archive, bundle, defaults, events, nodeproc, plans, resume, tritonapi
 from . import records as rec
 
 #: Triton's Python backend when a model instance's stub process died: every later request to it fails
@@ -139,6 +141,18 @@ class Runner:
                 n += sum(1 for lv in v.levels if lv.done or (v.name, lv.id) in done)
         return n, total
 
+    def done(self, v: plans.VariantPlan, lv: plans.LevelPlan) -> bool:
+        """Whether the node holds level ``lv`` of ``v`` measured under the plan's setting (the resume
+        rule)."""
+        return rec.level_done(self.home / v.name / lv.id, resume.level_setting(v, lv))
+
+    def settle(self) -> None:
+        """Set aside what this plan measures again (the node keeps its copy of the run between plays:
+        a level measured under another configuration, load or perf settings), never deleted; said on
+        stderr, one line each (the controller's plan has said it to the user)."""
+        for s in resume.settle(self.home, self.plan.variants):
+            print(f"{self.plan.host} {s}", file=sys.stderr)
+
     def not_measurable(self, name: str) -> bool:
         path = self.home / name / "variant.json"
         try:
@@ -193,7 +207,7 @@ class Runner:
                   f"{', '.join(v.name for v in self.plan.variants)}", file=sys.stderr)
             return 2
         chosen = {v.name: v for v in self.plan.variants if v.name in names}
-        self.pending = {n: [lv for lv in v.levels if not lv.done and not rec.level_done(self.home / n / lv.id)
+        self.pending = {n: [lv for lv in v.levels if not lv.done and not self.done(v, lv)
                             and (not repetitions or lv.repetition in repetitions)]
                         for n, v in chosen.items()}
         self.total = sum(len(p) for p in self.pending.values())
@@ -216,8 +230,7 @@ class Runner:
             for name, v in chosen.items():
                 if name in refused:
                     continue
-                earlier = sum(lv.done or rec.level_done(self.home / name / lv.id)
-                              for lv in v.levels) - measured[name]
+                earlier = sum(lv.done or self.done(v, lv) for lv in v.levels) - measured[name]
                 self.say(events.VARIANT, f"{self.plan.host} {name}: {measured[name]} level(s) measured"
                          + (f", {failed[name]} failed" if failed[name] else "")
                          + (f" ({earlier} already done)" if earlier else ""),
@@ -241,14 +254,17 @@ class Runner:
         return 0
 
     @staticmethod
-    def earlier_loads(path: Path) -> tuple[list[float], list[float]]:
+    def earlier_loads(path: Path, config: str | None = None) -> tuple[list[float], list[float]]:
         """The switch and warm-up seconds of the variant's earlier loads in this run (its record from an
-        earlier repetition, this call's or an earlier call's; none on a first load or an unreadable one)."""
+        earlier repetition, this call's or an earlier call's; none on a first load, an unreadable one or
+        one of another configuration than ``config``)."""
         if not path.is_file():
             return [], []
         try:
             old = rec.read(path, rec.VariantRecord)
         except rec.RecordError:
+            return [], []
+        if config is not None and old.config_sha256 not in (None, config):
             return [], []
         return list(old.switches), list(old.warmups)
 
@@ -273,7 +289,8 @@ class Runner:
         self.progress(v.name, pending[0].id, "running")
         vrec = rec.VariantRecord(name=v.name, model=v.model, version=v.version, status=rec.MEASURED,
                                  notes=list(v.notes), stand_in=v.stand_in, runtime=v.runtime)
-        vrec.switches, vrec.warmups = self.earlier_loads(vdir / "variant.json")
+        vrec.config_sha256 = resume.config_sha256(v)
+        vrec.switches, vrec.warmups = self.earlier_loads(vdir / "variant.json", vrec.config_sha256)
         answered = True  # whether Triton answered the load (a refusal is an answer)
         if self.plan.kind == rec.FASTAPI:
             ok, vrec.error, vrec.health = self.fastapi_up(v)
@@ -418,7 +435,8 @@ class Runner:
             batch_size=int(v.perf.get("batch_size", defaults.BATCH_SIZE)),
             tool="perf_analyzer" if triton else "fastapi_bench",
             requests=lv.requests, provenance=self.provenance(v),
-            client_peak_rss_bytes=rec.client_peak_rss(attempts), contention=used)
+            client_peak_rss_bytes=rec.client_peak_rss(attempts), contention=used,
+            setting=resume.level_setting(v, lv))
         rec.write(ldir / "level.json", lrec)  # last: the level is complete
         return lrec
 
@@ -537,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
             runner.say(events.WAITING, f"waiting for an earlier runner of {runner.plan.run_id} to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            runner.settle()
             if args.triton_log:
                 return runner.explain(args.variant, sys.stdin.read())
             return runner.measure(args.variant, args.restore, args.repetition, args.restore_past)

@@ -34,6 +34,8 @@ KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp3
 COLUMNS = ("student", "ssh_public_key", "email")
 #: the largest roster read (a class of hundreds is a few hundred KiB)
 MAX_ROSTER_BYTES = 4 << 20
+#: the most bad rows one error names (every one of them is counted)
+MAX_BAD_ROWS = 25
 #: tunnels on every sheet: (what, local port, port on the node's loopback, path to open)
 TUNNELS = (("Jupyter", 8888, 8888, "/"), ("Triton metrics (Prometheus text)", 8002, 8002, "/metrics"))
 
@@ -132,33 +134,52 @@ def read_roster(path: Path) -> list[Student]:
     students: list[Student] = []
     seen: dict[str, int] = {}
     keys: dict[str, int] = {}  # a key's body -> its student's index
+    bad: list[str] = []  # every bad row, said at once: one fix round, not one per row
     for i, raw in enumerate(rows[1:], start=2):
         if not any(c.strip() for c in raw):
             continue
-        if len(raw) != len(header):
-            raise UsageError(f"{path}: row {i} has {len(raw)} fields, the header {len(header)}; quote values "
-                             "that hold commas")
-        rec = {h: c.strip() for h, c in zip(header, raw, strict=True)}
-        name = rec["student"]
-        if not STUDENT_RE.fullmatch(name):
-            raise UsageError(f"{path}: row {i}, student {name!r}: use 1-32 lowercase letters, digits or '_', "
-                             "starting with a letter (it becomes part of the node name)")
-        if name in seen:
-            raise UsageError(f"{path}: row {i}, student {name!r} is already on row {seen[name]}; "
-                             "one row per student")
-        seen[name] = i
-        key = _check_key(path, i, rec["ssh_public_key"])
-        body = key.split()[1]
-        if body in keys:
-            other = students[keys[body]]
-            raise UsageError(f"{path}: row {i}, ssh_public_key: the same key as student {other.name!r} "
-                             f"(row {seen[other.name]}): each student sends their own key (their node is "
-                             "theirs alone)")
-        keys[body] = len(students)
-        students.append(Student(name, key, rec.get("email", "")))
+        try:
+            student = _row(path, i, header, raw, seen, keys, students)
+        except UsageError as exc:
+            bad.append(str(exc).removeprefix(f"{path}: "))
+            continue
+        keys[student.key.split()[1]] = len(students)
+        students.append(student)
+    if len(bad) == 1:
+        raise UsageError(f"{path}: {bad[0]}")
+    if bad:
+        more = f" | and {len(bad) - MAX_BAD_ROWS} more bad row(s)" if len(bad) > MAX_BAD_ROWS else ""
+        raise UsageError(f"{path}: {len(bad)} bad rows, each to fix: " + " | ".join(bad[:MAX_BAD_ROWS])
+                         + more)
     if not students:
         raise UsageError(f"{path}: no students; add one row per student under the header")
     return students
+
+
+def _row(path: Path, i: int, header: list[str], raw: list[str], seen: dict[str, int], keys: dict[str, int],
+         students: list[Student]) -> Student:
+    """Row ``i`` of the roster as a student; :class:`UsageError` naming the row and field. ``seen`` (a
+    student's row) gets this row's student; ``keys`` and ``students``: the good rows before it."""
+    if len(raw) != len(header):
+        raise UsageError(f"{path}: row {i} has {len(raw)} fields, the header {len(header)}; quote values "
+                         "that hold commas")
+    rec = {h: c.strip() for h, c in zip(header, raw, strict=True)}
+    name = rec["student"]
+    if not STUDENT_RE.fullmatch(name):
+        raise UsageError(f"{path}: row {i}, student {name!r}: use 1-32 lowercase letters, digits or '_', "
+                         "starting with a letter (it becomes part of the node name)")
+    if name in seen:
+        raise UsageError(f"{path}: row {i}, student {name!r} is already on row {seen[name]}; "
+                         "one row per student")
+    seen[name] = i
+    key = _check_key(path, i, rec["ssh_public_key"])
+    body = key.split()[1]
+    if body in keys:
+        other = students[keys[body]]
+        raise UsageError(f"{path}: row {i}, ssh_public_key: the same key as student {other.name!r} "
+                         f"(row {seen[other.name]}): each student sends their own key (their node is "
+                         "theirs alone)")
+    return Student(name, key, rec.get("email", ""))
 
 
 def node_name(prefix: str, student: str) -> str:

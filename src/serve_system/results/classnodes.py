@@ -38,7 +38,7 @@ def _not_a_run(run: Path) -> str | None:
     if (run / "manifest.json").is_file() or any(run.glob("*/*/variant.json")) \
             or any(run.glob("*/*/*/level.json")):
         return None
-    inner = sorted(p for p in run.iterdir() if (p / "manifest.json").is_file())
+    inner = runs.runs_inside(run)
     if inner:
         return (f"{run}: not a run folder but a folder of runs; give the runs themselves, e.g. "
                 f"{inner[0]}")

@@ -20,6 +20,7 @@ from google.protobuf import json_format, text_format
 
 from ..errors import ServeSystemError
 from ..textfile import decode_utf8, read_bytes
+from . import protowords
 from .protos import model_config_pb2
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def parse_pbtxt(text: str, path: str = "config.pbtxt") -> ModelConfig:
         msg = str(exc)
         # the library prefixes "line:col : " to its message: keep only the message
         prefix = f"{line}:{col} : "
-        msg = msg.removeprefix(prefix)
+        msg = protowords.text_error(msg.removeprefix(prefix), model_config_pb2.DESCRIPTOR.pool)
         raise ConfigError(f"{path}:{line or 1}:{col or 1}: {msg}") from None
     return cfg
 
@@ -93,6 +94,9 @@ def to_dict(cfg: ModelConfig) -> dict[str, Any]:
 
 def from_dict(data: dict[str, Any], where: str) -> ModelConfig:
     """Build a ModelConfig from a dict, strictly; ``where`` prefixes the error message."""
+    problem = protowords.check_data(data, ModelConfig.DESCRIPTOR)  # the field and the fix, in our words
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")
     cfg = ModelConfig()
     try:
         json_format.ParseDict(data, cfg, ignore_unknown_fields=False)

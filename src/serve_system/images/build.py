@@ -12,7 +12,8 @@ Images:
 
 * ``node``   Debian 13 + systemd + sshd + sudo user ``cc``: the rehearsal node itself.
 * ``triton`` Debian 12 / Python 3.11 + the real ``tritonserver`` from ``nvidia-pytriton`` (CPU).
-* ``client`` Debian 13 + perf_analyzer 2.60.0 + tritonclient + JupyterLab: the lab's Jupyter container.
+* ``client`` Debian 13 + perf_analyzer 2.60.0 + tritonclient + JupyterLab: the lab's Jupyter container,
+  started as docker-stacks' images start (tini, then a switch to the notebook user jovyan, uid 1000).
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ TRIXIE_NODE = BaseSpec(
     ("systemd", "systemd-sysv", "dbus", "python3", "openssh-server", "sudo", "iproute2", "ca-certificates",
      "curl", "procps"),
 )
-TRIXIE_SLIM = BaseSpec("trixie", ("python3", "python3-venv", "curl", "ca-certificates"), components=("main",))
+#: the client's and the FastAPI endpoint's base; tini is the client's entrypoint (as in docker-stacks' images)
+TRIXIE_SLIM = BaseSpec("trixie", ("python3", "python3-venv", "curl", "ca-certificates", "tini"),
+                       components=("main",))
 BOOKWORM_SLIM = BaseSpec("bookworm", ("python3", "python3-pip", "libpython3.11", "ca-certificates", "curl"),
                          components=("main",))
 

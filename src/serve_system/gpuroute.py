@@ -325,6 +325,8 @@ def cuda_verdict(run: Mapping[str, Any], host: str, image: str, ctk_stdout: str,
                    "and run site.yml again")
         elif "CDI" in error or "cdi" in error:
             fix = f"{_REGENERATE}; then run site.yml again"
+        elif "Error connecting" in error or "Cannot connect to the Docker daemon" in error:
+            fix = "start Docker (sudo systemctl start docker; role docker does) and run site.yml again"
         else:
             fix = "run docker run --rm --gpus all IMAGE nvidia-smi on the node to see Docker's own error"
         return {"ok": False, "msg": f"{head}: the container did not run ({error}); fix: {fix}"}

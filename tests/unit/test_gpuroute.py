@@ -406,6 +406,9 @@ def test_probe_without_the_drivers_library(tmp_path: Path) -> None:
      "fix: register the nvidia runtime with Docker (sudo nvidia-ctk runtime configure --runtime=docker"),
     ("Error response from daemon: failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all",
      "fix: regenerate the CDI spec with the device nodes present"),
+    (("Error connecting: Error while fetching server API version: ('Connection aborted.', "
+      "FileNotFoundError(2, 'No such file or directory'))"),
+     "fix: start Docker (sudo systemctl start docker"),
     ("Error pulling image: manifest unknown", "fix: run docker run --rm --gpus all IMAGE nvidia-smi"),
 ])
 def test_a_container_that_did_not_run_says_dockers_error_and_the_fix(error: str, fix: str) -> None:

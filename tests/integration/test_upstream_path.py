@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from serve_system import gpuroute
 from serve_system.images import build as images
 from serve_system.images.stack import ensure_images
 from serve_system.podman import podman, podman_env
@@ -52,7 +53,7 @@ TAGS = "docker,nvidia_container_toolkit"
 NOTEBOOK_NVIDIA_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 OLD_DOCKER_KEYRING = "/usr/share/keyrings/docker-archive-keyring.gpg"
 UPSTREAM_PACKAGES = ("docker-ce", "docker-ce-cli", "containerd.io", "docker-buildx-plugin",
-                     "docker-compose-plugin", "nvidia-container-toolkit", "python3-debian")
+                     "docker-compose-plugin", *gpuroute.TOOLKIT_PACKAGES, "python3-debian")
 SETS = ("oldest", "today")
 BUILD_PLAYBOOK = Path(__file__).resolve().parent / "build_on_node" / "build.yml"
 #: the tag the recipe's Dockerfile builds FROM: the project's Debian 13 base, loaded on the node
@@ -98,9 +99,17 @@ def _notebook_nvidia_list(base_url: str, experimental: bool = False) -> bytes:
     return (line % "stable" + ("" if experimental else "#") + line % "experimental").encode()
 
 
+def _newest_toolkit_debs(site: upstream_repo.Site) -> list[Path]:
+    """The four packages of the set's newest toolkit, from the stand-in's flat repository."""
+    flat = site.root / upstream_repo.NVIDIA_DIR / "stable" / "deb" / site.arch
+    newest = site.versions.nvidia_container_toolkit
+    return [flat / f"{p}_{newest}-1_{site.arch}.deb" for p in gpuroute.TOOLKIT_PACKAGES]
+
+
 def _as_set_up_by_hand(node: Node, site: upstream_repo.Site, base_url: str) -> None:
     """What the lab's notebook (NVIDIA's guide) and Docker's older guide leave: the repository in a
-    .list file, signed-by a keyring of their own (the same key, dearmored, as they write it)."""
+    .list file, signed-by a keyring of their own (the same key, dearmored, as they write it), and the
+    newest toolkit installed (the notebook's unpinned `apt install`)."""
     keyring = subprocess.run(["gpg", "--dearmor"], input=(site.root / "linux/debian/gpg").read_bytes(),
                              capture_output=True, check=True).stdout
     _write_on_node(node.name, NOTEBOOK_NVIDIA_KEYRING, keyring)
@@ -110,6 +119,10 @@ def _as_set_up_by_hand(node: Node, site: upstream_repo.Site, base_url: str) -> N
     _write_on_node(node.name, "/etc/apt/sources.list.d/docker.list", (
         f"deb [arch=amd64 signed-by={OLD_DOCKER_KEYRING}] {base_url}/{upstream_repo.DOCKER_DIR} "
         f"{site.suite} stable\n").encode())
+    debs = _newest_toolkit_debs(site)
+    for deb in debs:
+        _write_on_node(node.name, f"/tmp/newest-toolkit/{deb.name}", deb.read_bytes())
+    podman("exec", node.name, "dpkg", "-i", *(f"/tmp/newest-toolkit/{deb.name}" for deb in debs), timeout=120)
 
 
 def _load_build_base(node: Node) -> None:
@@ -203,7 +216,7 @@ def _claimed(n: UpstreamNode) -> dict[str, str]:
             "containerd.io": v.containerd_io + docker,
             "docker-buildx-plugin": v.docker_buildx_plugin + docker,
             "docker-compose-plugin": v.docker_compose_plugin + docker,
-            "nvidia-container-toolkit": f"{v.nvidia_container_toolkit}-1"}
+            **dict.fromkeys(gpuroute.TOOLKIT_PACKAGES, f"{v.toolkit_pinned}-1")}
 
 
 @pytest.mark.parametrize("which", SETS)
@@ -289,6 +302,39 @@ def test_nvidia_branch_runs_its_install_without_a_gpu_and_says_what_it_skips(ups
     assert daemon.get("storage-driver") == (None if n.versions.containerd_image_store else "overlay2")
     info = n.exec("docker", "info", "--format", "{{json .Runtimes}}")
     assert "nvidia" in json.loads(info.stdout)  # dockerd was restarted with it
+
+
+@pytest.mark.parametrize("which", SETS)
+def test_toolkit_pinned_over_the_newest_installed_by_hand(upstream: Upstream, which: str) -> None:
+    """The node had the newest toolkit (the notebook's unpinned install); the role's pin takes it to the
+    pinned version (today: 1.19.0 over 1.20.0, a downgrade), fetched from NVIDIA's repository."""
+    n = upstream.nodes[which]
+    pinned = f"{n.versions.toolkit_pinned}-1"
+    prefs = n.exec("cat", gpuroute.PREFERENCES_FILE).stdout
+    repo = upstream_repo.node_vars(n.server.base_url)["nvidia_container_toolkit_repo_url"]
+    assert prefs == gpuroute.preferences(["nvidia-container-toolkit"], pinned, repo)
+    policy = n.exec("apt-cache", "policy", *gpuroute.TOOLKIT_PACKAGES).stdout
+    assert policy.count(f"Candidate: {pinned}") == 4 and policy.count(f"Installed: {pinned}") == 4, policy
+    assert gpuroute.policy_problem(policy, gpuroute.TOOLKIT_PACKAGES, pinned, repo, n.node.name) == ""
+    flat = n.site.nvidia_index.rsplit("/", 1)[0]
+    debs = {f"/{flat}/{p}_{pinned}_amd64.deb" for p in gpuroute.TOOLKIT_PACKAGES}
+    if n.versions.nvidia_container_toolkit != n.versions.toolkit_pinned:
+        assert debs <= set(n.requests_first), n.requests_first  # downloaded: the newest went back to the pin
+    else:
+        assert not debs & set(n.requests_first)  # installed by hand at the pinned version already
+
+
+@pytest.mark.parametrize("which", SETS)
+def test_gpu_route_recorded_and_shown(upstream: Upstream, which: str) -> None:
+    n = upstream.nodes[which]
+    pinned = n.versions.toolkit_pinned
+    facts = json.loads(n.exec("cat", "/opt/serve-system/nvidia-container-toolkit.json").stdout)
+    assert facts["nvidia_ctk_version"] == pinned and facts["pinned_version"] == f"{pinned}-1"
+    assert facts["packages"] == dict.fromkeys(sorted(gpuroute.TOOLKIT_PACKAGES), f"{pinned}-1")
+    assert facts["cdi_devices"] == []  # no GPU, no CDI spec
+    engine = n.exec("docker", "version", "--format", "{{.Server.Version}}").stdout.strip()
+    assert facts["docker"]["server_version"] == engine and "nvidia" in facts["docker"]["runtimes"]
+    assert gpuroute.route_line(n.node.name, facts) in upstream.first.flat
 
 
 @pytest.mark.parametrize("which", SETS)

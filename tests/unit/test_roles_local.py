@@ -154,3 +154,45 @@ def test_the_roles_node_commands_run_word_for_word_and_bring_files_home_never_th
     assert list(outside.iterdir()) == []
     assert said["failed"]["failed"] and said["failed"]["rc"] == 7
     assert said["failed"]["msg"] == "why it failed" and said["failed"]["stdout"] == "out"
+
+
+CUDA_PLAY = """\
+- name: The CUDA check of a GPU node whose Docker does not answer
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+    serve_gpus: 2
+  tasks:
+    - name: Run serve_stack's CUDA check
+      ansible.builtin.include_role:
+        name: serve_stack
+        tasks_from: cuda_check.yml
+      vars:
+        __serve_stack_cuda_image: serve-system-triton-gpu:24.10-test
+"""
+
+
+def test_the_cuda_check_stops_the_play_with_one_line_when_its_container_cannot_run(tmp_path: Path) -> None:
+    """roles/serve_stack/tasks/cuda_check.yml end to end on the controller: the toolkit's version read from
+    an ``nvidia-ctk`` first on PATH (printing as NVIDIA's does), the check container asked of a Docker
+    that does not answer (DOCKER_HOST: a socket nobody listens on), the verdict's one line failing the
+    play. A container that runs needs a GPU node (docs/real-node.md)."""
+    ctk = tmp_path / "bin" / "nvidia-ctk"
+    ctk.parent.mkdir()
+    ctk.write_text("#!/bin/sh\necho 'NVIDIA Container Toolkit CLI version 1.19.0'\necho 'commit: 3f2a8e1'\n")
+    ctk.chmod(0o755)
+    play = tmp_path / "play.yml"
+    play.write_text(CUDA_PLAY)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=f"{ctk.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               DOCKER_HOST=f"unix://{tmp_path / 'no-docker.sock'}")
+    run = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", str(play)], cwd=REPO, env=env,
+                         capture_output=True, text=True, check=False, timeout=300)
+    out = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0, out
+    assert ("localhost: CUDA does not initialize in a container of serve-system-triton-gpu:24.10-test with "
+            "the stack's GPU request (driver nvidia, count all, capabilities gpu; NVIDIA Container Toolkit "
+            "1.19.0): the container did not run (Error connecting") in out
+    assert "fix: start Docker (sudo systemctl start docker; role docker does) and run site.yml again" in out

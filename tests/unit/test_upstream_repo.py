@@ -13,18 +13,23 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from serve_system.errors import ServeSystemError
+from serve_system.gpuroute import TOOLKIT_PACKAGES
 from serve_system.provision.aptserve import serve
 from serve_system.provision.upstream_repo import (
     COMPOSE_REAL,
     NVIDIA_RUNTIME,
     OLDEST,
+    ROLE_TOOLKIT_PIN,
     TODAY,
     Site,
     build,
     node_vars,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _debian_deb(out: Path, name: str, conflicts: str) -> Path:
@@ -103,24 +108,40 @@ def test_dockers_engine_and_cli_are_debians_repacked_under_dockers_names(site: S
 
 
 def _versions(root: Path) -> dict[str, str]:
+    """{package: version} of Docker's packages, {package: versions, oldest first} of NVIDIA's."""
     pool = root / DOCKER_DIST / "pool" / "stable" / "amd64"
     flat = root / NVIDIA_FLAT
-    return {f["Package"]: f["Version"] for f in map(_fields, [*pool.glob("*.deb"), *flat.glob("*.deb")])}
+    out = {f["Package"]: f["Version"] for f in map(_fields, pool.glob("*.deb"))}
+    for f in sorted(map(_fields, flat.glob("*.deb")), key=lambda f: f["Version"]):
+        out[f["Package"]] = (out.get(f["Package"], "") + " " + f["Version"]).strip()
+    return out
 
 
 def test_packages_claim_the_version_set(site: Site, tmp_path: Path, debian_debs: dict[str, Path]) -> None:
     docker = "-1~debian.13~trixie"
     assert site.versions is TODAY
+    # NVIDIA's repository carries the newest toolkit (1.20.0) and the role's pin (1.19.0), as NVIDIA's
+    # carries every release: without the pin a node would take the newest
     assert _versions(site.root) == {
         "docker-ce": f"5:29.8.2{docker}", "docker-ce-cli": f"5:29.8.2{docker}",
         "containerd.io": f"2.1.5{docker}", "docker-buildx-plugin": f"0.29.1{docker}",
-        "docker-compose-plugin": f"5.5.0{docker}", "nvidia-container-toolkit": "1.18.2-1"}
+        "docker-compose-plugin": f"5.5.0{docker}",
+        **dict.fromkeys(TOOLKIT_PACKAGES, "1.19.0-1 1.20.0-1")}
+    assert TODAY.toolkit_pinned == "1.19.0"
     oldest = build(tmp_path / "oldest", "trixie", debian_debs, versions=OLDEST)
     assert oldest.versions is OLDEST
     assert _versions(oldest.root) == {
         "docker-ce": f"5:26.1.5{docker}", "docker-ce-cli": f"5:26.1.5{docker}",
         "containerd.io": f"1.7.24{docker}", "docker-buildx-plugin": f"0.14.1{docker}",
-        "docker-compose-plugin": f"2.26.1{docker}", "nvidia-container-toolkit": "1.14.0-1"}
+        "docker-compose-plugin": f"2.26.1{docker}", **dict.fromkeys(TOOLKIT_PACKAGES, "1.14.0-1")}
+    assert OLDEST.toolkit_pinned == "1.14.0"
+
+
+def test_todays_pin_is_the_roles_default() -> None:
+    role = REPO / "roles" / "nvidia_container_toolkit"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    assert defaults["nvidia_container_toolkit_version"] == f"{ROLE_TOOLKIT_PIN}-1"
+    assert TODAY.nvidia_container_toolkit_pin == ""  # the role's default is what the today node runs
 
 
 def _compose_plugin(site: Site, tmp_path: Path) -> Path:
@@ -242,12 +263,17 @@ def test_release_hashes_match_the_indexes_and_the_indexes_the_packages(site: Sit
                               "docker-compose-plugin"}
         assert all(st["Filename"].startswith("dists/trixie/pool/stable/amd64/") for st in stanzas)
     else:
-        assert set(names) == {"nvidia-container-toolkit"}
-        assert names["nvidia-container-toolkit"]["Filename"].startswith("./")
+        assert set(names) == set(TOOLKIT_PACKAGES)
+        assert all(st["Filename"].startswith("./") for st in stanzas)
+        # as NVIDIA's: the toolkit needs its base and tools at its own version, the tools the library
+        toolkit = [st for st in stanzas if st["Package"] == "nvidia-container-toolkit"
+                   and st["Version"] == "1.19.0-1"]
+        assert toolkit[0]["Depends"] == ("nvidia-container-toolkit-base (= 1.19.0-1), "
+                                         "libnvidia-container-tools (= 1.19.0-1)")
 
 
-def _nvidia_ctk(site: Site, tmp_path: Path) -> Path:
-    deb = next((site.root / NVIDIA_FLAT).glob("nvidia-container-toolkit_*.deb"))
+def _nvidia_ctk(site: Site, tmp_path: Path, version: str = "1.19.0") -> Path:
+    deb = site.root / NVIDIA_FLAT / f"nvidia-container-toolkit-base_{version}-1_amd64.deb"  # as NVIDIA's
     subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path / "x")], check=True)
     ctk = tmp_path / "x" / "usr" / "bin" / "nvidia-ctk"
     assert ctk.stat().st_mode & 0o111
@@ -269,6 +295,29 @@ def test_nvidia_ctk_adds_the_runtime_as_nvidias_does(site: Site, tmp_path: Path)
     other = subprocess.run([str(ctk), "runtime", "configure", "--runtime=containerd", f"--config={daemon}"],
                            capture_output=True, text=True, check=False)
     assert other.returncode == 2 and daemon.read_text() == written
+
+
+@pytest.mark.parametrize("version", ["1.19.0", "1.20.0"])
+def test_nvidia_ctk_says_the_version_its_package_claims(site: Site, tmp_path: Path, version: str) -> None:
+    run = subprocess.run([str(_nvidia_ctk(site, tmp_path, version)), "--version"], capture_output=True,
+                         text=True, check=True)
+    # as NVIDIA's prints it (urfave/cli's version line, then the commit)
+    assert run.stdout == f"NVIDIA Container Toolkit CLI version {version}\ncommit: serve-system-rehearsal\n"
+
+
+def test_nvidia_ctk_lists_the_devices_of_the_cdi_specs(site: Site, tmp_path: Path) -> None:
+    ctk = _nvidia_ctk(site, tmp_path)
+    specs = tmp_path / "cdi"
+    specs.mkdir()
+    env = {"NVIDIA_CTK_CDI_SPEC_DIRS": f"{specs},{tmp_path / 'none'}", "PATH": "/usr/bin:/bin"}
+    empty = subprocess.run([str(ctk), "cdi", "list"], capture_output=True, text=True, check=True, env=env)
+    assert (empty.stdout, empty.stderr) == ("", "INFO[0000] Found 0 CDI devices\n")
+    devices = [{"name": "0", "containerEdits": {}}, {"name": "all", "containerEdits": {}}]
+    (specs / "nvidia.json").write_text(json.dumps({"cdiVersion": "0.7.0", "kind": "nvidia.com/gpu",
+                                                   "devices": devices}))
+    two = subprocess.run([str(ctk), "cdi", "list"], capture_output=True, text=True, check=True, env=env)
+    assert (two.stdout, two.stderr) == ("nvidia.com/gpu=0\nnvidia.com/gpu=all\n",
+                                        "INFO[0000] Found 2 CDI devices\n")
 
 
 def test_nvidia_ctk_on_a_missing_file_writes_only_the_runtime(site: Site, tmp_path: Path) -> None:
@@ -302,16 +351,19 @@ def test_served_over_http_with_every_request_recorded(site: Site) -> None:
 
 def test_node_vars_point_the_roles_at_the_layouts() -> None:
     v = node_vars("http://10.88.0.1:8080/", versions=OLDEST)
-    assert v == {
+    common = {
         "docker_source": "upstream",
         "docker_upstream_repo_url": "http://10.88.0.1:8080/linux/debian",
         "nvidia_container_toolkit_repo_url": "http://10.88.0.1:8080/libnvidia-container/stable/deb/amd64",
         "nvidia_container_toolkit_key_url": "http://10.88.0.1:8080/libnvidia-container/gpgkey",
         "nvidia_container_toolkit_install_without_gpu": True,
     }
-    # today's engine keeps its images in containerd's store: the stand-in's dockerd is told so
+    # the oldest set pins its own toolkit
+    assert v == {**common, "nvidia_container_toolkit_version": "1.14.0-1"}
+    # today's engine keeps its images in containerd's store: the stand-in's dockerd is told so; its
+    # toolkit is the role's default pin
     assert node_vars("http://10.88.0.1:8080/") == {
-        **v, "docker_daemon_options": {"features": {"containerd-snapshotter": True}},
+        **common, "docker_daemon_options": {"features": {"containerd-snapshotter": True}},
         "docker_storage_driver": ""}
 
 

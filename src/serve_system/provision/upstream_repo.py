@@ -28,10 +28,14 @@ run for real against it.
   are metapackages: ``containerd.io`` over ``containerd``, ``docker-buildx-plugin`` empty (nothing
   here builds through buildx). Debian's .debs come from the node image's apt cache
   (:func:`.debs.debs_from_image`: the versions the distro path installs). ``nvidia-container-toolkit``
-  ships an ``nvidia-ctk`` whose ``runtime configure --runtime=docker`` edits
-  ``/etc/docker/daemon.json`` as NVIDIA's does (the ``nvidia`` runtime added, the other keys kept,
-  written with four-space indentation and sorted keys). The signing key lives in a temporary GnuPG
-  home removed after signing; only its public half is in the site.
+  (its four packages, depending on each other as NVIDIA's do) is there at two versions, as NVIDIA's
+  repository carries every release: the newest of the set (what an unpinned install takes) and the one
+  the node is pinned to (:attr:`VersionSet.toolkit_pinned`, the role's default for ``today``);
+  ``nvidia-container-toolkit-base`` ships an ``nvidia-ctk`` whose ``runtime configure --runtime=docker``
+  edits ``/etc/docker/daemon.json`` as NVIDIA's does (the ``nvidia`` runtime added, the other keys kept,
+  written with four-space indentation and sorted keys), whose ``--version`` answers with the version its
+  package claims and whose ``cdi list`` lists the JSON CDI specs' devices (none on these nodes). The
+  signing key lives in a temporary GnuPG home removed after signing; only its public half is in the site.
 * :func:`serve_system.provision.aptserve.serve` serves a site over HTTP on one address (the podman
   bridge's, so only the rehearsal nodes reach it), recording every path requested.
 * :func:`node_vars` are the host variables that point the roles at it.
@@ -62,22 +66,23 @@ NVIDIA_RUNTIME = {"args": [], "path": "nvidia-container-runtime"}
 NVIDIA_CTK = '''#!/usr/bin/python3
 """nvidia-ctk of the serve-system rehearsal repository: `runtime configure --runtime=docker` edits
 /etc/docker/daemon.json as NVIDIA's does (the nvidia runtime added, every other key kept, four-space
-indentation, sorted keys). Nothing else of NVIDIA's tool is here."""
+indentation, sorted keys); `--version` answers as NVIDIA's with the version this package claims; `cdi list`
+lists the devices of the CDI specs in /etc/cdi and /var/run/cdi or $NVIDIA_CTK_CDI_SPEC_DIRS (JSON ones;
+none on a node without a GPU), their count logged to stderr as NVIDIA's does. Nothing else of NVIDIA's
+tool is here."""
+import glob
 import json
 import os
-import posixpath
 import sys
 
 RUNTIME = @RUNTIME@
+VERSION = "@VERSION@"
+SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
-def main(argv):
-    if argv[:2] != ["runtime", "configure"] or "--runtime=docker" not in argv[2:]:
-        print("nvidia-ctk (serve-system rehearsal): only `runtime configure --runtime=docker` is here",
-              file=sys.stderr)
-        return 2
+def configure(argv):
     path = "/etc/docker/daemon.json"
-    for arg in argv[2:]:
+    for arg in argv:
         if arg.startswith("--config="):
             path = arg.split("=", 1)[1]
     config = {}
@@ -96,8 +101,41 @@ def main(argv):
     return 0
 
 
+def cdi_list():
+    devices = []
+    dirs = os.environ.get("NVIDIA_CTK_CDI_SPEC_DIRS")  # as NVIDIA's reads it (comma-separated)
+    for spec_dir in dirs.split(",") if dirs else SPEC_DIRS:
+        for path in sorted(glob.glob(os.path.join(spec_dir, "*.json"))):
+            with open(path, encoding="utf-8") as f:
+                spec = json.load(f)
+            devices += [spec["kind"] + "=" + d["name"] for d in spec.get("devices", [])]
+    print("INFO[0000] Found %d CDI devices" % len(devices), file=sys.stderr)
+    for device in devices:
+        print(device)
+    return 0
+
+
+def main(argv):
+    if argv in (["--version"], ["-v"]):
+        print("NVIDIA Container Toolkit CLI version " + VERSION)
+        print("commit: serve-system-rehearsal")
+        return 0
+    if argv[:2] == ["cdi", "list"] and len(argv) == 2:
+        return cdi_list()
+    if argv[:2] == ["runtime", "configure"] and "--runtime=docker" in argv[2:]:
+        return configure(argv[2:])
+    print("nvidia-ctk (serve-system rehearsal): only `runtime configure --runtime=docker`, `--version` and "
+          "`cdi list` are here", file=sys.stderr)
+    return 2
+
+
 sys.exit(main(sys.argv[1:]))
 '''.replace("@RUNTIME@", json.dumps(NVIDIA_RUNTIME))
+
+
+def nvidia_ctk(version: str) -> str:
+    """The stand-in ``nvidia-ctk`` of the toolkit package claiming ``version``."""
+    return NVIDIA_CTK.replace("@VERSION@", version)
 
 
 @dataclass(frozen=True)
@@ -110,21 +148,36 @@ class VersionSet:
     containerd_io: str
     docker_buildx_plugin: str
     docker_compose_plugin: str
+    #: the newest toolkit in NVIDIA's repository: what an unpinned install (the lab's notebook) takes
     nvidia_container_toolkit: str
     #: whether dockerd keeps its images in containerd's store (Engine 29's fresh installs do)
     containerd_image_store: bool
+    #: the toolkit version the node is pinned to (nvidia_container_toolkit_version without NVIDIA's "-1");
+    #: empty: the role's default, :data:`ROLE_TOOLKIT_PIN`, left to the role
+    nvidia_container_toolkit_pin: str = ""
 
+    @property
+    def toolkit_pinned(self) -> str:
+        """The toolkit version a node of this set ends up with: its pin, or the role's default."""
+        return self.nvidia_container_toolkit_pin or ROLE_TOOLKIT_PIN
+
+
+#: role nvidia_container_toolkit's default nvidia_container_toolkit_version, without NVIDIA's Debian
+#: revision "-1" (tests/unit/test_upstream_repo.py checks they agree): the stand-in NVIDIA repository
+#: carries it beside the newest, so the pin is what keeps a node from taking the newest
+ROLE_TOOLKIT_PIN = "1.19.0"
 
 #: what a real node gets from Docker's and NVIDIA's repositories today (docs/real-node.md says from
-#: which upstream source each number comes)
+#: which upstream source each number comes); the toolkit pinned to the role's default
 TODAY = VersionSet("today", docker_ce="29.8.2", containerd_io="2.1.5", docker_buildx_plugin="0.29.1",
-                   docker_compose_plugin="5.5.0", nvidia_container_toolkit="1.18.2",
+                   docker_compose_plugin="5.5.0", nvidia_container_toolkit="1.20.0",
                    containerd_image_store=True)
 #: the oldest the project supports: Debian 13's own engine and Compose (what the stand-in really runs;
-#: community.docker's docker_compose_v2 needs Compose >= 2.18.0, the roles check that minimum)
+#: community.docker's docker_compose_v2 needs Compose >= 2.18.0, the roles check that minimum); the toolkit
+#: pinned to 1.14.0 (nvidia_container_toolkit_version set by :func:`node_vars`), its own newest
 OLDEST = VersionSet("oldest", docker_ce="26.1.5", containerd_io="1.7.24", docker_buildx_plugin="0.14.1",
                     docker_compose_plugin="2.26.1", nvidia_container_toolkit="1.14.0",
-                    containerd_image_store=False)
+                    containerd_image_store=False, nvidia_container_toolkit_pin="1.14.0")
 VERSION_SETS = {v.name: v for v in (TODAY, OLDEST)}
 
 #: where docker-compose-plugin keeps Debian's Compose (Docker's plugin path holds COMPOSE_WRAPPER)
@@ -228,13 +281,34 @@ def docker_metapackages(suite: str, versions: VersionSet = TODAY) -> tuple[Packa
     )
 
 
-def nvidia_packages(versions: VersionSet = TODAY) -> tuple[Package, ...]:
-    """The NVIDIA container toolkit of the stand-in repository."""
+def toolkit_versions(versions: VersionSet = TODAY) -> tuple[str, ...]:
+    """The toolkit versions the stand-in NVIDIA repository carries: the newest and the pinned one (as
+    NVIDIA's carries every release), oldest first."""
+    return tuple(sorted({versions.nvidia_container_toolkit, versions.toolkit_pinned},
+                        key=lambda v: tuple(int(x) for x in v.split("."))))
+
+
+def toolkit_packages(version: str) -> tuple[Package, ...]:
+    """NVIDIA's four toolkit packages at ``version`` (NVIDIA's Debian revision ``-1``), depending on each
+    other as NVIDIA's do; ``nvidia-ctk`` is in ``-base``, as in NVIDIA's, the other three are empty."""
+    v = f"{version}-1"
     return (
-        Package("nvidia-container-toolkit", f"{versions.nvidia_container_toolkit}-1", "python3",
-                "NVIDIA container toolkit (rehearsal stand-in: nvidia-ctk runtime configure only)",
-                {"usr/bin/nvidia-ctk": (NVIDIA_CTK, 0o755)}),
+        Package("nvidia-container-toolkit", v,
+                f"nvidia-container-toolkit-base (= {v}), libnvidia-container-tools (= {v})",
+                "NVIDIA container toolkit (rehearsal stand-in, empty: nvidia-ctk is in -base)"),
+        Package("nvidia-container-toolkit-base", v, "python3",
+                "NVIDIA container toolkit base (rehearsal stand-in: nvidia-ctk runtime configure, --version "
+                "and cdi list only)",
+                {"usr/bin/nvidia-ctk": (nvidia_ctk(version), 0o755)}),
+        Package("libnvidia-container-tools", v, f"libnvidia-container1 (>= {v})",
+                "NVIDIA container library tools (rehearsal stand-in, empty)"),
+        Package("libnvidia-container1", v, "", "NVIDIA container library (rehearsal stand-in, empty)"),
     )
+
+
+def nvidia_packages(versions: VersionSet = TODAY) -> tuple[Package, ...]:
+    """The NVIDIA container toolkit of the stand-in repository, at each of :func:`toolkit_versions`."""
+    return tuple(p for v in toolkit_versions(versions) for p in toolkit_packages(v))
 
 
 @dataclass(frozen=True)
@@ -307,15 +381,19 @@ def build(root: Path, suite: str, debian_debs: dict[str, Path], arch: str = "amd
 def node_vars(base_url: str, arch: str = "amd64", versions: VersionSet = TODAY) -> dict[str, Any]:
     """Host variables that point the docker and nvidia_container_toolkit roles at a served site; where
     ``versions`` is an engine whose fresh installs use containerd's image store, dockerd is told so
-    (the stand-in's engine, Debian's, does not by default)."""
+    (the stand-in's engine, Debian's, does not by default); where it pins the toolkit to a version other
+    than the role's default, the role is told that version."""
     base_url = base_url.rstrip("/")
     # no storage-driver then, as on a fresh install: dockerd would take "overlay2" for the name of a
     # containerd snapshotter (there is none of that name) and fail every build and container
     store = ({"docker_daemon_options": {"features": {"containerd-snapshotter": True}},
               "docker_storage_driver": ""}
              if versions.containerd_image_store else {})
+    pin = ({"nvidia_container_toolkit_version": f"{versions.nvidia_container_toolkit_pin}-1"}
+           if versions.nvidia_container_toolkit_pin else {})
     return {
         **store,
+        **pin,
         "docker_source": "upstream",
         "docker_upstream_repo_url": f"{base_url}/{DOCKER_DIR}",
         "nvidia_container_toolkit_repo_url": f"{base_url}/{NVIDIA_DIR}/stable/deb/{arch}",

@@ -33,8 +33,8 @@ def serve_stack_build_context(context: str) -> dict[str, Any]:
         return {"kind": "git", "url": url, "commit": ref.lower(), "error": ""}
     what = f"#{ref}" if ref else "no #commit"
     return {"kind": "git", "url": url, "commit": "",
-            "error": (f"{text}: {what} is not a full 40-hex commit, and a branch or tag moves; pin the commit "
-                      f"(git ls-remote {url} {ref or 'HEAD'}) as {url}#<commit>")}
+            "error": (f"{text}: {what} is not a full 40-hex commit, and a branch or tag moves; pin the "
+                      f"commit (git ls-remote {url} {ref or 'HEAD'}) as {url}#<commit>")}
 
 
 class FilterModule:

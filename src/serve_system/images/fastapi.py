@@ -2,10 +2,10 @@
 
 The recipe is ``fastapi_app/image/`` (Containerfile, requirements.txt, constraints.txt, torch.txt)
 plus ``images/pincheck.py``. A build context holds that recipe, ``ca/`` (extra CA certificates; only
-a README unless asked for) and the few modules of the ``serve_system`` package the app imports, plus the stack's web page (``serve_system.webapp``, which
-runs from this same image instead of an image of its own). The image tag is the hash of exactly
-those files plus the build arguments, so a change to the app or its recipe makes a new tag (and a
-rebuild), and an unchanged one reuses what was built.
+a README unless asked for) and the few modules of the ``serve_system`` package the app imports, plus
+the stack's web page (``serve_system.webapp``, which runs from this same image instead of an image
+of its own). The image tag is the hash of exactly those files plus the build arguments, so a change
+to the app or its recipe makes a new tag (and a rebuild), and an unchanged one reuses what was built.
 
 Two ways to build it:
 

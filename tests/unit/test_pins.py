@@ -327,6 +327,14 @@ def test_gourmetgram_at_the_pinned_commits_installs_only_pinned_packages() -> No
     assert not found, "\n".join(found)
 
 
+def test_the_role_names_the_triton_base_its_dockerfile_pulls() -> None:
+    """The role shows the digest of this base after a build (no digest of it is on public record)."""
+    role_vars = yaml.safe_load((ROLES / "serve_stack" / "vars" / "main.yml").read_text(encoding="utf-8"))
+    assert base_images((TRITON_RECIPE / "Dockerfile").read_text(encoding="utf-8")) == [
+        role_vars["__serve_stack_triton_base"]]
+    assert set(NO_DIGEST_ON_RECORD) <= {role_vars["__serve_stack_triton_base"]}
+
+
 def test_the_fastapi_build_arguments_are_pinned_too() -> None:
     pins = pincheck.read_pins((FASTAPI_RECIPE / "constraints.txt").read_text(encoding="utf-8"), "constraints")
     steps = instructions((FASTAPI_RECIPE / "Containerfile").read_text(encoding="utf-8"))
@@ -436,3 +444,29 @@ def test_pincheck_on_this_interpreter(tmp_path: Path, capsys: pytest.CaptureFixt
     pins.write_text(f"numpy=={pincheck.installed()['numpy']}\n")
     assert pincheck.main(["check", str(snap), str(pins)]) == 0
     assert "every package installed is pinned" in capsys.readouterr().out
+
+
+# --- what a build context names (filter_plugins/serve_stack_pins.py) ------------------------------
+
+
+def test_build_context_names_a_commit_a_directory_or_nothing() -> None:
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("serve_stack_pins",
+                                   ROLES / "serve_stack" / "filter_plugins" / "serve_stack_pins.py")
+    assert spec and spec.loader
+    plugin = module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    parse = plugin.serve_stack_build_context
+    commit = "B81481C94E5122E2C4F91E3B56902CE5832EBA95"
+    url = "https://github.com/teaching-on-testbeds/gourmetgram.git"
+    assert parse(f"{url}#{commit}") == {"kind": "git", "url": url, "commit": commit.lower(), "error": ""}
+    assert parse(f"git@github.com:t/g.git#{commit.lower()}")["commit"] == commit.lower()
+    assert parse("") == {"kind": "none", "url": "", "commit": "", "error": ""}
+    assert parse("../gourmetgram")["kind"] == "dir"
+    branch = parse(f"{url}#triton")
+    assert branch["kind"] == "git" and not branch["commit"]
+    assert branch["error"] == (f"{url}#triton: #triton is not a full 40-hex commit, and a branch or tag "
+                               f"moves; pin the commit (git ls-remote {url} triton) as {url}#<commit>")
+    assert "no #commit" in parse(url)["error"] and f"git ls-remote {url} HEAD" in parse(url)["error"]
+    assert parse(f"{url}#{commit[:12]}")["error"]  # a short commit can become ambiguous

@@ -118,10 +118,13 @@ def _installs_copied_list(path: Path, context_name: str) -> None:
 
 def test_gpu_image_installs_the_list_and_the_role_puts_it_beside_the_dockerfile() -> None:
     _installs_copied_list(GPU_DOCKERFILE, "requirements.txt")
-    images = yaml.safe_load((ROOT / "roles" / "serve_stack" / "tasks" / "images.yml").read_text())
-    build_task = next(t for t in images if t.get("ansible.builtin.include_tasks") == "build_image.yml")
-    triton = next(i for i in build_task["loop"] if i["name"] == "triton")
-    assert triton["files"] == {"requirements.txt": "{{ serve_stack_triton_requirements }}"}
+    tasks = yaml.safe_load((ROOT / "roles" / "serve_stack" / "tasks" / "triton_image.yml").read_text())
+    build_task = next(t for t in tasks if t.get("ansible.builtin.include_tasks") == "build_image.yml")
+    triton = build_task["vars"]["__serve_stack_build"]
+    assert triton["name"] == "triton"
+    assert triton["files"] == {"requirements.txt": "{{ serve_stack_triton_requirements }}",
+                               "pincheck.py": "{{ __serve_stack_pincheck }}"}
+    assert triton["args"] == {"TORCH_SOURCE": "{{ serve_stack_triton_torch_source }}"}
     defaults = yaml.safe_load((ROOT / "roles" / "serve_stack" / "defaults" / "main.yml").read_text())
     assert defaults["serve_stack_triton_requirements"] == "{{ serve_stack_model_source }}/requirements.txt"
     assert defaults["serve_stack_model_source"] == "{{ playbook_dir }}/../model_repository"
@@ -138,10 +141,22 @@ def test_gpu_image_versions_for_pascal() -> None:
     steps = _instructions(GPU_DOCKERFILE)
     assert steps[0] == ("FROM", "nvcr.io/nvidia/tritonserver:24.10-py3")
     runs = " ".join(rest for word, rest in steps if word == "RUN")
-    # PyTorch's CUDA 12.8+ builds dropped Pascal (sm_60): a pinned build from a CUDA <= 12.6 index
-    index = re.search(r"download\.pytorch\.org/whl/cu(\d+)", runs)
-    assert index and int(index.group(1)) <= 126, runs
-    assert re.search(r"torch==\d+\.\d+\.\d+ ", runs) and re.search(r"torchvision==\d+\.\d+\.\d+ ", runs)
+    # PyTorch's CUDA 12.8+ builds dropped Pascal (sm_60): a CUDA <= 12.6 build from either source, each
+    # wheel by URL and sha256, for Triton 24.10's CPython 3.10
+    assert re.search(r'-r "/opt/serve-system/torch-\$\{TORCH_SOURCE\}\.txt"', runs), runs
+    for source in ("pytorch-index", "pypi"):
+        lines = [ln for ln in (GPU_DOCKERFILE.parent / f"torch-{source}.txt").read_text().splitlines()
+                 if ln and not ln.startswith("#")]
+        assert [ln.split(" @ ")[0] for ln in lines] == ["torch", "torchvision"], source
+        for line in lines:
+            assert re.search(r"-cp310-cp310-[a-z0-9_]*linux[a-z0-9_]*x86_64\.whl#sha256=[0-9a-f]{64}$",
+                             line), line
+        index = re.search(r"download\.pytorch\.org/whl/cu(\d+)/", lines[0])
+        if source == "pytorch-index":
+            assert index and int(index.group(1)) <= 126, lines[0]
+        else:
+            assert "files.pythonhosted.org" in lines[0]
+    assert 'torch.version.cuda == "12.4"' in runs
     # the build fails on the node, not at the first request, when a model's module is missing
     check = re.search(r"python3 -c '([^']*)'", runs)
     assert check, runs

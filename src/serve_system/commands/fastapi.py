@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write into a non-empty folder of yours (only the context's files are replaced)")
     c.add_argument("--rehearsal", action="store_true",
                    help="CPU onnxruntime and no torch (rehearsal nodes) instead of the GPU defaults")
-    c.add_argument("--base", default="", help="BASE_IMAGE build argument (default: python:3.12-slim)")
+    c.add_argument("--base", default="",
+                   help="BASE_IMAGE build argument "
+                        "(default: the Containerfile's python:3.12.12-slim-bookworm, by digest)")
     c.add_argument("--host-cas", action="store_true",
                    help="copy this machine's extra CA certificates into ca/")
     c.set_defaults(func=_context)

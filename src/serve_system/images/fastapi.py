@@ -1,16 +1,17 @@
 """The FastAPI endpoint's container image: its build context, its recipe hash, its build arguments.
 
-The recipe is ``fastapi_app/image/`` (Containerfile + requirements.txt). A build context holds that
-recipe, ``ca/`` (extra CA certificates; only a README unless asked for) and the few modules of the
-``serve_system`` package the app imports, plus the stack's web page (``serve_system.webapp``, which
-runs from this same image instead of an image of its own). The image tag is the hash of exactly
-those files plus the build arguments, so a change to the app or its recipe makes a new tag (and a
-rebuild), and an unchanged one reuses what was built.
+The recipe is ``fastapi_app/image/`` (Containerfile, requirements.txt, constraints.txt, torch.txt)
+plus ``images/pincheck.py``. A build context holds that recipe, ``ca/`` (extra CA certificates; only
+a README unless asked for) and the few modules of the ``serve_system`` package the app imports, plus
+the stack's web page (``serve_system.webapp``, which runs from this same image instead of an image
+of its own). The image tag is the hash of exactly those files plus the build arguments, so a change
+to the app or its recipe makes a new tag (and a rebuild), and an unchanged one reuses what was built.
 
 Two ways to build it:
 
-* on a Chameleon node (the ``serve_stack`` role): ``python:3.12-slim`` with onnxruntime-gpu and a
-  CUDA 12.6 PyTorch (:data:`CHAMELEON_ARGS`, the Containerfile's defaults);
+* on a Chameleon node (the ``serve_stack`` role): ``python:3.12.12-slim-bookworm`` (by digest) with
+  onnxruntime-gpu and PyTorch 2.7.1's CUDA 12.6 build, every package pinned (:data:`CHAMELEON_ARGS`,
+  the Containerfile's defaults);
 * for rehearsal nodes, with podman on the controller from a local Debian base (:data:`REHEARSAL_ARGS`:
   CPU onnxruntime, no torch), saved as a docker-archive for ``serve_stack_image_archives``.
 """
@@ -51,6 +52,8 @@ def context_files() -> dict[str, bytes]:
     for path in sorted(RECIPE_DIR.iterdir()):
         if path.is_file():
             files[path.name] = path.read_bytes()
+    # the check that pip installed only what the pins name (the Triton and Flask images run it too)
+    files["pincheck.py"] = (PACKAGE_DIR / "images" / "pincheck.py").read_bytes()
     for name in PACKAGE_MODULES:
         files[f"serve_system/{name}"] = (PACKAGE_DIR / name).read_bytes()
     for package in APP_PACKAGES:

@@ -365,8 +365,13 @@ def _not_running(name: str, c: dict[str, Any]) -> str:
             + (f" (exit code {code})" if code else ""))
 
 
+DOCKER_SILENT = "Docker does not answer, so the {} container cannot be looked at"
+
+
 def check_jupyter_work(f: dict[str, Any]) -> Check:
     name = "jupyter_work"
+    if f.get("containers") is None:
+        return Check(name, FAIL, DOCKER_SILENT.format("jupyter"), "see docker_storage")
     containers = _d(f.get("containers"))
     if not containers:
         raise Malformed("containers")
@@ -421,6 +426,8 @@ def check_jupyter_work(f: dict[str, Any]) -> Check:
 
 def _triton_state(f: dict[str, Any]) -> tuple[str, str, str]:
     """(status, detail, fix) of Triton's container and readiness."""
+    if f.get("containers") is None:
+        return FAIL, DOCKER_SILENT.format("triton_server"), "see docker_storage"
     containers = _d(f.get("containers"))
     if not containers:
         raise Malformed("containers")

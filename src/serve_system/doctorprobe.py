@@ -501,12 +501,13 @@ def probe(load_seconds: float) -> dict[str, Any]:
         facts["cdi_list"] = run(["nvidia-ctk", "cdi", "list"], timeout=30)
     facts["docker"] = docker_facts()
     found = inspect(CONTAINERS) if facts["docker"].get("driver") else {}
-    facts["containers"] = {name: container_facts(found.get(name)) for name in CONTAINERS}
+    # None: Docker does not answer, so nothing is known of the containers
+    containers = {name: container_facts(found.get(name)) for name in CONTAINERS}
+    facts["containers"] = containers if facts["docker"].get("driver") else None
     if gpus > 0:
         facts["cuinit"] = cuinit(found)
-    jupyter = facts["containers"]["jupyter"]
+    jupyter, triton = containers["jupyter"], containers["triton_server"]
     facts["jupyter"] = jupyter_facts(bool(jupyter and jupyter["running"]))
-    triton = facts["containers"]["triton_server"]
     facts["triton"] = triton_facts(bool(triton and triton["running"]), gpus, load_seconds)
     return facts
 

@@ -216,9 +216,15 @@ def test_docker_storage_fails_on_vfs_low_disk_and_a_silent_docker() -> None:
     assert by_name(f, min_free_gib=2)["docker_storage"].detail.startswith("storage driver vfs")
     f["docker"] = {"rc": 1, "error": "",
                    "err": "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."}
-    c = by_name(f)["docker_storage"]
+    f["containers"], f["jupyter"], f["triton"] = None, {}, {}  # as the probe says it then
+    got = by_name(f)
+    c = got["docker_storage"]
     assert c.status == FAIL and "Cannot connect to the Docker daemon" in c.detail
     assert "systemctl start docker" in c.fix
+    assert got["jupyter_work"].line() == ("FAIL: Docker does not answer, so the jupyter container cannot be "
+                                          "looked at; fix: see docker_storage")
+    assert got["triton_ready"].detail == ("Docker does not answer, so the triton_server container cannot be "
+                                          "looked at")
 
 
 def _jupyter_cannot_write(code: int, error: str) -> doctor.Check:
@@ -388,7 +394,7 @@ def test_a_held_lock_is_seen_with_its_holder_and_released_one_is_free(tmp_path: 
         holder.wait()
     assert doctorprobe.lock_state(str(lock)) == {"path": str(lock), "held": False}
     assert doctorprobe.lock_state(str(tmp_path / "absent")) is None
-    fd = os.open(lock, os.O_RDWR)  # this process's own lock: F_GETLK does not see it, nor does apt's wait
+    fd = os.open(lock, os.O_RDWR)  # F_GETLK reports another process's lock, never the caller's own
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX)
         assert doctorprobe.lock_state(str(lock)) == {"path": str(lock), "held": False}

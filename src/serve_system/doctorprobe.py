@@ -32,8 +32,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-#: the most characters kept of any command's output
+#: the most characters kept of a command's output that goes into the facts
 CAP = 2000
+#: the most characters kept of a command's output the probe reads itself (docker info, docker inspect)
+READ_CAP = 8 * 2**20
 #: apt's and dpkg's lock files, in the order apt takes them
 APT_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock", "/var/lib/apt/lists/lock",
              "/var/cache/apt/archives/lock")
@@ -140,11 +142,11 @@ print(json.dumps(out))
 """
 
 
-def cut(text: str) -> str:
-    return text if len(text) <= CAP else text[:CAP // 2] + " ... " + text[-CAP // 2:]
+def cut(text: str, cap: int = CAP) -> str:
+    return text if len(text) <= cap else text[:cap // 2] + " ... " + text[-cap // 2:]
 
 
-def run(argv: list[str], timeout: float, stdin: str | None = None) -> dict[str, Any]:
+def run(argv: list[str], timeout: float, stdin: str | None = None, cap: int = CAP) -> dict[str, Any]:
     """``argv``'s exit status and output (cut short); ``rc`` None, with ``error``, when it did not run or
     did not end."""
     try:
@@ -156,7 +158,7 @@ def run(argv: list[str], timeout: float, stdin: str | None = None) -> dict[str, 
         return {"rc": None, "error": f"timed out after {timeout:g} s", "out": "", "err": ""}
     except OSError as exc:
         return {"rc": None, "error": str(exc.strerror), "out": "", "err": ""}
-    return {"rc": p.returncode, "out": cut(p.stdout), "err": cut(p.stderr)}
+    return {"rc": p.returncode, "out": cut(p.stdout, cap), "err": cut(p.stderr)}
 
 
 def last_json(res: dict[str, Any]) -> Any:
@@ -301,7 +303,7 @@ def disk(path: str) -> dict[str, Any]:
 
 
 def docker_facts() -> dict[str, Any]:
-    res = run(["docker", "info", "--format", "{{json .}}"], timeout=30)
+    res = run(["docker", "info", "--format", "{{json .}}"], timeout=30, cap=READ_CAP)
     info = last_json(res) if res["rc"] == 0 else None
     out: dict[str, Any] = {"rc": res["rc"], "error": res.get("error", ""), "err": res["err"][-500:]}
     if not isinstance(info, dict):
@@ -320,7 +322,7 @@ def docker_facts() -> dict[str, Any]:
 
 
 def inspect(names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    res = run(["docker", "inspect", *names], timeout=30)
+    res = run(["docker", "inspect", *names], timeout=30, cap=READ_CAP)
     try:
         found = json.loads(res["out"]) if res["out"].strip().startswith("[") else []
     except ValueError:

@@ -2,10 +2,11 @@
 
 As site.yml leaves the cluster, every check is ok or skipped (the nodes have no GPU: the GPU checks say
 so) and the command exits 0. Then Jupyter's work folder is made read-only on one node, inside the
-jupyter container (a read-only remount of its /work: the server cannot write it whoever it runs as), and
-where the server runs as a user other than root, the folder on the node is also made unwritable by mode
-(``chmod a-w``): each time the jupyter_work check alone fails, with its fix, and the command exits 1.
-Everything is restored in a ``finally``.
+jupyter container (its /work remounted read-only in the container's mount namespace, from the node:
+the server cannot write it whoever it runs as), and where the server runs as a user other than root,
+the folder on the node is also made unwritable by mode (``chmod a-w``): each time the jupyter_work
+check alone fails, with its fix, and the command exits 1. Last, a process on the node holds dpkg's
+lock and apt_locks names it. Everything is restored in a ``finally``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from serve_system.doctor import CHECKS
+from serve_system.podman import podman
 
 from .conftest import RehearsalCluster
 
@@ -77,11 +80,17 @@ def test_a_work_folder_jupyter_cannot_write_fails_its_check_with_the_fix(
         rehearsal_cluster: RehearsalCluster) -> None:
     node = rehearsal_cluster.nodes[-1].name
 
-    def in_jupyter(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return rehearsal_cluster.exec(node, "docker", "exec", "--privileged", "-u", "0", "jupyter", *argv,
-                                      check=check)
+    def in_jupyter(*argv: str) -> subprocess.CompletedProcess[str]:
+        return rehearsal_cluster.exec(node, "docker", "exec", "-u", "0", "jupyter", *argv)
 
-    in_jupyter("mount", "-o", "remount,bind,ro", "/work")
+    def remount(mode: str) -> None:
+        # from the node, in the container's mount namespace: inside the container, even a privileged
+        # `docker exec` was refused the remount ("mount: /work: permission denied")
+        pid = rehearsal_cluster.exec(node, "docker", "inspect", "-f", "{{.State.Pid}}", "jupyter").stdout
+        rehearsal_cluster.exec(node, "nsenter", "-t", pid.strip(), "-m", "mount", "-o",
+                               f"remount,bind,{mode}", "/work")
+
+    remount("ro")
     try:
         c = _jupyter_work_fails(rehearsal_cluster, node, "Read-only file system")
         assert c["fix"] == ("the folder is mounted read-only: docker restart jupyter (a fresh read-write "
@@ -91,7 +100,7 @@ def test_a_work_folder_jupyter_cannot_write_fails_its_check_with_the_fix(
         assert rc == 1 and "  FAIL: the Jupyter server runs as " in line
         assert "; fix: the folder is mounted" in line
     finally:
-        in_jupyter("mount", "-o", "remount,bind,rw", "/work")
+        remount("rw")
     in_jupyter("touch", "/work/.doctor-restored")  # writable again
     in_jupyter("rm", "/work/.doctor-restored")
 
@@ -109,3 +118,36 @@ def test_a_work_folder_jupyter_cannot_write_fails_its_check_with_the_fix(
     finally:
         rehearsal_cluster.exec(node, "chmod", mode, WORK)
     assert _doctor(rehearsal_cluster, "--limit", node)[0] == 0
+
+
+PIDFILE = "/run/doctor-lock-holder.pid"
+HOLD_LOCK = """
+import fcntl, os, time
+fd = os.open("/var/lib/dpkg/lock-frontend", os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+with open("PIDFILE", "w") as fh:
+    fh.write(str(os.getpid()))
+time.sleep(60)
+""".replace("PIDFILE", PIDFILE)
+
+
+def test_a_held_dpkg_lock_is_named_with_its_holder(rehearsal_cluster: RehearsalCluster) -> None:
+    node = rehearsal_cluster.nodes[-1].name
+    podman("exec", "-d", node, "python3", "-c", HOLD_LOCK, timeout=60)
+    pid = ""
+    try:
+        for _ in range(100):
+            pid = rehearsal_cluster.exec(node, "cat", PIDFILE, check=False).stdout.strip()
+            if pid:
+                break
+            time.sleep(0.1)
+        assert pid, "the lock holder did not start"
+        rc, out = _doctor(rehearsal_cluster, "--limit", node, "--json")
+        c = _checks(out)[node]["apt_locks"]
+        assert rc == 1 and c["status"] == "FAIL"
+        assert c["detail"] == f"/var/lib/dpkg/lock-frontend held by pid {pid} (python3)"
+        assert "cloud-init status --wait" in c["fix"]
+    finally:
+        if pid:
+            rehearsal_cluster.exec(node, "kill", pid, check=False)
+        rehearsal_cluster.exec(node, "rm", "-f", PIDFILE)

@@ -366,6 +366,21 @@ def test_a_malformed_field_fails_its_own_check_only() -> None:
 # --- the probe's pieces, run here ----------------------------------------------------------------
 
 
+def test_output_the_probe_parses_itself_is_kept_whole_and_what_it_ships_is_cut() -> None:
+    """``docker info --format '{{json .}}'`` and ``docker inspect`` print far more than the facts keep: cut,
+    they were no JSON, and a rehearsal node's Docker read as silent (seen in the first CI run)."""
+    big = f"import json; print(json.dumps({{'x': 'y' * {3 * doctorprobe.CAP}}}))"
+    whole = doctorprobe.run([sys.executable, "-c", big], timeout=30, cap=doctorprobe.READ_CAP)
+    assert doctorprobe.last_json(whole) == {"x": "y" * 3 * doctorprobe.CAP}
+    cut = doctorprobe.run([sys.executable, "-c", big], timeout=30)
+    assert len(cut["out"]) < doctorprobe.CAP + 10
+    assert doctorprobe.last_json(cut) != doctorprobe.last_json(whole)
+    assert doctorprobe.run(["/nonexistent/docker"], timeout=5) == {"rc": None, "error": "not found",
+                                                                   "out": "", "err": ""}
+    assert doctorprobe.run([sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5)["error"] == \
+        "timed out after 0.5 s"
+
+
 def test_the_gpu_request_is_the_stacks_own() -> None:
     compose = {"HostConfig": {"DeviceRequests": [{"Driver": "nvidia", "Count": -1, "DeviceIDs": None,
                                                   "Capabilities": [["gpu"]], "Options": {}}]}}

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from serve_system import doctorprobe
 from serve_system.doctor import CHECKS
 from serve_system.podman import podman
 
@@ -151,3 +152,21 @@ def test_a_held_dpkg_lock_is_named_with_its_holder(rehearsal_cluster: RehearsalC
         if pid:
             rehearsal_cluster.exec(node, "kill", pid, check=False)
         rehearsal_cluster.exec(node, "rm", "-f", PIDFILE)
+
+
+def test_the_probes_load_is_served_by_a_real_triton(rehearsal_cluster: RehearsalCluster) -> None:
+    """The GPU nodes' load (zeros through Triton's binary tensor extension) against the node's real Triton:
+    the BYTES-input food_classifier is passed over, food_classifier_onnx answers every request, and the
+    metrics port answers (with no nv_gpu_utilization: the rehearsal Triton runs on the CPU)."""
+    node = rehearsal_cluster.nodes[0].name
+    code = ("import json, sys\nsys.path.insert(0, '/run')\nimport doctorprobe\n"
+            "print(json.dumps(doctorprobe.gpu_load(['food_classifier', 'food_classifier_onnx'], 3)))\n")
+    podman("exec", "-i", node, "sh", "-c", "cat > /run/doctorprobe.py",
+           input=Path(doctorprobe.__file__).read_text(), timeout=60)
+    try:
+        out = json.loads(rehearsal_cluster.exec(node, "python3", "-c", code).stdout.splitlines()[-1])
+    finally:
+        rehearsal_cluster.exec(node, "rm", "-f", "/run/doctorprobe.py")
+    assert out["model"] == "food_classifier_onnx"
+    assert out["ok"] > 0 and out["failed"] == 0, out["error"]
+    assert out["samples"] and all(s == {"status": 200, "values": {}} for s in out["samples"])

@@ -23,8 +23,8 @@ from .textsafe import clean, echo
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
-    "lease", "provision", "inventory", "rehearsal", "models", "fastapi", "validate", "schema", "plan",
-    "collect", "decide", "import_logs", "stats_delta", "report", "compare",
+    "lease", "provision", "inventory", "doctor", "rehearsal", "models", "fastapi", "validate", "schema",
+    "plan", "collect", "decide", "import_logs", "stats_delta", "report", "compare",
 )
 
 

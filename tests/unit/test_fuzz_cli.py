@@ -63,8 +63,9 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize
 OUTCOMES: Counter[str] = Counter()
 
 #: commands whose work is not a check of their input (building images, serving until Ctrl-C, timing
-#: models): only their parser is fuzzed
-PARSE_ONLY = {("rehearsal", "images"), ("rehearsal", "upstream-repo"), ("models", "standins")}
+#: models, SSH to the nodes of an inventory: doctor's default, inventory/hosts.yml, may be a real one):
+#: only their parser is fuzzed
+PARSE_ONLY = {("rehearsal", "images"), ("rehearsal", "upstream-repo"), ("models", "standins"), ("doctor",)}
 #: options never generated, with why: --provider local starts podman; --with-triton starts a tritonserver;
 #: --configure runs ansible-playbook; --watch repeats until Ctrl-C
 NEVER = {"--provider", "--with-triton", "--configure", "--watch", "--help", "--version"}

@@ -11,14 +11,14 @@ A node is healthy when its machine runs, SSH logs in, Docker answers and Triton 
 
 from __future__ import annotations
 
-import json
+import shlex
 import subprocess
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import interrupt
+from .. import interrupt, safeio
 from ..textsafe import markup
 from .base import Fleet, Machine
 from .nodes import Node
@@ -85,27 +85,46 @@ class NodeHealth:
         return {**asdict(self), "healthy": self.healthy}
 
 
-def _ssh_probe(node: Node, machine: Machine, known_hosts: Path, timeout: int) -> dict[str, Any] | str:
-    """The probe's JSON, or a one-line reason SSH failed."""
+#: the longest line a probe may print as its answer (a node that prints more is refused, never parsed)
+MAX_ANSWER = 4 * 2**20
+
+
+def ssh_python(node: Node, address: str, port: int, known_hosts: Path, script: str, *, timeout: int,
+               wait: float, args: Sequence[str] = ()) -> dict[str, Any] | str:
+    """Run ``script`` with python3 as root on the node (``sudo -n python3 - ARGS``, the script on stdin;
+    python3 is on every node: Ansible needs it), in one SSH session with the inventory's user and key and
+    the pinned host keys (``timeout``: to connect; ``wait``: for the whole run). The JSON object the script
+    prints on its last line (read as hostile data: :func:`serve_system.safeio.loads_json`), or a one-line
+    reason it could not be had."""
+    remote = " ".join(shlex.quote(a) for a in ("sudo", "-n", "python3", "-", *args))
     cmd = [
-        "ssh", "-i", node.key_path, "-p", str(machine.port), "-o", "BatchMode=yes",
+        "ssh", "-i", node.key_path, "-p", str(port), "-o", "BatchMode=yes",
         "-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes",
-        "-o", f"ConnectTimeout={timeout}", f"{node.user}@{machine.address}", "sudo -n python3 -",
+        "-o", f"ConnectTimeout={timeout}", f"{node.user}@{address}", remote,
     ]
     try:  # its own process group, killed on Ctrl-C: a probe is never waited for
-        proc = interrupt.run_child(cmd, input=PROBE, timeout=timeout + 20)
+        proc = interrupt.run_child(cmd, input=script, timeout=wait)
     except subprocess.TimeoutExpired:
-        return f"SSH probe timed out after {timeout + 20} s"
+        return f"SSH probe timed out after {wait:g} s"
     except OSError as exc:
         return f"cannot run ssh ({exc.strerror})"
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        return "SSH: " + (lines[-1].strip() if lines else f"exit {proc.returncode}")
+        return "SSH: " + (lines[-1].strip()[:300] if lines else f"exit {proc.returncode}")
+    lines = proc.stdout.strip().splitlines()
+    if not lines or len(lines[-1]) > MAX_ANSWER:
+        return "probe printed no JSON"
     try:
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        data = safeio.loads_json(lines[-1], f"{node.name}'s probe")
+    except safeio.UnsafeFile:
         return "probe printed no JSON"
     return data if isinstance(data, dict) else "probe printed no JSON object"
+
+
+def _ssh_probe(node: Node, machine: Machine, known_hosts: Path, timeout: int) -> dict[str, Any] | str:
+    """The probe's JSON, or a one-line reason SSH failed."""
+    return ssh_python(node, str(machine.address), machine.port, known_hosts, PROBE, timeout=timeout,
+                      wait=timeout + 20)
 
 
 def probe(fleet: Fleet, nodes: Sequence[Node], known_hosts: Path, *, timeout: int = 10) -> list[NodeHealth]:

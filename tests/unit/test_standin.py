@@ -62,7 +62,7 @@ def test_each_standin_matches_its_committed_config(model: str) -> None:
     sess = _session(model)
     assert [i.name for i in sess.get_inputs()] == [i.name for i in config.input]
     assert [o.name for o in sess.get_outputs()] == [o.name for o in config.output]
-    from tritonclient.grpc import model_config_pb2 as pb
+    from serve_system.triton.protos import model_config_pb2 as pb
 
     rng = np.random.default_rng(1)
     feeds = STANDINS[model].feeds(3, rng)

@@ -23,7 +23,20 @@ from .. import ownedtree
 from ..errors import ServeSystemError
 from ..textsafe import clean, markup
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+
+def _checkout() -> Path:
+    """The checkout whose playbooks/ and inventory/ the commands use: the one this package's sources are
+    in (run in place, or ``pip install -e .``), else the nearest folder holding ansible.cfg at or above the
+    current one (a ``pip install .`` puts a copy of the package in site-packages, away from any
+    checkout), else the current folder."""
+    here = Path(__file__).resolve().parents[3]
+    if (here / "ansible.cfg").is_file():
+        return here
+    cwd = Path.cwd()
+    return next((d for d in (cwd, *cwd.parents) if (d / "ansible.cfg").is_file()), cwd)
+
+
+REPO_ROOT = _checkout()
 DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "hosts.yml"
 
 

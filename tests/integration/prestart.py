@@ -172,7 +172,8 @@ class Background:
     def summary(self) -> str:
         """One line: each background set-up's time, and how long the tests waited for it (the part of
         the set-up the other tests did not hide)."""
-        parts = [f"{job.name} {job.setup_s:.0f} s (waited {job.waited_s:.0f} s)" for job in self._jobs.values()]
+        parts = [f"{job.name} {job.setup_s:.0f} s (waited {job.waited_s:.0f} s)"
+                 for job in self._jobs.values()]
         total = sum(job.setup_s for job in self._jobs.values())
         waited = sum(job.waited_s for job in self._jobs.values())
         return (f"[prestart] background set-ups {total:.0f} s, of which the tests waited {waited:.0f} s: "

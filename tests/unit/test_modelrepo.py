@@ -78,7 +78,8 @@ def test_bad_config_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "src" / "m"
     bad.mkdir(parents=True)
     (bad / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batchsize: 4\n')
-    with pytest.raises(ServeSystemError, match=r"m/config.pbtxt:3:1: .*no field named \"max_batchsize\""):
+    with pytest.raises(ServeSystemError, match=r"m/config.pbtxt:3:1: max_batchsize is not a field of model "
+                                               r"config \(did you mean \"max_batch_size\"\?"):
         render(tmp_path / "src", tmp_path / "out", models=["m"], gpus=0, onnx_serving="onnxruntime",
                standin=[])
 

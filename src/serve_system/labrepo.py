@@ -42,7 +42,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .errors import ServeSystemError, UsageError
-from .standin import STANDIN_NOTE, standin_bytes
 
 #: the two ways a node gets its weights (the role's ``serve_stack_weights``)
 CHOICES = ("lab", "standin")
@@ -229,12 +228,16 @@ def weights_text(model: str, files: list[tuple[LabFile, FileInfo]], lab: LabWeig
     """The model's weights as its config and the model table say them (``serve_system_weights``: starts
     with ``stand-in`` where the repository's files are generated ones), and every file's full sha256
     (``serve_system_weights_sha256``)."""
+    from .standin import STANDIN_NOTE
+
     where = f"{repository_name(lab.repository)}@{lab.commit[:12]}"
     parts = ", ".join(f"1/{posixpath.basename(f.dest or f.path)} <- {f.path} (sha256 {i.sha256[:12]})"
                       for f, i in files)
     sums = ", ".join(f"{posixpath.basename(f.dest or f.path)}={i.sha256}" for f, i in files)
     if any(i.standin for _, i in files):
-        return (f"stand-in: {STANDIN_NOTE}; from the rehearsal's lab repository {where}: {parts}", sums)
+        # no apostrophe: the text is a config's string, which Triton's text format escapes
+        text = f"stand-in: {STANDIN_NOTE}; from the rehearsal stand-in of the lab repository {where}: {parts}"
+        return text, sums
     return f"lab: {parts} at {where}", sums
 
 
@@ -271,12 +274,6 @@ PTH_PLACEHOLDER = (
     "and their Triton has no torch, so food_classifier serves the generated ONNX stand-in\n"
     "(models_staging/food_classifier_onnx/1/model.onnx) through onnxruntime there, marked as a stand-in.\n"
 )
-_README = (
-    "# Rehearsal stand-in of teaching-on-testbeds/serve-system-chi\n\n"
-    "Made by serve-system (`serve_system.labrepo`) for rehearsal nodes, which cannot reach GitHub: the\n"
-    "lab repository's layout, so the serve_stack role runs the same fetch as on a real node, with\n"
-    f"generated weights ({STANDIN_NOTE}). `{STANDIN_MANIFEST}` lists them. Not the lab's repository.\n"
-)
 #: where the rehearsal's input.json and test photo come from (a generated 96x96 JPEG, ours)
 FOOD_INPUT = Path(__file__).resolve().parents[2] / "experiments" / "files" / "food_input.json"
 
@@ -296,6 +293,14 @@ def _notebook(name: str) -> bytes:
 def standin_files() -> dict[str, bytes]:
     """The stand-in repository's files (path -> bytes), the lab's layout: its weights generated, its
     notebooks saying what they are, input.json and test_image.jpeg from ``experiments/files``."""
+    from .standin import STANDIN_NOTE, standin_bytes  # numpy and onnx: only where the repository is made
+
+    readme = (
+        "# Rehearsal stand-in of teaching-on-testbeds/serve-system-chi\n\n"
+        "Made by serve-system (`serve_system.labrepo`) for rehearsal nodes, which cannot reach GitHub: the\n"
+        "lab repository's layout, so the serve_stack role runs the same fetch as on a real node, with\n"
+        f"generated weights ({STANDIN_NOTE}). `{STANDIN_MANIFEST}` lists them. Not the lab's repository.\n"
+    )
     onnx = standin_bytes("food_classifier_onnx")
     pth = PTH_PLACEHOLDER.encode()
     weights = {"models_staging/food_classifier/1/food11.pth": pth,
@@ -312,7 +317,7 @@ def standin_files() -> dict[str, bytes]:
         "workspace/fastapi.ipynb": _notebook("fastapi.ipynb"),
         "workspace/input.json": food_input,
         "workspace/test_image.jpeg": photo,
-        "README.md": _README.encode(),
+        "README.md": readme.encode(),
         STANDIN_MANIFEST: (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
     }
 

@@ -212,7 +212,8 @@ def test_the_labs_repository_was_fetched_from_the_local_stand_in_and_its_checksu
         on_node["models_staging/food_classifier/1/food11.pth"]["sha256"]
     config = run("cat", f"{repo}/food_classifier_onnx/config.pbtxt")
     assert f"model.onnx={onnx_sha}" in config
-    assert "stand-in: generated stand-in model" in config and "from the rehearsal's lab repository" in config
+    assert "stand-in: generated stand-in model" in config
+    assert "from the rehearsal stand-in of the lab repository" in config
     # the play's model table said it
     assert ("food_classifier_onnx | python | serve-system ONNX shim (Python backend + onnxruntime, CPU) | "
             "1xCPU | stand-in: generated stand-in model") in rehearsal_cluster.site.flat

@@ -97,8 +97,8 @@ def test_the_rehearsals_lab_repository_is_a_stand_in_everywhere(tmp_path: Path) 
                      lab=_lab(standin=True))
     for row in rows:
         assert row.weights.startswith("stand-in: generated stand-in model")
-        assert "from the rehearsal's lab repository teaching-on-testbeds/serve-system-chi@000000000000" \
-            in row.weights
+        assert ("from the rehearsal stand-in of the lab repository teaching-on-testbeds/serve-system-chi@0000"
+                in row.weights)
         cfg = parse_config(tmp_path / row.model / "config.pbtxt")
         assert cfg.parameters["serve_system_weights"].string_value == row.weights
         assert CHOSEN_PARAM not in cfg.parameters  # not chosen: a GPU node's plan refuses it
@@ -165,7 +165,8 @@ def test_bad_config_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "src" / "m"
     bad.mkdir(parents=True)
     (bad / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batchsize: 4\n')
-    with pytest.raises(ServeSystemError, match=r"m/config.pbtxt:3:1: .*no field named \"max_batchsize\""):
+    with pytest.raises(ServeSystemError, match=r"m/config.pbtxt:3:1: max_batchsize is not a field of model "
+                                               r"config \(did you mean \"max_batch_size\"\?"):
         render(tmp_path / "src", tmp_path / "out", models=["m"], gpus=0, onnx_serving="onnxruntime",
                standin=[])
 

@@ -207,3 +207,34 @@ def test_a_run_recorded_before_the_hashes_resumes_on_its_configuration(
     assert all(s.variant == "dynbatch" and s.why.startswith("configuration changed (max_queue_delay"
                                                             "_microseconds: 100 -> 500)") for s in moved)
     assert not list((host / "dynbatch").glob("c*"))
+
+
+def test_the_runner_settles_the_nodes_copy_before_anything_else_and_packs_only_the_plans_levels(
+        tmp_path: Path, recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The runner itself (its command line, as the role calls it on the node): a level of the node's copy
+    measured under the earlier plan is set aside first, said on stderr, and left out of the archive."""
+    import subprocess
+    import sys
+
+    spec = _dynbatch_in_repo(tmp_path)
+    run = tmp_path / "results" / "dynbatch" / "r1"
+    first, _ = _plan(spec, run, capsys)
+    node = tmp_path / "node"
+    _record(recorded, first, node, "dynbatch", "c8_r1")
+    _record(recorded, first, node, "baseline", "c8_r1")
+    _edit(spec, "max_queue_delay_microseconds: 100", "max_queue_delay_microseconds: 500")
+    _plan(spec, run, capsys)
+    shutil.copy(run / "node-1" / records.PLAN_FILE, node / records.PLAN_FILE)  # the put of the new plan
+    proc = subprocess.run([sys.executable, "-m", "serve_system.node.runner",
+                           "--plan", str(node / "plan.json"), "--triton-log",
+                           "--progress", str(tmp_path / "progress.json")],
+                          input="", capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # (the node keeps no config.pbtxt to say which lines changed: the controller's plan said it)
+    assert proc.stderr.splitlines() == ["node-1 dynbatch c8_r1: measured again: configuration changed"]
+    assert not (node / "dynbatch" / "c8_r1").exists()
+    (aside,) = (node / "dynbatch" / resume.SUPERSEDED).iterdir()
+    assert (aside / "c8_r1" / records.LEVEL_FILE).is_file() and (aside / records.VARIANT_FILE).is_file()
+    with tarfile.open(node / archive.ARCHIVE) as tar:
+        names = tar.getnames()
+    assert "baseline/c8_r1/level.json" in names and not [n for n in names if n.startswith("dynbatch/")]

@@ -129,8 +129,8 @@ def test_forty_students_over_two_sites(sites, sshd40, chi_env, capsys) -> None: 
             (server,) = fake.server_by_name(n.name)
             assert server["reservation"] == reservations[n.vars["serve_lease"]]
             assert n.provider_ids["site"] == site and n.address in ADDRESSES[site]
-        assert Counter(n.vars["serve_lease"] for n in mine) == {f"serve_system_tester-{site[4:].lower()}-1": 16,
-                                                                  f"serve_system_tester-{site[4:].lower()}-2": 4}
+        base = f"serve_system_tester-{site[4:].lower()}"
+        assert Counter(n.vars["serve_lease"] for n in mine) == {f"{base}-1": 16, f"{base}-2": 4}
     assert "s3cret" not in (chi_env / "hosts.yml").read_text()  # no credential in the inventory
     # a second launch changes nothing at either site
     writes = {s: len(f.writes()) for s, f in sites.items()}
@@ -167,7 +167,8 @@ def test_forty_students_over_two_sites(sites, sshd40, chi_env, capsys) -> None: 
     # access sheets for all 40
     out_dir = chi_env / "sheets"
     assert script_main("access", ["--inventory", str(chi_env / "hosts.yml"), "--out", str(out_dir)]) == 0
-    assert sorted(p.name for p in out_dir.iterdir() if p.suffix == ".txt") == [f"s{i:02d}.txt" for i in range(40)]
+    assert sorted(p.name for p in out_dir.iterdir() if p.suffix == ".txt") == \
+        [f"s{i:02d}.txt" for i in range(40)]
     assert f"ssh -i ~/.ssh/YOUR_PRIVATE_KEY -p {sshd40.port} cc@{uc_node.address}" in \
         (out_dir / f"{uc_node.vars['serve_student']}.txt").read_text()
 

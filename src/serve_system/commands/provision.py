@@ -305,7 +305,8 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_status)
 
 
-def _board(args: argparse.Namespace, provider: Provider | None) -> tuple[dict[str, Any], list[board.NodeHealth]]:
+def _board(args: argparse.Namespace,
+           provider: Provider | None) -> tuple[dict[str, Any], list[board.NodeHealth]]:
     """The board's head and rows; ``provider`` None: the inventory is a class over several leases
     (:func:`_class_board`)."""
     inv = Path(args.inventory)
@@ -366,9 +367,10 @@ def _status_once(args: argparse.Namespace, provider: Provider | None, console: C
     leases = [head["lease"]] if head["lease"] else head.get("leases", [])
     warns = []
     for lease in leases:
-        if isinstance(lease.get("minutes_left"), int) and lease["minutes_left"] < args.margin.total_seconds() / 60:
+        left = lease.get("minutes_left")
+        if isinstance(left, int) and left < args.margin.total_seconds() / 60:
             site = f" --site {lease['site']} --lease {lease['name']}" if lease.get("site") else ""
-            warns.append(f"warning: lease {lease['name']} ends {lease['end']}, in {lease['minutes_left']} min "
+            warns.append(f"warning: lease {lease['name']} ends {lease['end']}, in {left} min "
                          f"(less than the {int(args.margin.total_seconds() // 60)} min margin): "
                          f"`serve-system lease extend{site} --by 1h`")
     if args.json:

@@ -146,17 +146,25 @@ def site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
                        help="lease name (default %(default)s)")
 
 
-def _openrc(text: str) -> tuple[str, Path]:
-    """``FILE`` or ``SITE=FILE`` (a site's own credentials) as (site or "", path)."""
-    from ..provision.chameleon.credentials import SITES
+class _OpenrcArg(ownedtree.PathArg):
+    """``FILE`` or ``SITE=FILE`` (a site's own credentials) as (site or "", path): a file only read."""
 
-    site, sep, rest = text.partition("=")
-    if sep and site.startswith("CHI@"):
-        if site not in SITES:
-            raise argparse.ArgumentTypeError(f"{site!r} is not a Chameleon GPU site: use one of "
-                                             f"{', '.join(SITES)}=FILE")
-        return site, ownedtree.INPUT_PATH(rest)
-    return "", ownedtree.INPUT_PATH(text)
+    def __init__(self) -> None:
+        super().__init__(ownedtree.INPUT)
+
+    def __call__(self, value: str) -> tuple[str, Path]:
+        from ..provision.chameleon.credentials import SITES
+
+        site, sep, rest = value.partition("=")
+        if sep and site.startswith("CHI@"):
+            if site not in SITES:
+                raise argparse.ArgumentTypeError(f"{site!r} is not a Chameleon GPU site: use one of "
+                                                 f"{', '.join(SITES)}=FILE")
+            return site, super().__call__(rest)
+        return "", super().__call__(value)
+
+
+_openrc = _OpenrcArg()
 
 
 def check_site(args: argparse.Namespace) -> None:
@@ -173,7 +181,10 @@ def connect(args: argparse.Namespace, site: str | None = None) -> str:
     site = site or args.site
     check_site(site)
     env = dict(os.environ)
-    files = [f for s, f in args.openrc if not s] + [f for s, f in args.openrc if s == site]
+    given = getattr(args, "openrc", None) or []
+    if isinstance(given, str | Path):  # one file, as a caller of this function may still pass
+        given = [("", Path(given))]
+    files = [f for s, f in given if not s] + [f for s, f in given if s == site]
     for path in files:
         env.update(parse_openrc(path, os.environ))
     try:

@@ -182,7 +182,8 @@ def table(rows: Sequence[NodeHealth], title: str) -> Any:
                 "lease min", "health"):
         t.add_column(col)
     for r in rows:
-        cells: tuple[str, ...] = (r.name, r.machine, r.address or "-", "up" if r.ssh else "down", r.docker or "-",
+        cells: tuple[str, ...] = (
+                 r.name, r.machine, r.address or "-", "up" if r.ssh else "down", r.docker or "-",
                  "ready" if r.triton_ready else "-", ",".join(r.models) or "-", "up" if r.jupyter else "-",
                  progress_text(r.progress),
                  "-" if r.lease_minutes_left is None else str(r.lease_minutes_left))

@@ -75,7 +75,7 @@ def _blazar_time(dt: datetime) -> str:
 
 @dataclass
 class FakeChameleon:
-    """The state of one fake Chameleon project (one site at a time is enough for our tests)."""
+    """The state of one fake Chameleon project: at every site, or at :attr:`site` only (two fakes)."""
 
     images: list[str] = field(default_factory=lambda: ["CC-Ubuntu24.04-CUDA", "CC-Ubuntu22.04"])
     keypairs: list[str] = field(default_factory=lambda: ["mykey"])

@@ -152,6 +152,11 @@ def test_forty_students_over_two_sites(sites, sshd40, chi_env, capsys) -> None: 
         "serve_system_tester-uc-2"]
     assert all(isinstance(r["lease_minutes_left"], int) for r in board["nodes"])
     assert not [r for r in board["nodes"] if "not in the inventory" in r["problem"]]
+    assert status_main(["--inventory", str(chi_env / "hosts.yml"), "--ssh-port", str(sshd40.port),
+                        "--probe-timeout", "2", *creds]) == 1
+    text = capsys.readouterr().out
+    assert "Lease serve_system_tester-uc-2 at CHI@UC" in text and "over CHI@TACC, CHI@UC" in text
+    assert "0 of 40 node(s) healthy" in text
 
     # rebuild of a node at the second site: Nova's rebuild there, nothing at the first
     uc_node = next(n for n in inventory if n.vars["serve_site"] == UC)

@@ -29,6 +29,12 @@ And what the real site does over time, as the OpenStack API references describe 
   e.g. 404 ``ExternalGatewayForFloatingIPNotFound``); Blazar answers an unsatisfiable lease with HTTP
   500 ``NotEnoughHostsAvailable`` (:attr:`FakeChameleon.blazar_refusal_status`).
 
+Two sites with their own state (a class over CHI@TACC and CHI@UC): one :class:`FakeChameleon` per
+site, each with :attr:`FakeChameleon.site` set, installed on the same mocker (:func:`install_sites`):
+each answers its own site's hosts only (and the resource API), so leases, servers and floating IPs of
+one site are never seen at the other, and each site's Keystone accepts only its own application
+credential when :attr:`FakeChameleon.credential_id` is set (Keystone is per site).
+
 Every request is logged in :attr:`FakeChameleon.log` as ``(METHOD, path)`` so tests can assert,
 for instance, that a dry run makes no write call.
 """
@@ -69,7 +75,7 @@ def _blazar_time(dt: datetime) -> str:
 
 @dataclass
 class FakeChameleon:
-    """The state of one fake Chameleon project (one site at a time is enough for our tests)."""
+    """The state of one fake Chameleon project: at every site, or at :attr:`site` only (two fakes)."""
 
     images: list[str] = field(default_factory=lambda: ["CC-Ubuntu24.04-CUDA", "CC-Ubuntu22.04"])
     keypairs: list[str] = field(default_factory=lambda: ["mykey"])
@@ -98,6 +104,10 @@ class FakeChameleon:
     build_polls: int = 0
     #: Nova's max_limit: servers per page of a listing
     nova_page_size: int = 1000
+    #: the one site this fake serves (None: every site's hosts, one shared state)
+    site: str | None = None
+    #: when set, Keystone refuses an application credential with another id (HTTP 401)
+    credential_id: str | None = None
 
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -224,6 +234,9 @@ class FakeChameleon:
     def _handle(self, request: Any) -> Any:
         url = urlparse(request.url)
         path = url.path.rstrip("/") or "/"
+        origin = f"{url.scheme}://{url.hostname}"
+        if self.site is not None and origin not in (RESOURCE_API, SITES[self.site]):
+            return None  # another site's host: the next fake installed on the mocker answers it
         self.log.append((request.method, f"{url.scheme}://{url.netloc}{path}"))
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         body = None
@@ -233,7 +246,6 @@ class FakeChameleon:
                 body = json.loads(raw)
             except ValueError:
                 body = raw
-        origin = f"{url.scheme}://{url.hostname}"
         if origin == RESOURCE_API:
             return self._resource_api(request, path)
         if origin not in SITES.values():
@@ -281,7 +293,8 @@ class FakeChameleon:
                                  "type": "application/vnd.openstack.identity-v3+json"}]}})
         if path == "/v3/auth/tokens" and request.method == "POST":
             self.auth_bodies.append(body)
-            if self.reject_auth:
+            given = body["auth"]["identity"].get("application_credential", {}).get("id")
+            if self.reject_auth or (self.credential_id is not None and given != self.credential_id):
                 return self._resp(request, 401, {"error": {
                     "code": 401, "title": "Unauthorized",
                     "message": "The request you have made requires authentication."}})
@@ -648,3 +661,11 @@ class FakeChameleon:
             return self._resp(request, 200, {"name": "image", "properties": {},
                                              "additionalProperties": {"type": "string"}})
         return self._resp(request, 404, {"message": f"fake glance: {path}"})
+
+
+def install_sites(mocker: requests_mock.Mocker, fakes: dict[str, FakeChameleon]) -> None:
+    """Serve each site of ``fakes`` (site name -> its fake, whose :attr:`~FakeChameleon.site` is set to it)
+    through one mocker."""
+    for site, fake in fakes.items():
+        assert fake.site == site, f"the fake for {site} serves {fake.site}"
+        fake.install(mocker)

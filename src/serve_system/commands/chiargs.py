@@ -132,8 +132,10 @@ def site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
     g = p.add_argument_group("Chameleon (--provider chameleon)")
     g.add_argument("--site", default=DEFAULT_SITE,
                    help=f"Chameleon site (default %(default)s; one of {', '.join(SITES)})")
-    g.add_argument("--openrc", type=ownedtree.INPUT_PATH, metavar="FILE",
+    g.add_argument("--openrc", type=_openrc, action="append", default=[], metavar="[SITE=]FILE",
                    help="read OS_* credentials from this openrc file (parsed, never executed); "
+                        "SITE=FILE: for that site only (an application credential is per site: a class "
+                        "over two sites gives --openrc CHI@TACC=tacc.sh --openrc CHI@UC=uc.sh); "
                         "default: the environment")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also show the OpenStack libraries' own log messages and warnings on stderr")
@@ -144,26 +146,55 @@ def site_args(p: argparse.ArgumentParser, *, lease: bool = True) -> None:
                        help="lease name (default %(default)s)")
 
 
+class _OpenrcArg(ownedtree.PathArg):
+    """``FILE`` or ``SITE=FILE`` (a site's own credentials) as (site or "", path): a file only read."""
+
+    def __init__(self) -> None:
+        super().__init__(ownedtree.INPUT)
+
+    def __call__(self, value: str) -> tuple[str, Path]:
+        from ..provision.chameleon.credentials import SITES
+
+        site, sep, rest = value.partition("=")
+        if sep and site.startswith("CHI@"):
+            if site not in SITES:
+                raise argparse.ArgumentTypeError(f"{site!r} is not a Chameleon GPU site: use one of "
+                                                 f"{', '.join(SITES)}=FILE")
+            return site, super().__call__(rest)
+        return "", super().__call__(value)
+
+
+_openrc = _OpenrcArg()
+
+
 def check_site(args: argparse.Namespace) -> None:
     from ..provision.chameleon import credentials
 
     credentials.check_site(args.site)
 
 
-def connect(args: argparse.Namespace) -> str:
+def connect(args: argparse.Namespace, site: str | None = None) -> str:
+    """Open the python-chi session at ``site`` (default ``--site``) with the environment's credentials,
+    then those of every ``--openrc FILE``, then those of ``--openrc SITE=FILE`` for this site."""
     from ..provision.chameleon.credentials import Site, check_site, parse_openrc, resolve_credentials
 
-    check_site(args.site)
+    site = site or args.site
+    check_site(site)
     env = dict(os.environ)
-    if args.openrc:
-        env.update(parse_openrc(args.openrc, os.environ))
+    given = getattr(args, "openrc", None) or []
+    if isinstance(given, str | Path):  # one file, as a caller of this function may still pass
+        given = [("", Path(given))]
+    files = [f for s, f in given if not s] + [f for s, f in given if s == site]
+    for path in files:
+        env.update(parse_openrc(path, os.environ))
     try:
         creds = resolve_credentials(env)
     except ServeSystemError as exc:
-        if args.openrc:  # the file was read: say which, since what it lacks is the problem
-            raise ServeSystemError(f"--openrc {args.openrc} (with the environment): {exc}") from None
+        if files:  # the files were read: say which, since what they lack is the problem
+            raise ServeSystemError(f"--openrc {', '.join(map(str, files))} (with the environment) for "
+                                   f"{site}: {exc}") from None
         raise
-    return Site.connect(creds, args.site).name
+    return Site.connect(creds, site).name
 
 
 def console() -> Console:

@@ -43,7 +43,13 @@ def _lease_args(p: argparse.ArgumentParser) -> None:
     create = sub.add_parser("create", help="reserve GPU nodes (2 h 50 min by default)")
     chiargs.site_args(create)
     create.add_argument("--node-type", default=DEFAULT_NODE_TYPE, help="node type (default %(default)s)")
-    create.add_argument("--count", type=chiargs.positive, default=1, help="number of nodes (default 1)")
+    how = create.add_mutually_exclusive_group()
+    how.add_argument("--count", type=chiargs.positive, default=1, help="number of nodes (default 1)")
+    how.add_argument("--roster", type=ownedtree.INPUT_PATH, metavar="CSV",
+                     help="with --sites: one lease per part of the class's split (LEASE-SITE-N, each at "
+                          "most the node type's maximum; docs/class.md), one node per student")
+    create.add_argument("--sites", type=_sites, metavar="SITE,SITE",
+                        help="with --roster: the sites the class is split over (e.g. CHI@TACC,CHI@UC)")
     create.add_argument("--duration", type=chiargs.duration, default=DEFAULT_DURATION, metavar="2h50m",
                         help="lease length with its units, e.g. 2h50m, 170m, 3h (default 2h50m); ignored "
                              "with --end")
@@ -88,11 +94,46 @@ def _exclude_list(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _sites(text: str) -> tuple[str, ...]:
+    from ..provision.classplan import parse_sites
+
+    try:
+        return parse_sites(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--sites {text!r}: ")) from None
+
+
+def _lease_create_class(args: argparse.Namespace) -> int:
+    """``lease create --roster CSV --sites ...``: every lease of the class's split, each at its site."""
+    from ..provision import classplan, roster
+    from ..provision.chameleon.leases import LeaseRequest, create_lease
+
+    if not (args.roster and args.sites):
+        raise UsageError("--roster and --sites go together: the roster is split over the sites' leases")
+    students = roster.read_roster(args.roster)
+    placements = classplan.plan_class(students, args.sites, args.lease, args.node_type, str(args.roster))
+    reqs = [(p, LeaseRequest(
+        name=p.lease, node_type=args.node_type, count=len(p.students), start=args.start, end=args.end,
+        duration=args.duration, align_hour=args.align_hour, exclude_nodes=_exclude_list(args.exclude_node),
+    )) for p in placements]
+    for _, req in reqs:
+        req.check()  # argument errors before any network call
+    console = chiargs.console()
+    for line in classplan.plan_lines(placements, "(node prefix)", args.node_type):
+        console.print(line, markup=False, highlight=False)
+    for p, req in reqs:
+        site = chiargs.connect(args, p.site)
+        create_lease(req, site, chiargs.RichProgress(console), dry_run=args.dry_run)
+    return 0
+
+
 def _lease_create(args: argparse.Namespace) -> int:
     from ..provision.chameleon.leases import LeaseRequest, create_lease
 
     if args.start and args.align_hour:
         raise UsageError("--start and --align-hour exclude each other")
+    if args.roster or args.sites:
+        return _lease_create_class(args)
     req = LeaseRequest(
         name=args.lease, node_type=args.node_type, count=args.count, start=args.start, end=args.end,
         duration=args.duration, align_hour=args.align_hour, exclude_nodes=_exclude_list(args.exclude_node),

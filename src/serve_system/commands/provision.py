@@ -24,8 +24,8 @@ from rich.console import Console
 from .. import ownedtree
 from ..cli import OneLineParser, run
 from ..errors import ServeSystemError, UsageError
-from ..provision import board, roster
-from ..provision.base import LaunchRequest, Progress, Provider, default_prefix, finish, server_names
+from ..provision import board, classplan, roster
+from ..provision.base import Fleet, LaunchRequest, Progress, Provider, default_prefix, finish, server_names
 from ..provision.nodes import Node, read_inventory
 from ..textsafe import dumps, echo, markup
 from . import chiargs
@@ -101,7 +101,10 @@ def _known_hosts(args: argparse.Namespace) -> Path:
     return Path(args.known_hosts or Path(args.inventory).parent / "known_hosts")
 
 
-def _provider(args: argparse.Namespace) -> Provider:
+def _provider(args: argparse.Namespace, site: str | None = None, lease: str | None = None,
+              class_names: frozenset[str] = frozenset()) -> Provider:
+    """The provider of ``args``; Chameleon: a session at ``site`` (default ``--site``) on lease ``lease``
+    (default ``--lease``), with that site's credentials."""
     if args.provider == "local":
         from ..provision.local import LocalProvider
 
@@ -109,25 +112,43 @@ def _provider(args: argparse.Namespace) -> Provider:
     from ..provision.chameleon import ChameleonProvider
 
     chiargs.check_site(args)
-    site = chiargs.connect(args)  # credentials first: without them, one error line and nothing else
+    site = chiargs.connect(args, site)  # credentials first: without them, one error line and nothing else
     return ChameleonProvider(
-        site=site, prefix=args.prefix, lease_name=args.lease, key_name=args.key_name,
+        site=site, prefix=args.prefix, lease_name=lease or args.lease, key_name=args.key_name,
         key_path=str(Path(args.key_path).expanduser()), image=args.image,
         network=getattr(args, "network", "sharednet1"), node_type=getattr(args, "node_type", None),
         replace_failed=getattr(args, "replace_failed", False),
         lease_timeout=getattr(args, "lease_timeout", 3600.0), server_timeout=args.server_timeout,
         ssh_timeout=args.ssh_timeout, ssh_port=args.ssh_port, poll=args.poll, margin=args.margin,
+        class_names=class_names,
     )
+
+
+def _class_groups(nodes: Sequence[Node]) -> dict[str, dict[str, list[str]]]:
+    """Chameleon nodes by the site and lease launch recorded (``serve_site``, ``serve_lease``): site ->
+    lease -> node names, in inventory order; empty when the inventory is one lease's (no record)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for n in nodes:
+        site, lease = n.vars.get("serve_site"), n.vars.get("serve_lease")
+        if n.provider == "chameleon" and isinstance(site, str) and isinstance(lease, str):
+            out.setdefault(site, {}).setdefault(lease, []).append(n.name)
+    return out
+
+
+def _is_class(groups: dict[str, dict[str, list[str]]]) -> bool:
+    """Whether the inventory spans more than one lease (a class launched with --sites)."""
+    return sum(len(by_lease) for by_lease in groups.values()) > 1
 
 
 def _nodes_table(nodes: Sequence[Node], inventory: Path, known_hosts: Path) -> Any:
     from rich.table import Table
 
     table = Table(title=f"Nodes ({markup(inventory)})")
-    for col in ("name", "address", "port", "user", "GPUs", "provider", "student"):
+    for col in ("name", "address", "port", "user", "GPUs", "provider", "site", "student"):
         table.add_column(col)
     for n in nodes:
-        table.add_row(*(markup(c) for c in (n.name, n.address, n.port, n.user, n.gpus, n.provider)),
+        table.add_row(*(markup(c) for c in (n.name, n.address, n.port, n.user, n.gpus, n.provider,
+                                            n.vars.get("serve_site") or "-")),
                       markup(n.vars.get("serve_student") or (f"(dropped: {n.vars['serve_student_dropped']})"
                                                             if n.vars.get("serve_student_dropped") else "-")))
     return table
@@ -163,7 +184,9 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
                      help="one node PREFIX-STUDENT per student of this CSV "
                           "(header student,ssh_public_key[,email])")
     p.add_argument("--network", default="sharednet1", help="Chameleon network (default %(default)s)")
-    p.add_argument("--node-type", help="Chameleon node type for the GPU count (default: from the lease)")
+    p.add_argument("--node-type", help="Chameleon node type for the GPU count (default: from the lease); "
+                   "with --sites: the type the class's leases were made for (default gpu_p100)")
+    _sites_arg(p)
     p.add_argument("--replace-failed", action="store_true",
                    help="delete and recreate Chameleon servers in ERROR")
     p.add_argument("--lease-timeout", type=_seconds, default=3600.0, metavar="S",
@@ -173,9 +196,71 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_launch)
 
 
+def _sites_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sites", type=_sites, metavar="SITE,SITE",
+                   help="with --roster: split the class over these sites and over leases of at most the "
+                        "node type's maximum each, named LEASE-SITE-N (e.g. CHI@TACC,CHI@UC; docs/class.md)")
+
+
+def _sites(text: str) -> tuple[str, ...]:
+    try:
+        return classplan.parse_sites(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--sites {text!r}: ")) from None
+
+
+def _class_plan(args: argparse.Namespace, students: Sequence[roster.Student]) -> list[classplan.Placement]:
+    from ..provision.chameleon.leases import DEFAULT_NODE_TYPE
+
+    if args.provider != "chameleon":
+        raise UsageError("--sites is for --provider chameleon (rehearsal nodes have no sites)")
+    if not students:
+        raise UsageError("--sites splits a class roster over leases and sites: give --roster CSV too")
+    return classplan.plan_class(students, args.sites, args.lease, args.node_type or DEFAULT_NODE_TYPE,
+                                str(args.roster))
+
+
+def _launch_class(args: argparse.Namespace, students: Sequence[roster.Student],
+                  previous: Sequence[Node], console: Console) -> int:
+    """``launch --roster CSV --sites ...``: each lease of the split launched at its site, one inventory."""
+    placements = _class_plan(args, students)
+    node_type = args.node_type or "gpu_p100"
+    for line in classplan.plan_lines(placements, args.prefix, node_type):
+        console.print(line, markup=False, highlight=False)
+    names = [n for p in placements for n in p.names(args.prefix)]
+    all_vars = roster.roster_vars(args.prefix, students)
+
+    def work(progress: Progress) -> int:
+        nodes: list[Node] = []
+        for p in placements:
+            mine = p.names(args.prefix)
+            others = frozenset(n for q in placements if q.site == p.site for n in q.names(args.prefix))
+            provider = _provider(args, p.site, p.lease, others)
+            req = LaunchRequest(tuple(mine), dry_run=args.dry_run,
+                                node_vars={n: {**all_vars[n], "serve_site": p.site, "serve_lease": p.lease}
+                                           for n in mine})
+            nodes += provider.launch(req, progress)
+        if args.dry_run:
+            return 0
+        nodes += [n for n in roster.dropped(previous, students) if n.name not in names]
+        finish(nodes, args.inventory, _known_hosts(args), progress)
+        progress.note(_nodes_table(nodes, args.inventory, _known_hosts(args)))
+        progress.note(f"Inventory: {args.inventory} ({len(nodes)} nodes over {len(placements)} lease(s))   "
+                      f"known hosts: {_known_hosts(args)}")
+        return 0
+
+    rc = _with_progress(console, work)
+    if rc == 0 and args.configure and not args.dry_run:
+        _site_yml(args.inventory, read_inventory(args.inventory), console)
+    return rc
+
+
 def _launch(args: argparse.Namespace) -> int:
     console = chiargs.console()
     students = roster.read_roster(args.roster) if args.roster else []
+    if args.sites:
+        previous_class = read_inventory(args.inventory) if Path(args.inventory).is_file() else []
+        return _launch_class(args, students, previous_class, console)
     names = ([roster.node_name(args.prefix, s.name) for s in students] if students
              else server_names(args.prefix, args.count))
     previous: list[Node] = []
@@ -220,41 +305,88 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_status)
 
 
-def _board(args: argparse.Namespace, provider: Provider) -> tuple[dict[str, Any], list[board.NodeHealth]]:
-    fleet = provider.fleet()
+def _board(args: argparse.Namespace,
+           provider: Provider | None) -> tuple[dict[str, Any], list[board.NodeHealth]]:
+    """The board's head and rows; ``provider`` None: the inventory is a class over several leases
+    (:func:`_class_board`)."""
     inv = Path(args.inventory)
     nodes = read_inventory(inv) if inv.is_file() else []
+    if provider is None:
+        return _class_board(args, nodes)
+    fleet = provider.fleet()
     rows = board.probe(fleet, nodes, _known_hosts(args), timeout=args.probe_timeout)
     head: dict[str, Any] = {"provider": provider.name, "prefix": args.prefix, "lease": fleet.lease}
     return head, rows
 
 
-def _status_once(args: argparse.Namespace, provider: Provider, console: Console) -> int:
+def _class_board(args: argparse.Namespace, nodes: Sequence[Node]) -> tuple[dict[str, Any],
+                                                                          list[board.NodeHealth]]:
+    """One board over every site and lease the inventory records: one server listing per site, each
+    lease's summary, every machine probed at once (a machine of the prefix that the inventory lacks
+    is shown too, as "not in the inventory")."""
+    groups = _class_groups(nodes)
+    leases: list[dict[str, Any]] = []
+    fleets: list[tuple[str, Fleet]] = []
+    for site, by_lease in groups.items():
+        from ..provision.chameleon import ChameleonProvider
+
+        provider = _provider(args, site, next(iter(by_lease)))
+        assert isinstance(provider, ChameleonProvider)
+        listed = provider.fleet()  # one listing of the site's servers for all its leases
+        placed: set[str] = set()
+        for lease, names in by_lease.items():
+            provider.lease_name = lease
+            summary = provider.lease_summary()
+            if summary is not None:
+                leases.append({**summary, "site": site})
+            fleets.append((site, Fleet([m for m in listed.machines if m.name in names], summary)))
+            placed.update(names)
+        strays = [m for m in listed.machines if m.name not in placed]
+        if strays:
+            fleets.append((site, Fleet(strays, None)))
+    rows: list[board.NodeHealth] = []
+    for site, fleet in fleets:  # each fleet's probes run at once; the fleets one after the other
+        for row in board.probe(fleet, nodes, _known_hosts(args), timeout=args.probe_timeout):
+            row.site = site
+            rows.append(row)
+    head: dict[str, Any] = {"provider": "chameleon", "prefix": args.prefix, "lease": None, "leases": leases,
+                            "sites": list(groups)}
+    return head, rows
+
+
+def _lease_line(lease: dict[str, Any]) -> str:
+    at = f" at {lease['site']}" if lease.get("site") else ""
+    if "minutes_left" in lease:
+        return (f"Lease {lease['name']}{at} ({lease['id']}): {lease['status']}, "
+                f"{lease['start']} -> {lease['end']}, {lease['minutes_left']} min left")
+    return f"Lease {lease['name']}{at}: {lease['status']}"
+
+
+def _status_once(args: argparse.Namespace, provider: Provider | None, console: Console) -> int:
     head, rows = _board(args, provider)
-    lease = head["lease"]
-    warn = None
-    if (lease and isinstance(lease.get("minutes_left"), int)
-            and lease["minutes_left"] < args.margin.total_seconds() / 60):
-        warn = (f"warning: lease {lease['name']} ends {lease['end']}, in {lease['minutes_left']} min "
-                f"(less than the {int(args.margin.total_seconds() // 60)} min margin): "
-                "`serve-system lease extend --by 1h`")
+    leases = [head["lease"]] if head["lease"] else head.get("leases", [])
+    warns = []
+    for lease in leases:
+        left = lease.get("minutes_left")
+        if isinstance(left, int) and left < args.margin.total_seconds() / 60:
+            site = f" --site {lease['site']} --lease {lease['name']}" if lease.get("site") else ""
+            warns.append(f"warning: lease {lease['name']} ends {lease['end']}, in {left} min "
+                         f"(less than the {int(args.margin.total_seconds() // 60)} min margin): "
+                         f"`serve-system lease extend{site} --by 1h`")
     if args.json:
         print(dumps({**head, "nodes": [r.as_dict() for r in rows],
                      "healthy": bool(rows) and all(r.healthy for r in rows)}, indent=2))
     else:
-        if lease:
-            if "minutes_left" in lease:
-                console.print(markup(f"Lease {lease['name']} ({lease['id']}): {lease['status']}, "
-                                     f"{lease['start']} -> {lease['end']}, {lease['minutes_left']} min left"))
-            else:
-                console.print(markup(f"Lease {lease['name']}: {lease['status']}"))
-        console.print(board.table(rows, f"Nodes of {args.prefix} ({provider.name})"))
+        for lease in leases:
+            console.print(markup(_lease_line(lease)))
+        sites = f" over {', '.join(head['sites'])}" if head.get("sites") else ""
+        console.print(board.table(rows, f"Nodes of {args.prefix} ({head['provider']}{sites})"))
         bad = [r for r in rows if not r.healthy]
         console.print(f"{len(rows) - len(bad)} of {len(rows)} node(s) healthy")
-    if warn:
+    for warn in warns:
         echo(warn, file=sys.stderr)
     if not rows:
-        raise ServeSystemError(f"no nodes named {args.prefix} or {args.prefix}-* ({provider.name}); "
+        raise ServeSystemError(f"no nodes named {args.prefix} or {args.prefix}-* ({head['provider']}); "
                                "run launch first")
     return 0 if all(r.healthy for r in rows) else 1
 
@@ -263,9 +395,9 @@ def _status(args: argparse.Namespace) -> int:
     if args.watch is None and args.times is not None:
         raise ServeSystemError("--times N counts the refreshes of --watch: give --watch too")
     console = chiargs.console()
-    if Path(args.inventory).is_file():
-        read_inventory(Path(args.inventory))  # a broken inventory is said before credentials are read
-    provider = _provider(args)
+    nodes = read_inventory(Path(args.inventory)) if Path(args.inventory).is_file() else []
+    # a broken inventory is said before credentials are read; a class over several leases: its own board
+    provider = None if args.provider == "chameleon" and _is_class(_class_groups(nodes)) else _provider(args)
     if args.watch is None:
         return _status_once(args, provider, console)
     rc = 0
@@ -314,11 +446,18 @@ def _rebuild(args: argparse.Namespace) -> int:
     if wrong:
         raise UsageError(f"{', '.join(wrong)} was made by --provider {chosen[0].provider}, "
                          f"not {args.provider}; pass --provider {chosen[0].provider}")
-    provider = _provider(args)
+    # each node at the site launch recorded for it (a class over two sites), else at --site
+    by_site: dict[str, list[Node]] = {}
+    for n in chosen:
+        site = n.vars.get("serve_site") if args.provider == "chameleon" else None
+        by_site.setdefault(site if isinstance(site, str) else "", []).append(n)
     console = chiargs.console()
 
     def work(progress: Progress) -> int:
-        fresh = {n.name: n for n in provider.rebuild(chosen, progress)}
+        fresh: dict[str, Node] = {}
+        for site, group in by_site.items():
+            provider = _provider(args, site or None)
+            fresh.update({n.name: n for n in provider.rebuild(group, progress)})
         merged = [fresh.get(n.name, n) for n in nodes]
         finish(merged, inventory, _known_hosts(args), progress, pin=list(fresh.values()))
         progress.note(f"Rebuilt {', '.join(fresh)}; host keys re-pinned for them only")
@@ -344,8 +483,23 @@ def _teardown_args(p: argparse.ArgumentParser) -> None:
 def _teardown(args: argparse.Namespace) -> int:
     from ..provision.chameleon import ChameleonProvider
 
-    provider = _provider(args)
     progress = chiargs.RichProgress(chiargs.console())
+    inv = Path(args.inventory)
+    groups = _class_groups(read_inventory(inv)) if args.provider == "chameleon" and inv.is_file() else {}
+    if _is_class(groups):  # a class over several leases: each site's servers, then each recorded lease
+        removed: list[str] = []
+        for site, by_lease in groups.items():
+            provider = _provider(args, site)
+            assert isinstance(provider, ChameleonProvider)
+            removed += provider.teardown(progress, dry_run=args.dry_run)
+            if args.delete_lease:
+                for lease in by_lease:
+                    removed += provider.remove_lease(lease, progress, dry_run=args.dry_run)
+        if not args.dry_run:
+            progress.note(f"Removed {len(removed)} resource(s) at {', '.join(groups)}"
+                          + (": " + ", ".join(removed) if removed else ""))
+        return 0
+    provider = _provider(args)
     if isinstance(provider, ChameleonProvider):
         removed = provider.teardown(progress, dry_run=args.dry_run, delete_lease_too=args.delete_lease)
     else:

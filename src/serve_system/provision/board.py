@@ -76,13 +76,18 @@ class NodeHealth:
     progress: dict[str, Any] | None = None
     lease_minutes_left: int | None = None
     problem: str = ""
+    #: the Chameleon site of a class over several sites ("" on a one-lease board)
+    site: str = ""
 
     @property
     def healthy(self) -> bool:
         return self.ssh and bool(self.docker) and self.triton_ready and not self.problem
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "healthy": self.healthy}
+        d = {**asdict(self), "healthy": self.healthy}
+        if not self.site:
+            del d["site"]
+        return d
 
 
 #: the longest line a probe may print as its answer (a node that prints more is refused, never parsed)
@@ -170,15 +175,21 @@ def table(rows: Sequence[NodeHealth], title: str) -> Any:
     from rich.table import Table
 
     t = Table(title=markup(title))
+    sites = any(r.site for r in rows)
+    if sites:
+        t.add_column("site")
     for col in ("node", "machine", "address", "SSH", "Docker", "Triton", "models", "Jupyter", "experiment",
                 "lease min", "health"):
         t.add_column(col)
     for r in rows:
-        cells = (r.name, r.machine, r.address or "-", "up" if r.ssh else "down", r.docker or "-",
+        cells: tuple[str, ...] = (
+                 r.name, r.machine, r.address or "-", "up" if r.ssh else "down", r.docker or "-",
                  "ready" if r.triton_ready else "-", ",".join(r.models) or "-", "up" if r.jupyter else "-",
                  progress_text(r.progress),
                  "-" if r.lease_minutes_left is None else str(r.lease_minutes_left))
         # every cell holds data a node or the inventory gave: shown as text, never as rich markup
+        if sites:
+            cells = (r.site or "-", *cells)
         t.add_row(*(markup(c) for c in cells),
                   "[green]healthy[/]" if r.healthy else f"[red]unhealthy[/] {markup(r.problem)}")
     return t

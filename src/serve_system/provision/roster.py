@@ -1,7 +1,8 @@
 """A class roster: one node per student, each student's key on their node only, access sheets.
 
-The roster is a CSV file with the header ``student,ssh_public_key[,email]``. A student's node is
-``<prefix>-<student>``; launch writes the student and their public key into the node's host
+The roster is a CSV file with the header ``student,ssh_public_key[,email][,site]`` (``site``: the
+Chameleon site of the student's node, for a class over several sites: :mod:`.classplan`). A student's
+node is ``<prefix>-<student>``; launch writes the student and their public key into the node's host
 variables (``serve_student``, ``class_access_keys``), and the ``class_access`` role puts exactly
 those keys on the node. A student dropped from the roster keeps their node in the inventory with
 ``class_access_keys: []`` until teardown, so the role removes their key.
@@ -31,7 +32,7 @@ from .nodes import Node
 STUDENT_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
              "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")
-COLUMNS = ("student", "ssh_public_key", "email")
+COLUMNS = ("student", "ssh_public_key", "email", "site")
 #: the largest roster read (a class of hundreds is a few hundred KiB)
 MAX_ROSTER_BYTES = 4 << 20
 #: the most bad rows one error names (every one of them is counted)
@@ -45,6 +46,8 @@ class Student:
     name: str
     key: str
     email: str = ""
+    #: the site the roster's ``site`` column names ("": the split chooses, :mod:`.classplan`)
+    site: str = ""
 
 
 #: what follows the type in a public key's body (RFC 4253, 5656, 8709; OpenSSH's PROTOCOL.u2f): each
@@ -125,12 +128,12 @@ def read_roster(path: Path) -> list[Student]:
     except csv.Error as exc:
         raise UsageError(f"{path}: not a valid CSV ({exc})") from None
     if not rows or [c.strip() for c in rows[0]][:2] != ["student", "ssh_public_key"]:
-        raise UsageError(f"{path}: the first line must be the header student,ssh_public_key[,email]")
+        raise UsageError(f"{path}: the first line must be the header student,ssh_public_key[,email][,site]")
     header = [c.strip() for c in rows[0]]
     unknown = [c for c in header if c not in COLUMNS]
     if unknown:
         raise UsageError(f"{path}: unknown column {unknown[0]!r}; "
-                         "the columns are student,ssh_public_key[,email]")
+                         "the columns are student,ssh_public_key[,email][,site]")
     students: list[Student] = []
     seen: dict[str, int] = {}
     keys: dict[str, int] = {}  # a key's body -> its student's index
@@ -179,7 +182,14 @@ def _row(path: Path, i: int, header: list[str], raw: list[str], seen: dict[str, 
         raise UsageError(f"{path}: row {i}, ssh_public_key: the same key as student {other.name!r} "
                          f"(row {seen[other.name]}): each student sends their own key (their node is "
                          "theirs alone)")
-    return Student(name, key, rec.get("email", ""))
+    site = rec.get("site", "")
+    if site:
+        from .chameleon.credentials import SITES
+
+        if site not in SITES:
+            raise UsageError(f"{path}: row {i}, site {site!r}: not a Chameleon GPU site; use one of "
+                             f"{', '.join(SITES)} or leave it empty")
+    return Student(name, key, rec.get("email", ""), site)
 
 
 def node_name(prefix: str, student: str) -> str:

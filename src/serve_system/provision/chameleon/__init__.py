@@ -80,6 +80,8 @@ class ChameleonProvider:
     ssh_port: int = 22
     poll: float = 15.0
     margin: timedelta = timedelta(minutes=30)
+    #: the other nodes of a class over several leases at this site: not "left alone" in the plan's note
+    class_names: frozenset[str] = frozenset()
     name: str = field(default="chameleon", init=False)
 
     # --- launch --------------------------------------------------------------------------------
@@ -136,7 +138,7 @@ class ChameleonProvider:
         node_type = self.node_type or lease.node_type or DEFAULT_NODE_TYPE
 
         existing, deleting = self._existing()
-        extra = sorted(n for n in existing if n not in names)
+        extra = sorted(n for n in existing if n not in names and n not in self.class_names)
         if extra:
             progress.note(f"Note: servers not asked for are left alone: {', '.join(extra)}")
         plan: list[tuple[str, str]] = []
@@ -227,7 +229,8 @@ class ChameleonProvider:
             gpus=GPUS_BY_NODE_TYPE.get(node_type, 0), provider="chameleon",
             provider_ids={"server_id": s.id, "floating_ip_id": s.floating_ip_id or "", "lease_id": lease.id,
                           "reservation_id": lease.reservation_id or "", "site": self.site},
-            vars={"serve_node_type": node_type, "serve_lease_end": lease.end_iso(), **extra},
+            vars={"serve_node_type": node_type, "serve_lease_end": lease.end_iso(), "serve_site": self.site,
+                  "serve_lease": lease.name, **extra},
         )
 
     # --- fleet (status) --------------------------------------------------------------------------
@@ -296,9 +299,13 @@ class ChameleonProvider:
         if not servers:
             progress.note(f"No servers named {self.prefix} or {self.prefix}-N at {self.site}")
         if delete_lease_too:
-            if dry_run:
-                for lz in find_leases(self.lease_name):
-                    progress.note(f"[dry run] would delete lease {lz.name} ({lz.id}, {lz.status})")
-            else:
-                removed += delete_lease(self.lease_name, self.site, progress)
+            removed += self.remove_lease(self.lease_name, progress, dry_run=dry_run)
         return removed
+
+    def remove_lease(self, name: str, progress: Progress, *, dry_run: bool = False) -> list[str]:
+        """Delete lease ``name`` at this site (a class has several); idempotent."""
+        if dry_run:
+            for lz in find_leases(name):
+                progress.note(f"[dry run] would delete lease {lz.name} ({lz.id}, {lz.status})")
+            return []
+        return delete_lease(name, self.site, progress)

@@ -186,7 +186,8 @@ class LeaseRequest:
         if self.count > most:
             raise UsageError(
                 f"--count {self.count}: a site has at most {most} {self.node_type} nodes; "
-                f"ask for {most} or fewer, or split the class over several leases"
+                f"ask for {most} or fewer, or split the class over several leases and sites: lease create "
+                "--roster class.csv --sites CHI@TACC,CHI@UC (docs/class.md)"
             )
         for name in self.exclude_nodes:
             if not NODE_NAME_RE.fullmatch(name):

@@ -23,7 +23,7 @@ A rehearsal's stand-in repository (``serve_system.labrepo``) lists its generated
 
 Returns ``files`` ({path: {sha256, size, standin}}), ``copied`` (the dests written) and ``changed``.
 The logic is in plain functions (:func:`check`, :func:`copy_if_different`, :func:`standins`) that
-tests/unit/test_serve_stack_lab_files.py runs without Ansible.
+tests/unit/test_serve_stack_lab.py runs without Ansible.
 """
 
 from __future__ import annotations

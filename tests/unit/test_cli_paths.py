@@ -86,6 +86,7 @@ def test_every_path_argument_declares_its_use() -> None:
 WRITERS: dict[tuple[tuple[str, ...], str], tuple[list[str], str]] = {
     (("fastapi", "context"), "dest"): (["fastapi", "context", "{dir}"], "mine"),
     (("models", "render"), "--dest"): (["models", "render", "--dest", "{dir}", "--model", "food_classifier",
+                                        "--standin", "food_classifier",
                                         "--source", "{repo}/model_repository"], "mine"),
     (("access",), "--out"): (["access", "-i", "{tmp}/hosts.yml", "--out", "{dir}"], "mine"),
     (("compare",), "--out"): (["compare", "--class", "{tmp}/run", "--out", "{dir}"], "mine"),

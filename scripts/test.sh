@@ -13,8 +13,8 @@ suite_start=$SECONDS
 bash scripts/bootstrap.sh
 bootstrap_s=$((SECONDS - suite_start))
 # lint gate first (a second): ruff on the code and the tests
-printf '\033[1m[test]\033[0m ruff check src tests bench chi_scripts scripts roles/*/filter_plugins roles/*/action_plugins roles/*/library\n' >&2
-.venv/bin/ruff check --quiet src tests bench chi_scripts scripts roles/*/filter_plugins roles/*/action_plugins roles/*/library
+printf '\033[1m[test]\033[0m ruff check src tests bench chi_scripts scripts inventory_plugins roles/*/filter_plugins roles/*/action_plugins roles/*/library\n' >&2
+.venv/bin/ruff check --quiet src tests bench chi_scripts scripts inventory_plugins roles/*/filter_plugins roles/*/action_plugins roles/*/library
 # mypy on the package (pyproject.toml), beside the unit tests; its verdict is awaited below
 mypy_log=$(mktemp)
 printf '\033[1m[test]\033[0m mypy (src), beside pytest\n' >&2

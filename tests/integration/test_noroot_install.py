@@ -2,16 +2,15 @@
 user does it: a fresh virtual environment made and filled by a user who is not root, no podman, no test
 extras.
 
-The package is built once, as a wheel; its dependencies are collected into a wheelhouse with the
-machine's pip settings (what bootstrap.sh installs from); then the user ``nobody``, in a folder of its
-own holding a copy of the checkout, makes a virtual environment with the system's Python (a Python that
-user can run), sees what a script says before anything is installed (one line: what to install),
-installs the wheel from the wheelhouse alone, and runs ``serve-system --help``, ``validate`` and ``plan``
-on a shipped spec, ``launch --dry-run`` against the fake Chameleon site (tests/fakes/chameleon.py, served
-in the command's own process by a hook this test adds to that environment, as tests/unit/chi_command.py
-does), then a real ``launch``, which writes the checkout's default inventory (the wheel's copy of the
-package lives in site-packages, away from any checkout: commands find the checkout from the folder they
-run in).
+The controller's dependencies are collected once into a wheelhouse with this machine's pip settings
+(what bootstrap.sh installs from; the package's own wheel is built for that). Then the user ``nobody``,
+in a folder of its own holding a copy of the checkout, makes a virtual environment with the system's
+Python (a Python that user can run), sees what a script says before anything is installed (one line:
+what to install), runs README's ``pip install -e .`` from the wheelhouse alone, and runs
+``serve-system --help``, ``validate`` and ``plan`` on a shipped spec, ``launch --dry-run`` against the
+fake Chameleon site (tests/fakes/chameleon.py, served in the command's own process by a hook this test
+adds to that environment, as tests/unit/chi_command.py does), then a real ``launch`` from another
+folder, which writes the checkout's default inventory.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ pytestmark = pytest.mark.windows("none")
 REPO = Path(__file__).resolve().parents[2]
 #: a user that is not root and exists on every Debian/Ubuntu machine
 USER = "nobody"
-#: what a user's checkout holds that the commands read (sources aside: they come with the wheel)
+#: what a user's checkout holds that the install and the commands read
 CHECKOUT = ("ansible.cfg", "pyproject.toml", "README.md", "chi_scripts", "experiments", "inventory",
             "model_repository", "playbooks", "roles", "src")
 #: the hook that serves the fake site inside a command's process when FAKE_CHAMELEON names its state
@@ -100,19 +99,16 @@ def test_install_and_run_as_a_user_without_root(scratch: Path) -> None:
     started = time.monotonic()
     account = pwd.getpwnam(USER)
     python = _python_for(USER)
-    # the wheel, built once from a copy of the sources (a build writes beside them), as pip builds it
+    # the wheelhouse: the package's wheel, built from a copy of its sources (a build writes beside them),
+    # its dependencies, setuptools and wheel (an editable install's build) and requests-mock (the fake's
+    # transport, for this test only); the user installs from this folder alone
     src = scratch / "src"
     for name in ("pyproject.toml", "README.md", "src"):
         _copy(REPO / name, src / name)
     wheels = scratch / "wheels"
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                            str(src)], check=False, capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    wheel = next(wheels.glob("serve_system_chi-*.whl"))
-    # its dependencies and requests-mock (the fake's transport, for this test only), with this machine's
-    # pip settings; the user installs from this folder alone
-    fetch = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(wheels), str(wheel),
-                            "requests-mock"], check=False, capture_output=True, text=True)
+    fetch = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(wheels), str(src),
+                            "setuptools>=77", "wheel", "requests-mock"], check=False, capture_output=True,
+                           text=True)
     assert fetch.returncode == 0, fetch.stderr[-3000:]
     prepared = time.monotonic()
 
@@ -133,10 +129,11 @@ def test_install_and_run_as_a_user_without_root(scratch: Path) -> None:
     env = {"HOME": str(home), "USER": "tester", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
            "COLUMNS": "200", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
-    def as_user(*argv: str | Path, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def as_user(*argv: str | Path, extra: dict[str, str] | None = None,
+                cwd: Path = work) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["runuser", "-u", USER, "--", "env", "-i",
                                *(f"{k}={v}" for k, v in {**env, **(extra or {})}.items()), *map(str, argv)],
-                              check=False, cwd=work, capture_output=True, text=True, timeout=600)
+                              check=False, cwd=cwd, capture_output=True, text=True, timeout=600)
 
     venv = home / "serve-venv"
     made = as_user(python, "-m", "venv", venv)
@@ -151,10 +148,10 @@ def test_install_and_run_as_a_user_without_root(scratch: Path) -> None:
         f"controller: `{bin_ / 'python'} -m pip install -e {work}`"), bare.stderr
 
     installing = time.monotonic()
-    # --no-compile: what the commands import compiles as they import it (the venv is the user's); the
-    # rest, Ansible's collections above all, would cost minutes here and prove nothing more
-    pip = as_user(bin_ / "pip", "install", "-q", "--no-compile", "--no-index", "--find-links", wheels, wheel,
-                  "requests-mock")
+    # README's command; --no-compile: what the commands import compiles as they import it (the venv is
+    # the user's); the rest, Ansible's collections above all, would cost minutes here and prove nothing more
+    pip = as_user(bin_ / "pip", "install", "-q", "--no-compile", "--no-index", "--find-links", wheels,
+                  "-e", ".", "requests-mock")
     install_s = time.monotonic() - installing
     assert pip.returncode == 0, pip.stderr[-3000:]
     assert all(p.stat().st_uid == account.pw_uid for p in (venv, bin_ / "serve-system"))
@@ -200,7 +197,8 @@ def test_install_and_run_as_a_user_without_root(scratch: Path) -> None:
         assert after.writes() == [] and after.servers == {}
         assert not (work / "inventory" / "hosts.yml").exists()
 
-        launched = as_user(bin_ / "serve-system", "launch", *opts, extra=chi)
+        # from another folder: the editable install knows its checkout
+        launched = as_user(bin_ / "serve-system", "launch", *opts, extra=chi, cwd=home)
         assert launched.returncode == 0, launched.stderr
     finally:
         for s in socks:
@@ -211,5 +209,5 @@ def test_install_and_run_as_a_user_without_root(scratch: Path) -> None:
     inventory = work / "inventory" / "hosts.yml"
     assert "node-serve-system-tester" in inventory.read_text()
     assert inventory.stat().st_uid == account.pw_uid
-    print(f"\nnon-root install: wheelhouse {prepared - started:.0f} s, pip install {install_s:.0f} s, "
-          f"environment {size_mb} MB, whole test {time.monotonic() - started:.0f} s")
+    print(f"\nnon-root install: wheelhouse {prepared - started:.0f} s, pip install -e . {install_s:.0f} s, "
+          f"environment {size_mb} MB (no bytecode), whole test {time.monotonic() - started:.0f} s")

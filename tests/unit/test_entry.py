@@ -1,10 +1,13 @@
 """The programs run with a Python that lacks the controller's dependencies: one line saying what to install
 (src/serve_system/entry.py), for ``serve-system`` and for each of ``chi_scripts/*.py``, run for real in a
-process whose virtual environment holds nothing but the standard library."""
+process whose virtual environment holds nothing but the standard library. And the checkout a plain
+``pip install .`` (the package copied into site-packages) works in."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -118,3 +121,21 @@ def test_a_python_too_old(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     assert capsys.readouterr().err == (
         "launch.py: needs Python 3.11 or newer, /usr/bin/python3 is 3.9.2: make the virtual environment "
         "with a newer Python (README: \"Without root\")\n")
+
+
+def test_a_plain_install_finds_the_checkout_it_runs_in(tmp_path: Path) -> None:
+    """The package in a site-packages folder, away from any checkout: the checkout is the nearest folder
+    holding ansible.cfg at or above the one a command runs in, else that folder; never site-packages'."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    shutil.copytree(REPO / "src" / "serve_system", site / "serve_system",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    checkout = tmp_path / "checkout"
+    (checkout / "experiments").mkdir(parents=True)
+    (checkout / "ansible.cfg").write_text("[defaults]\n")
+    code = ("import serve_system; from serve_system.commands import chiargs; "
+            "print(serve_system.__file__, chiargs.REPO_ROOT, chiargs.DEFAULT_INVENTORY)")
+    for cwd, root in ((checkout / "experiments", checkout), (checkout, checkout), (tmp_path, tmp_path)):
+        proc = subprocess.run([sys.executable, "-c", code], check=True, cwd=cwd, capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(site)})
+        assert proc.stdout.split() == [str(site / "serve_system" / "__init__.py"), str(root),
+                                       str(root / "inventory" / "hosts.yml")], cwd

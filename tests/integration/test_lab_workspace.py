@@ -226,8 +226,9 @@ def test_jupyter_runs_as_its_user_and_a_students_notebook_writes_and_saves(
     assert json.loads(mine.content_string)["data"][0]["INPUT_IMAGE"]["shape"] == [1]
     saved = host.file(f"{WORK}/serve_lab.ipynb")
     assert (saved.uid, saved.gid, saved.mode) == (JUPYTER_UID, JUPYTER_GID, 0o644)
+    # (on disk nbformat keeps a stream's text as a list of lines)
     outputs = [o for c in json.loads(saved.content_string)["cells"] for o in c.get("outputs", [])]
-    assert any("wrote my_input.json" in o.get("text", "") for o in outputs), outputs[:5]
+    assert any("wrote my_input.json" in "".join(o.get("text", "")) for o in outputs), outputs[:5]
 
 
 def test_a_students_edits_survive_a_redeploy(rehearsal_cluster: RehearsalCluster) -> None:

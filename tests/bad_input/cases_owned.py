@@ -35,7 +35,7 @@ CASES: list[BadInput] = [
              ("{tmp}/mine", "not empty and not made by serve-system", "--force"), files=USER),
     BadInput("models-render-users-folder",
              ("serve-system", "models", "render", "--dest", "{tmp}/mine", "--model", "food_classifier",
-              "--source", "{repo}/model_repository"),
+              "--standin", "food_classifier", "--source", "{repo}/model_repository"),
              ("{tmp}/mine", "not empty and not made by serve-system", "--dest", "--force"), files=USER),
     BadInput("access-out-users-folder",
              ("serve-system", "access", "-i", "{tmp}/hosts.yml", "--out", "{tmp}/mine"),

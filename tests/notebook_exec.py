@@ -43,11 +43,13 @@ def run(steps: tuple[str, ...], parameters: dict[str, Any], cwd: Path, *, before
         cells.append(copy.deepcopy(cell))
         if "parameters" in tags:
             lines = [f"{k} = {v!r}" for k, v in parameters.items()]
-            cells.append(nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["injected-parameters"]}))
+            cells.append(nbformat.v4.new_code_cell("\n".join(lines),
+                                                   metadata={"tags": ["injected-parameters"]}))
     if after:
         cells.append(nbformat.v4.new_code_cell(after, metadata={"tags": ["harness"]}))
     nb = nbformat.v4.new_notebook(cells=cells, metadata=source.metadata)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(cwd)}})
     try:
         client.execute()
     finally:

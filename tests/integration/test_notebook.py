@@ -1,4 +1,5 @@
-"""notebooks/serve_system_lab.ipynb, headless: its node steps (configure, experiment, report) on a rehearsal node.
+"""notebooks/serve_system_lab.ipynb, headless: its node steps (configure, experiment, report) on a rehearsal
+node.
 
 The shape, the cheapest honest one: the notebook's own cells run unchanged in a real IPython kernel
 (nbclient; tests/notebook_exec.py) with ``PROVIDER = "local"`` and the inventory of the session's shared
@@ -16,7 +17,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from notebook_exec import run, text  # tests/, on the path as this package's root
 
 from .conftest import RehearsalCluster

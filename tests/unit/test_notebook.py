@@ -15,14 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+import notebook_exec  # tests/, on the path through chi_harness
 import yaml
 from chi_harness import ADDRESSES, LoopbackListener
 from fakes.chameleon import FakeChameleon
-
-pytest.importorskip("nbclient", reason="the test extras' nbclient and ipykernel run the notebook")
-
-import notebook_exec  # noqa: E402  (tests/, on the path through chi_harness)
 
 TESTS = Path(__file__).resolve().parents[1]
 PREFIX = "node-serve-system-tester"
@@ -57,10 +53,9 @@ def test_lease_launch_and_teardown_cells_against_the_fake_site(chi_env: Path) ->
         nb = notebook_exec.run(
             ("lease", "launch", "teardown"),
             {"KEY_NAME": "mykey", "KEY_PATH": str(work / "id_test"), "INVENTORY": str(inventory), "COUNT": 2,
-             "LAUNCH_OPTIONS": {"ssh_port": sshd.port, "ssh_timeout": 5, "poll": 0.01, "server_timeout": 5,
-                                "probe_timeout": 5}},
-            work, before=BEFORE.format(tests=str(TESTS), state=str(state)), after=AFTER.format(state=str(state)),
-            timeout=300)
+             "LAUNCH_OPTIONS": {"ssh_port": sshd.port, "ssh_timeout": 5, "poll": 0.01, "server_timeout": 5}},
+            work, before=BEFORE.format(tests=str(TESTS), state=str(state)),
+            after=AFTER.format(state=str(state)), timeout=300)
     finally:
         sshd.close()
     fake = FakeChameleon.load(state)

@@ -77,7 +77,9 @@ def run_playbook(
         raise ServeSystemError(f"{playbook}: playbook not found")
     if not inventory.exists():
         raise ServeSystemError(f"{inventory}: inventory not found; run chi_scripts/launch.py first")
-    project_dir = playbook.parent.parent if playbook.parent.name == "playbooks" else playbook.parent
+    # playbooks/ and experiments/ run from the repository root (its ansible.cfg, roles, plugins)
+    in_repo = playbook.parent.name in ("playbooks", "experiments")
+    project_dir = playbook.parent.parent if in_repo else playbook.parent
     private = Path(tempfile.mkdtemp(prefix="serve-system-runner-"))
     seen_task = [False]
     # the ansible-playbook of this environment (.venv/bin), even when .venv is not activated

@@ -154,7 +154,7 @@ def _nodes_table(nodes: Sequence[Node], inventory: Path, known_hosts: Path) -> A
     return table
 
 
-def _site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: str | None = None) -> None:
+def site_yml(inventory: Path, nodes: Sequence[Node], console: Console, limit: str | None = None) -> None:
     from ..playbook import run_playbook
 
     rc = run_playbook(chiargs.REPO_ROOT / "playbooks" / "site.yml", inventory, console=console, limit=limit,
@@ -285,7 +285,7 @@ def _launch(args: argparse.Namespace) -> int:
 
     rc = _with_progress(console, work)
     if rc == 0 and args.configure and not args.dry_run:
-        _site_yml(args.inventory, read_inventory(args.inventory), console)
+        site_yml(args.inventory, read_inventory(args.inventory), console)
     return rc
 
 
@@ -465,7 +465,7 @@ def _rebuild(args: argparse.Namespace) -> int:
 
     rc = _with_progress(console, work)
     if args.configure:
-        _site_yml(inventory, chosen, console, limit=",".join(n.name for n in chosen))
+        site_yml(inventory, chosen, console, limit=",".join(n.name for n in chosen))
     return rc
 
 

@@ -251,7 +251,7 @@ def _launch_class(args: argparse.Namespace, students: Sequence[roster.Student],
 
     rc = _with_progress(console, work)
     if rc == 0 and args.configure and not args.dry_run:
-        _site_yml(args.inventory, read_inventory(args.inventory), console)
+        site_yml(args.inventory, read_inventory(args.inventory), console)
     return rc
 
 

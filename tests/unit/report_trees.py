@@ -195,7 +195,8 @@ def rehearsal_backends_run(run: Path, tmp: Path) -> Path:
     root = Path(__file__).resolve().parents[2]
     repo = tmp / "rendered"
     modelrepo.render(root / "model_repository", repo, models=["food_classifier", "food_classifier_onnx"],
-                     gpus=0, onnx_serving="python_shim", standin=[])
+                     gpus=0, onnx_serving="python_shim",
+                     standin=["food_classifier", "food_classifier_onnx"])  # a rehearsal node's stand-ins
     h = "node-1"
     manifest(run, "backends", [{"name": "most_throughput_at_8", "metric": "throughput", "goal": "max",
                                 "at_load": 8}])

@@ -108,6 +108,8 @@ def test_the_gpu_triton_image_runs_onnxruntime_on_cuda_at_the_lists_version() ->
     pinned = re.search(r"^onnxruntime==([0-9.]+)$", requirements, re.MULTILINE)
     dockerfile = (REPO / "roles" / "serve_stack" / "files" / "triton_gpu" / "Dockerfile").read_text()
     assert pinned
-    swap = f"pip uninstall -y onnxruntime && pip install --no-cache-dir onnxruntime-gpu=={pinned[1]}"
-    assert swap in dockerfile
+    constraints = (REPO / "roles" / "serve_stack" / "files" / "triton_gpu" / "constraints.txt").read_text()
+    assert "pip uninstall -y onnxruntime;" in dockerfile
+    assert re.search(r"pip install [^;]*-c /opt/serve-system/constraints\.txt onnxruntime-gpu;", dockerfile)
+    assert re.search(rf"^onnxruntime-gpu=={re.escape(pinned[1])}$", constraints, re.MULTILINE)
     assert 'assert "CUDAExecutionProvider" in onnxruntime.get_available_providers()' in dockerfile

@@ -240,7 +240,11 @@ def default_problems(path: Path, values: Mapping[str, object]) -> list[str]:
                 problems.append(f"{where}: {text}: a :latest")
             if name.endswith("_image") and text and "{{" not in text and (p := image_problem(text)):
                 problems.append(f"{where}: {p}")
-            if re.search(r"(\.git\b|github\.com/)", text) and "{{" not in text:
+            # a repository variable X_repo may be pinned by its sibling X_commit (a full commit), as
+            # serve_stack_lab_repo is by serve_stack_lab_commit
+            sibling = values.get(re.sub(r"_repo$", "_commit", name)) if name.endswith("_repo") else None
+            pinned = isinstance(sibling, str) and re.fullmatch(r"[0-9a-f]{40}", sibling) is not None
+            if re.search(r"(\.git\b|github\.com/)", text) and "{{" not in text and not pinned:
                 error = plugin.serve_stack_build_context(text)["error"] or (
                     "" if "#" in text else f"{text}: no #commit")
                 if error:

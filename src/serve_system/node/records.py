@@ -423,8 +423,8 @@ def measured_minutes(host_dir: str | Path) -> float:
     runner's ``--restore-past``) alike."""
     h = Path(host_dir)
     total = 0.0
-    for vdir in _plain_dirs(h):
-        for ldir in _plain_dirs(vdir):
+    for vdir in plain_dirs(h):
+        for ldir in plain_dirs(vdir):
             path = ldir / LEVEL_FILE
             if not os.path.lexists(path):
                 continue
@@ -436,7 +436,7 @@ def measured_minutes(host_dir: str | Path) -> float:
     return total / 60
 
 
-def _plain_dirs(folder: Path) -> list[Path]:
+def plain_dirs(folder: Path) -> list[Path]:
     """The folders in ``folder`` (not hidden, not links); none when it is no folder."""
     try:
         return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and not p.is_symlink()

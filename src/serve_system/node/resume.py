@@ -79,12 +79,12 @@ def check_host(host_dir: str | Path, variants: list[plans.VariantPlan]
     by_name = {v.name: v for v in variants}
     done: set[tuple[str, str]] = set()
     stale: list[Superseded] = []
-    for vdir in _plain_dirs(host):
+    for vdir in rec.plain_dirs(host):
         v = by_name.get(vdir.name)
         planned = {lv.id: (lv, level_setting(v, lv)) for lv in v.levels} if v is not None else {}
         other = rec.Setting(config_sha256=config_sha256(v)) if v is not None else None
         old_config = _text(vdir / rec.CONFIG_FILE) if v is not None else None
-        for ldir in _plain_dirs(vdir):
+        for ldir in rec.plain_dirs(vdir):
             lv, setting = planned.get(ldir.name, (None, other))
             level, changed = rec.level_resume(ldir, setting)
             if level is None:
@@ -217,12 +217,3 @@ def _text(path: Path) -> str | None:
         return safeio.read_text(path, kind="config", within=path.parent)
     except (safeio.UnsafeFile, OSError):
         return None
-
-
-def _plain_dirs(folder: Path) -> list[Path]:
-    """The folders in ``folder`` (not hidden, not links)."""
-    try:
-        return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and not p.is_symlink()
-                      and p.is_dir())
-    except OSError:
-        return []
